@@ -1,0 +1,106 @@
+#include "backend/cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "backend/cpu/attention.h"
+#include "tensor/dequantize.h"
+#include "tensor/vec_dot.h"
+#include "util/error.h"
+
+namespace shoal {
+
+CpuBackend::CpuBackend(ThreadPool& pool, int max_tokens, int64_t max_cols)
+    : pool_(pool), max_tokens_(max_tokens), max_cols_(max_cols) {
+  // Worst case is f32 activations (4 bytes a value); quantized forms are smaller.
+  activation_scratch_.resize(static_cast<size_t>(max_tokens) * static_cast<size_t>(max_cols) * sizeof(float) + 64);
+}
+
+void CpuBackend::matmul(const Matrix& w, const float* x, float* y, int n_tokens) {
+  if (n_tokens > max_tokens_ || w.cols > max_cols_)
+    fail("internal: matmul of {} tokens x {} exceeds the scratch ({} x {})", n_tokens, w.cols, max_tokens_, max_cols_);
+  const DType act_type = activation_dtype(w.type);
+  const size_t act_stride = row_bytes(act_type, w.cols);
+  const void* act = x;
+  if (act_type != DType::F32) {
+    uint8_t* scratch = activation_scratch_.data();
+    pool_.parallel_for(n_tokens, 1, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) quantize_activation(w.type, x + t * w.cols, scratch + t * act_stride, w.cols);
+    });
+    act = scratch;
+  }
+  const auto* act_bytes = static_cast<const uint8_t*>(act);
+  const int64_t rows = w.rows;
+  // Split by output rows; each element is one vec_dot whatever the batch.
+  pool_.parallel_for(rows, 16, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t* wr = w.row(r);
+      for (int t = 0; t < n_tokens; ++t) y[t * rows + r] = vec_dot(w.type, wr, act_bytes + t * act_stride, w.cols);
+    }
+  });
+}
+
+void CpuBackend::rmsnorm(const float* x, const float* weight, float* y, int n_tokens, int n, float eps) {
+  for (int t = 0; t < n_tokens; ++t) {
+    const float* xr = x + static_cast<int64_t>(t) * n;
+    float* yr = y + static_cast<int64_t>(t) * n;
+    double sum = 0.0;  // double: the mean of squares of a wide row loses bits in f32
+    for (int i = 0; i < n; ++i) sum += static_cast<double>(xr[i]) * xr[i];
+    const float inv = static_cast<float>(1.0 / std::sqrt(sum / n + eps));
+    for (int i = 0; i < n; ++i) yr[i] = xr[i] * inv * weight[i];
+  }
+}
+
+void CpuBackend::rope(float* x, int n_tokens, int n_heads, const int32_t* positions, const RopeParams& p) {
+  const int half = p.rope_dim / 2;
+  for (int t = 0; t < n_tokens; ++t) {
+    const double pos = static_cast<double>(positions[t]) * p.freq_scale;
+    for (int i = 0; i < half; ++i) {
+      double theta = pos * std::pow(static_cast<double>(p.freq_base), -2.0 * i / p.rope_dim);
+      if (p.freq_factors) theta /= p.freq_factors[i];
+      const float c = static_cast<float>(std::cos(theta)), s = static_cast<float>(std::sin(theta));
+      for (int h = 0; h < n_heads; ++h) {
+        float* head = x + (static_cast<int64_t>(t) * n_heads + h) * p.head_dim;
+        const int a = p.neox ? i : 2 * i, b = p.neox ? i + half : 2 * i + 1;
+        const float x0 = head[a], x1 = head[b];
+        head[a] = x0 * c - x1 * s;
+        head[b] = x0 * s + x1 * c;
+      }
+    }
+  }
+}
+
+void CpuBackend::attention(const float* q, const KvLayerView& kv, const int32_t* seq_ids, const int32_t* positions,
+                           int n_tokens, const AttentionShape& shape, float* out) {
+  const int64_t n_items = static_cast<int64_t>(n_tokens) * shape.n_head;
+  pool_.parallel_for(n_items, 1, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const int t = static_cast<int>(i / shape.n_head), h = static_cast<int>(i % shape.n_head);
+      const int64_t qoff = (static_cast<int64_t>(t) * shape.n_head + h) * shape.head_dim;
+      attend_one_head(q + qoff, kv, seq_ids[t], positions[t], h, shape, out + qoff);
+    }
+  });
+}
+
+void CpuBackend::swiglu(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+void CpuBackend::add(float* y, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+void CpuBackend::add_bias(float* y, const float* bias, int n_tokens, int n) {
+  for (int t = 0; t < n_tokens; ++t)
+    for (int i = 0; i < n; ++i) y[static_cast<int64_t>(t) * n + i] += bias[i];
+}
+
+void CpuBackend::get_rows(const Matrix& w, const int32_t* ids, int n, float* out) {
+  for (int t = 0; t < n; ++t) {
+    if (ids[t] < 0 || ids[t] >= w.rows) fail("token id {} is outside the vocabulary of {}", ids[t], w.rows);
+    dequantize_row(w.type, w.row(ids[t]), out + static_cast<int64_t>(t) * w.cols, w.cols);
+  }
+}
+
+}  // namespace shoal

@@ -1,0 +1,132 @@
+// shoal bench: prompt processing (ppN) and generation (tgN) throughput,
+// shaped like llama-bench's output so the two can be compared by scripts.
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include "cli/common_options.h"
+#include "engine/generator.h"
+#include "util/error.h"
+#include "util/log.h"
+
+namespace shoal::cli {
+namespace {
+
+struct BenchOptions {
+  CommonOptions common;
+  int n_prompt = 512;
+  int n_gen = 128;
+  int repetitions = 5;
+  std::string output = "md";
+};
+
+struct BenchRow {
+  int n_prompt = 0, n_gen = 0;
+  std::vector<double> seconds;
+  double avg_ts() const { return mean(rates()); }
+  double stddev_ts() const {
+    auto r = rates();
+    if (r.size() < 2) return 0.0;
+    double m = mean(r), s = 0;
+    for (double x : r) s += (x - m) * (x - m);
+    return std::sqrt(s / (r.size() - 1));
+  }
+  std::vector<double> rates() const {
+    std::vector<double> r;
+    for (double s : seconds) r.push_back((n_prompt + n_gen) / s);
+    return r;
+  }
+  static double mean(const std::vector<double>& v) {
+    double s = 0;
+    for (double x : v) s += x;
+    return v.empty() ? 0 : s / v.size();
+  }
+};
+
+// One timed run: a fresh sequence, n_prompt random tokens in batches, or
+// n_gen tokens one at a time (as llama-bench does: no sampling in the loop).
+double time_run(Engine& engine, int n_prompt, int n_gen, std::mt19937& rng) {
+  Pipeline& p = engine.pipeline();
+  p.truncate_sequence(0, 0);
+  std::uniform_int_distribution<TokenId> pick(0, engine.config().n_vocab - 1);
+  Generator g(p, engine.tokenizer(), engine.n_ctx());
+  auto t0 = std::chrono::steady_clock::now();
+  if (n_prompt > 0) {
+    std::vector<TokenId> tokens(n_prompt);
+    for (auto& t : tokens) t = pick(rng);
+    g.feed(tokens, 0);
+  }
+  for (int i = 0; i < n_gen; ++i) {
+    TokenId t[1] = {pick(rng)};
+    g.feed(t, i);
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+int bench(BenchOptions& o) {
+  set_verbosity(o.common.verbosity);
+  if (o.output != "md" && o.output != "json") fail("-o must be md or json, not '{}'", o.output);
+  if (o.repetitions < 1) fail("-r must be at least 1");
+  EngineOptions eo = o.common.engine;
+  eo.n_ctx = std::max({eo.n_ctx, o.n_prompt + 1, o.n_gen + 1, 16});
+  Engine engine(eo);
+  std::mt19937 rng(42);
+  time_run(engine, 0, 1, rng);  // warm-up: page in the weights
+
+  std::vector<BenchRow> rows;
+  if (o.n_prompt > 0) rows.push_back({o.n_prompt, 0, {}});
+  if (o.n_gen > 0) rows.push_back({0, o.n_gen, {}});
+  for (auto& row : rows)
+    for (int r = 0; r < o.repetitions; ++r) row.seconds.push_back(time_run(engine, row.n_prompt, row.n_gen, rng));
+
+  const auto& file = engine.file();
+  size_t model_bytes = 0;
+  int64_t n_params = 0;
+  for (const auto& t : file.tensors()) {
+    model_bytes += t.bytes;
+    n_params += t.n_elements();
+  }
+  std::string filename = file.path().substr(file.path().find_last_of('/') + 1);
+  if (o.output == "json") {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& row : rows) {
+      std::vector<double> ns;
+      for (double s : row.seconds) ns.push_back(s * 1e9);
+      double avg_ns = BenchRow::mean(ns);
+      out.push_back({{"build_commit", "shoal"}, {"model_filename", filename}, {"model_type", engine.config().arch},
+                     {"model_size", model_bytes}, {"model_n_params", n_params}, {"backend", "CPU"},
+                     {"n_batch", engine.n_batch()}, {"n_threads", engine.threads()}, {"n_prompt", row.n_prompt},
+                     {"n_gen", row.n_gen}, {"avg_ns", static_cast<int64_t>(avg_ns)}, {"avg_ts", row.avg_ts()},
+                     {"stddev_ts", row.stddev_ts()}, {"samples_ts", row.rates()}});
+    }
+    std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
+  std::printf("| model | size | params | backend | threads | test | t/s |\n");
+  std::printf("| ----- | ---: | -----: | ------- | ------: | ---: | --: |\n");
+  for (const auto& row : rows) {
+    std::string test = row.n_prompt > 0 ? "pp" + std::to_string(row.n_prompt) : "tg" + std::to_string(row.n_gen);
+    std::printf("| %s %s | %.2f MiB | %.2f M | CPU | %d | %s | %.2f ± %.2f |\n", engine.config().arch.c_str(),
+                filename.c_str(), model_bytes / 1048576.0, n_params / 1e6, engine.threads(), test.c_str(),
+                row.avg_ts(), row.stddev_ts());
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command add_bench_command(CLI::App& app) {
+  auto o = std::make_shared<BenchOptions>();
+  auto* cmd = app.add_subcommand("bench", "prompt and generation throughput, like llama-bench");
+  add_engine_options(*cmd, o->common);
+  cmd->add_option("-p,--n-prompt", o->n_prompt, "prompt tokens (pp test; 0 = skip)")->capture_default_str();
+  cmd->add_option("-n,--n-gen", o->n_gen, "generated tokens (tg test; 0 = skip)")->capture_default_str();
+  cmd->add_option("-r,--repetitions", o->repetitions, "runs per test")->capture_default_str();
+  cmd->add_option("-o,--output", o->output, "md or json")->capture_default_str();
+  return [o] { return bench(*o); };
+}
+
+}  // namespace shoal::cli

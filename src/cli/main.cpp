@@ -1,0 +1,40 @@
+// shoal: one binary, one subcommand per role (DESIGN.md). Errors from any
+// input edge arrive here as shoal::Error and leave as one line + exit code 1.
+#include <cstdio>
+#include <vector>
+
+#include "cli/commands.h"
+#include "util/error.h"
+#include "util/log.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"shoal: one language model across the machines you own"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "shoal 0.1.0");
+  std::vector<std::pair<CLI::App*, shoal::cli::Command>> commands;
+  auto add = [&](shoal::cli::Command (*adder)(CLI::App&)) {
+    size_t before = app.get_subcommands({}).size();
+    shoal::cli::Command run = adder(app);
+    commands.emplace_back(app.get_subcommands({})[before], std::move(run));
+  };
+  add(shoal::cli::add_inspect_command);
+  add(shoal::cli::add_run_command);
+  add(shoal::cli::add_chat_command);
+  add(shoal::cli::add_bench_command);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    for (auto& [sub, run] : commands)
+      if (sub->parsed()) return run();
+  } catch (const shoal::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 1;
+}

@@ -1,0 +1,97 @@
+// shoal run: one prompt, text to stdout (prompt echoed unless --no-echo, as
+// llama.cpp's completion tool does), everything else to stderr.
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "cli/common_options.h"
+#include "engine/generator.h"
+#include "util/error.h"
+#include "util/log.h"
+
+#include <fmt/ranges.h>
+
+namespace shoal::cli {
+namespace {
+
+struct RunOptions {
+  CommonOptions common;
+  std::string prompt;
+  std::string prompt_file;
+  std::string system;
+  int n_predict = 128;
+  bool no_echo = false;
+  bool chat = false;
+  bool ignore_eos = false;
+  std::vector<std::string> stop;
+};
+
+int run(RunOptions& o) {
+  set_verbosity(o.common.verbosity);
+  if (!o.prompt_file.empty()) {
+    std::ifstream in(o.prompt_file);
+    if (!in) fail("cannot read prompt file {}", o.prompt_file);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    o.prompt = ss.str();
+  }
+  Engine engine(o.common.engine);
+  const Tokenizer& tok = engine.tokenizer();
+  GenerationOptions gen;
+  gen.max_tokens = o.n_predict;
+  gen.sampling = o.common.sampling;
+  gen.stop = o.stop;
+  gen.ignore_eos = o.ignore_eos;
+
+  std::string text = o.prompt;
+  if (o.chat) {
+    std::vector<ChatMessage> messages;
+    if (!o.system.empty()) messages.push_back({"system", o.system});
+    messages.push_back({"user", o.prompt});
+    if (engine.chat_template().fell_back())
+      spdlog::warn("the model's chat template is not recognised; using ChatML");
+    text = engine.chat_template().render(messages, true);
+    for (auto& s : engine.chat_template().stop_strings()) gen.stop.push_back(s);
+  }
+  // Chat markup is made of special tokens; a plain prompt is taken as text,
+  // but llama.cpp's completion tool parses special tokens there too.
+  std::vector<TokenId> prompt = tok.encode(text, true, true);
+  spdlog::debug("prompt tokens: [{}]", fmt::join(prompt, ", "));
+  if (!o.no_echo && !o.chat) {
+    std::fputs(o.prompt.c_str(), stdout);
+    std::fflush(stdout);
+  }
+  Generator generator(engine.pipeline(), tok, engine.n_ctx());
+  GenerationResult r = generator.generate(prompt, gen, [](const std::string& piece) {
+    std::fputs(piece.c_str(), stdout);
+    std::fflush(stdout);
+    return true;
+  });
+  std::fputs("\n", stdout);
+  std::fflush(stdout);
+  const double n_gen = static_cast<double>(r.tokens.size());
+  std::fprintf(stderr, "prompt: %d tokens in %.3f s (%.2f tok/s); generation: %zu tokens in %.3f s (%.2f tok/s); finish: %s\n",
+               r.n_prompt, r.prompt_seconds, r.n_prompt / std::max(r.prompt_seconds, 1e-9), r.tokens.size(),
+               r.generation_seconds, n_gen / std::max(r.generation_seconds, 1e-9), r.finish_reason.c_str());
+  return 0;
+}
+
+}  // namespace
+
+Command add_run_command(CLI::App& app) {
+  auto o = std::make_shared<RunOptions>();
+  auto* cmd = app.add_subcommand("run", "generate text from one prompt");
+  add_engine_options(*cmd, o->common);
+  add_sampling_options(*cmd, o->common);
+  cmd->add_option("-p,--prompt", o->prompt, "prompt text");
+  cmd->add_option("-f,--file", o->prompt_file, "read the prompt from a file");
+  cmd->add_option("-n,--n-predict", o->n_predict, "tokens to generate (-1: until the end)")->capture_default_str();
+  cmd->add_flag("--no-echo", o->no_echo, "do not print the prompt");
+  cmd->add_flag("--chat", o->chat, "wrap the prompt as one user turn in the model's chat template");
+  cmd->add_option("--system", o->system, "system message for --chat");
+  cmd->add_flag("--ignore-eos", o->ignore_eos, "keep generating past end-of-generation tokens");
+  cmd->add_option("--stop", o->stop, "stop string (repeatable)");
+  return [o] { return run(*o); };
+}
+
+}  // namespace shoal::cli

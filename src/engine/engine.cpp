@@ -1,0 +1,41 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+
+#include "engine/local_stage.h"
+#include "util/error.h"
+#include "util/log.h"
+
+namespace shoal {
+
+Engine::Engine(const EngineOptions& options) {
+  file_ = gguf::File::open(options.model_path);
+  config_ = ModelConfig::from_gguf(*file_);
+  weights_ = bind_weights(*file_, config_);
+  tokenizer_ = Tokenizer::from_gguf(*file_);
+  if (tokenizer_->n_vocab() > config_.n_vocab)
+    fail("{}: tokenizer has {} tokens but the embedding only {} rows", options.model_path, tokenizer_->n_vocab(),
+         config_.n_vocab);
+  chat_template_ = ChatTemplate::detect(file_->get_string("tokenizer.chat_template", ""));
+
+  n_ctx_ = options.n_ctx > 0 ? options.n_ctx : std::min(config_.n_ctx_train, 4096);
+  if (n_ctx_ < 8 || n_ctx_ > (1 << 20)) fail("context size {} is out of range", n_ctx_);
+  if (options.n_seq < 1 || options.n_seq > 256) fail("{} parallel sequences is out of range 1..256", options.n_seq);
+  n_batch_ = std::clamp(options.n_batch, 1, 4096);
+  pool_ = std::make_unique<ThreadPool>(options.threads > 0 ? options.threads : ThreadPool::default_threads());
+  const int64_t max_cols = std::max({config_.n_embd, config_.n_ff, config_.q_width()});
+  backend_ = std::make_unique<CpuBackend>(*pool_, n_batch_, max_cols);
+
+  std::vector<std::unique_ptr<Stage>> stages;
+  stages.push_back(std::make_unique<LocalStage>(*backend_, config_, weights_, 0, config_.n_layer, options.n_seq,
+                                                n_ctx_, n_batch_));
+  pipeline_ = std::make_unique<Pipeline>(config_, weights_, *backend_, std::move(stages), n_batch_);
+
+  spdlog::info("model: {} ({}), {} layers, embedding {}, heads {}/{}, vocab {}", config_.name, config_.arch,
+               config_.n_layer, config_.n_embd, config_.n_head, config_.n_head_kv, config_.n_vocab);
+  spdlog::info("context {} tokens x {} sequences, batch {}, {} threads, chat template {}", n_ctx_, options.n_seq,
+               n_batch_, pool_->size(), chat_template_.name());
+  for (const auto& s : pipeline_->stages()) spdlog::info("stage: {}", s->describe());
+}
+
+}  // namespace shoal

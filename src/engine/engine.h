@@ -1,0 +1,53 @@
+#pragma once
+// A loaded model ready to run on this machine: the mapped GGUF, its config
+// and weights, tokenizer and chat template, the thread pool, the CPU backend
+// and a pipeline of local stages.
+#include <memory>
+#include <string>
+
+#include "backend/cpu/cpu_backend.h"
+#include "engine/pipeline.h"
+#include "gguf/reader.h"
+#include "model/config.h"
+#include "model/weights.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+#include "util/thread_pool.h"
+
+namespace shoal {
+
+struct EngineOptions {
+  std::string model_path;
+  int threads = 0;      // 0: physical cores
+  int n_ctx = 0;        // 0: min(training context, 4096)
+  int n_seq = 1;        // sequence slots (parallel requests)
+  int n_batch = 256;    // most tokens in one forward
+};
+
+class Engine {
+ public:
+  explicit Engine(const EngineOptions& options);
+
+  const ModelConfig& config() const { return config_; }
+  const gguf::File& file() const { return *file_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  const ChatTemplate& chat_template() const { return chat_template_; }
+  Pipeline& pipeline() { return *pipeline_; }
+  int n_ctx() const { return n_ctx_; }
+  int n_batch() const { return n_batch_; }
+  int threads() const { return pool_->size(); }
+
+ private:
+  std::unique_ptr<gguf::File> file_;
+  ModelConfig config_;
+  ModelWeights weights_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  ChatTemplate chat_template_ = ChatTemplate::detect("");
+  int n_ctx_ = 0;
+  int n_batch_ = 0;
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<CpuBackend> backend_;
+  std::unique_ptr<Pipeline> pipeline_;
+};
+
+}  // namespace shoal

@@ -1,0 +1,56 @@
+#pragma once
+// Prompt in, text out, for one sequence: prefill in chunks, then sample one
+// token a step until an end-of-generation token, a stop string, the token
+// limit or the context end.
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/pipeline.h"
+#include "engine/sampler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace shoal {
+
+struct GenerationOptions {
+  int max_tokens = 128;  // < 0: until the context is full
+  SamplingParams sampling;
+  std::vector<std::string> stop;  // stop strings (not shown in the output)
+  bool ignore_eos = false;
+};
+
+struct GenerationResult {
+  std::vector<TokenId> tokens;  // generated tokens, the end token excluded
+  std::string finish_reason;    // "stop" (end token or stop string) or "length"
+  int n_prompt = 0;
+  int n_reused = 0;             // prompt tokens whose KV cache was reused
+  double prompt_seconds = 0.0;
+  double generation_seconds = 0.0;
+};
+
+class Generator {
+ public:
+  Generator(Pipeline& pipeline, const Tokenizer& tokenizer, int n_ctx, int seq = 0);
+
+  // Feeds tokens at positions start_pos.. in chunks of at most the
+  // pipeline's batch; returns the logits after the last one ([n_vocab]).
+  const float* feed(std::span<const TokenId> tokens, int start_pos);
+
+  // Generates a continuation of the prompt. The KV cache of the longest
+  // prefix shared with what the sequence already holds is reused (a chat
+  // that goes on re-reads only its new turn). on_text receives released
+  // text as it streams (valid UTF-8); returning false stops generation.
+  GenerationResult generate(std::span<const TokenId> prompt, const GenerationOptions& options,
+                            const std::function<bool(const std::string&)>& on_text);
+
+ private:
+  Pipeline& pipeline_;
+  const Tokenizer& tokenizer_;
+  int n_ctx_;
+  int seq_;
+  Batch batch_;
+  std::vector<TokenId> cached_;  // tokens whose KV the sequence holds, in order
+};
+
+}  // namespace shoal

@@ -1,0 +1,35 @@
+#include "engine/local_stage.h"
+
+#include <fmt/format.h>
+
+#include "util/error.h"
+
+namespace shoal {
+
+LocalStage::LocalStage(Backend& backend, const ModelConfig& config, const ModelWeights& weights, int begin, int end,
+                       int n_seq, int n_ctx, int max_tokens)
+    : backend_(backend),
+      config_(config),
+      weights_(weights),
+      begin_(begin),
+      end_(end),
+      max_tokens_(max_tokens),
+      kv_(end - begin, n_seq, n_ctx, config.kv_width()),
+      scratch_(config, max_tokens) {
+  if (begin < 0 || end > config.n_layer || begin >= end)
+    fail("bad layer range [{}, {}) for a model of {} layers", begin, end, config.n_layer);
+}
+
+std::string LocalStage::describe() const {
+  return fmt::format("{} layers {}-{}", backend_.name(), begin_, end_ - 1);
+}
+
+void LocalStage::forward(const Batch& batch, float* hidden) {
+  if (batch.size() > max_tokens_) fail("batch of {} tokens exceeds the stage's {}", batch.size(), max_tokens_);
+  kv_.admit(batch.seq_ids.data(), batch.positions.data(), batch.size());
+  for (int l = begin_; l < end_; ++l)
+    forward_layer(backend_, config_, weights_.layers[l], weights_.rope_freqs, kv_, l - begin_, batch, hidden,
+                  scratch_);
+}
+
+}  // namespace shoal

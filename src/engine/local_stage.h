@@ -1,0 +1,36 @@
+#pragma once
+#include <memory>
+
+#include "backend/backend.h"
+#include "engine/stage.h"
+#include "model/kv_cache.h"
+#include "model/transformer_layer.h"
+
+namespace shoal {
+
+// Layers [begin, end) of a model on a local backend.
+class LocalStage : public Stage {
+ public:
+  LocalStage(Backend& backend, const ModelConfig& config, const ModelWeights& weights, int begin, int end, int n_seq,
+             int n_ctx, int max_tokens);
+
+  int layer_begin() const override { return begin_; }
+  int layer_end() const override { return end_; }
+  std::string describe() const override;
+  void forward(const Batch& batch, float* hidden) override;
+  void truncate_sequence(int seq, int n_pos) override { kv_.truncate(seq, n_pos); }
+  void copy_sequence(int src, int dst, int n_pos) override { kv_.copy(src, dst, n_pos); }
+
+  size_t kv_bytes() const { return kv_.bytes(); }
+
+ private:
+  Backend& backend_;
+  const ModelConfig& config_;
+  const ModelWeights& weights_;
+  int begin_, end_;
+  int max_tokens_;
+  KvCache kv_;
+  LayerScratch scratch_;
+};
+
+}  // namespace shoal

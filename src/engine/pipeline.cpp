@@ -1,0 +1,54 @@
+#include "engine/pipeline.h"
+
+#include <cstring>
+
+#include "util/error.h"
+
+namespace shoal {
+
+Pipeline::Pipeline(const ModelConfig& config, const ModelWeights& weights, Backend& head_backend,
+                   std::vector<std::unique_ptr<Stage>> stages, int max_tokens)
+    : config_(config), weights_(weights), head_(head_backend), stages_(std::move(stages)), max_tokens_(max_tokens) {
+  int next = 0;
+  for (const auto& s : stages_) {
+    if (s->layer_begin() != next) fail("internal: stages do not cover the layers contiguously at layer {}", next);
+    next = s->layer_end();
+  }
+  if (next != config.n_layer) fail("internal: stages cover {} of {} layers", next, config.n_layer);
+  hidden_.resize(static_cast<size_t>(max_tokens) * config.n_embd);
+  gathered_.resize(static_cast<size_t>(max_tokens) * config.n_embd);
+  logits_.resize(static_cast<size_t>(config.n_vocab));
+}
+
+const float* Pipeline::forward(const Batch& batch) {
+  const int n = batch.size();
+  if (n == 0) fail("empty batch");
+  if (n > max_tokens_) fail("batch of {} tokens exceeds the maximum of {}", n, max_tokens_);
+  head_.get_rows(weights_.token_embd, batch.tokens.data(), n, hidden_.data());
+  for (auto& stage : stages_) stage->forward(batch, hidden_.data());
+
+  // Only rows that need logits go through the head: the vocabulary matmul
+  // is the largest of the step.
+  const int width = config_.n_embd;
+  int m = 0;
+  for (int t = 0; t < n; ++t)
+    if (batch.logits[t])
+      std::memcpy(gathered_.data() + static_cast<size_t>(m++) * width, hidden_.data() + static_cast<size_t>(t) * width,
+                  width * sizeof(float));
+  if (m == 0) return logits_.data();
+  // Grows only when more rows than ever before want logits (teacher forcing).
+  if (logits_.size() < static_cast<size_t>(m) * config_.n_vocab) logits_.resize(static_cast<size_t>(m) * config_.n_vocab);
+  head_.rmsnorm(gathered_.data(), weights_.output_norm.f32(), gathered_.data(), m, width, config_.norm_eps);
+  head_.matmul(weights_.output, gathered_.data(), logits_.data(), m);
+  return logits_.data();
+}
+
+void Pipeline::truncate_sequence(int seq, int n_pos) {
+  for (auto& s : stages_) s->truncate_sequence(seq, n_pos);
+}
+
+void Pipeline::copy_sequence(int src, int dst, int n_pos) {
+  for (auto& s : stages_) s->copy_sequence(src, dst, n_pos);
+}
+
+}  // namespace shoal

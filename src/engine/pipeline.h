@@ -1,0 +1,42 @@
+#pragma once
+// embed → Stage 0 → Stage 1 → … → norm + output head → logits.
+// The primary owns the embedding and the head; stages own their layers.
+#include <memory>
+#include <vector>
+
+#include "backend/backend.h"
+#include "engine/stage.h"
+#include "model/config.h"
+#include "model/weights.h"
+
+namespace shoal {
+
+class Pipeline {
+ public:
+  Pipeline(const ModelConfig& config, const ModelWeights& weights, Backend& head_backend,
+           std::vector<std::unique_ptr<Stage>> stages, int max_tokens);
+
+  // Runs a batch through every stage. Returns the logits of the rows marked
+  // in batch.logits, in batch order: [batch.n_logits()][n_vocab]. Valid
+  // until the next call.
+  const float* forward(const Batch& batch);
+
+  void truncate_sequence(int seq, int n_pos);
+  void copy_sequence(int src, int dst, int n_pos);
+
+  int max_tokens() const { return max_tokens_; }
+  const ModelConfig& config() const { return config_; }
+  const std::vector<std::unique_ptr<Stage>>& stages() const { return stages_; }
+
+ private:
+  const ModelConfig& config_;
+  const ModelWeights& weights_;
+  Backend& head_;
+  std::vector<std::unique_ptr<Stage>> stages_;
+  int max_tokens_;
+  std::vector<float> hidden_;   // [max_tokens][n_embd]
+  std::vector<float> gathered_; // rows that need logits, normed
+  std::vector<float> logits_;   // [rows with logits][n_vocab]
+};
+
+}  // namespace shoal

@@ -1,0 +1,30 @@
+#pragma once
+// A batch of tokens from one or more sequences, the unit every stage runs.
+// Row t of the activations belongs to token t.
+#include <cstdint>
+#include <vector>
+
+namespace shoal {
+
+struct Batch {
+  std::vector<int32_t> tokens;     // token ids (used by the embedding only)
+  std::vector<int32_t> positions;  // position of each token in its sequence
+  std::vector<int32_t> seq_ids;    // which sequence (KV slot) each token extends
+  std::vector<uint8_t> logits;     // 1 where the head must produce logits
+
+  int size() const { return static_cast<int>(tokens.size()); }
+  void clear() { tokens.clear(); positions.clear(); seq_ids.clear(); logits.clear(); }
+  void add(int32_t token, int32_t position, int32_t seq, bool want_logits) {
+    tokens.push_back(token);
+    positions.push_back(position);
+    seq_ids.push_back(seq);
+    logits.push_back(want_logits ? 1 : 0);
+  }
+  int n_logits() const {
+    int n = 0;
+    for (uint8_t l : logits) n += l;
+    return n;
+  }
+};
+
+}  // namespace shoal

@@ -1,0 +1,354 @@
+#include "tokenizer/chat_template.h"
+
+#include <string_view>
+
+#include "util/error.h"
+
+namespace shoal {
+namespace {
+
+bool contains(const std::string& s, std::string_view part) {
+  return s.find(part) != std::string::npos;
+}
+
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+// Jinja's `| trim` and Python's str.strip() on ASCII whitespace.
+std::string trim(const std::string& s) {
+  size_t begin = 0, end = s.size();
+  while (begin < end && is_space(s[begin])) ++begin;
+  while (end > begin && is_space(s[end - 1])) --end;
+  return s.substr(begin, end - begin);
+}
+
+struct Variant {
+  const char* name;
+  ChatFormat format;
+  bool system_block, bos_in_history, strip;     // Llama 2
+  bool leading_space, inner_space, trim_reply;  // Mistral (inner: also V7)
+};
+
+// llama.cpp's template names, so that a name given instead of a template
+// means what it means there.
+constexpr Variant kVariants[] = {
+    {"chatml", ChatFormat::ChatML, false, false, false, false, true, false},
+    {"phi4", ChatFormat::Phi4, false, false, false, false, true, false},
+    {"llama3", ChatFormat::Llama3, false, false, false, false, true, false},
+    {"llama2", ChatFormat::Llama2, false, false, false, false, true, false},
+    {"llama2-sys", ChatFormat::Llama2, true, false, false, false, true, false},
+    {"llama2-sys-bos", ChatFormat::Llama2, true, true, false, false, true, false},
+    {"llama2-sys-strip", ChatFormat::Llama2, true, false, true, false, true, false},
+    {"mistral-v1", ChatFormat::Mistral, false, false, false, true, true, false},
+    {"mistral-v3", ChatFormat::Mistral, false, false, false, false, true, true},
+    {"mistral-v3-tekken", ChatFormat::Mistral, false, false, false, false, false, false},
+    {"mistral-v7", ChatFormat::MistralV7, false, false, false, false, true, false},
+    {"mistral-v7-tekken", ChatFormat::MistralV7, false, false, false, false, false, false},
+    {"gemma", ChatFormat::Gemma, false, false, false, false, true, false},
+    {"phi3", ChatFormat::Phi3, false, false, false, false, true, false},
+    {"zephyr", ChatFormat::Zephyr, false, false, false, false, true, false},
+};
+
+// Reads the Jinja string literal whose opening quote is at s[i]; on success
+// `i` is just past the closing quote. Escapes follow Python's.
+bool read_literal(const std::string& s, size_t& i, std::string& out) {
+  const char quote = s[i];
+  out.clear();
+  for (size_t j = i + 1; j < s.size(); ++j) {
+    char c = s[j];
+    if (c == quote) {
+      i = j + 1;
+      return true;
+    }
+    if (c == '\\' && j + 1 < s.size()) {
+      char e = s[++j];
+      switch (e) {
+        case 'n': out += '\n'; break;
+        case 't': out += '\t'; break;
+        case 'r': out += '\r'; break;
+        case '\\': case '\'': case '"': out += e; break;
+        default: out += '\\'; out += e; break;
+      }
+      continue;
+    }
+    out += c;
+  }
+  return false;
+}
+
+// The text of every `{{ 'text' }}` (whitespace control allowed) whose whole
+// expression is one string literal: text the template writes as it stands.
+std::vector<std::string> output_literals(const std::string& src) {
+  std::vector<std::string> found;
+  std::string text;
+  for (size_t at = src.find("{{"); at != std::string::npos; at = src.find("{{", at + 2)) {
+    size_t i = at + 2;
+    if (i < src.size() && (src[i] == '-' || src[i] == '+')) ++i;
+    while (i < src.size() && is_space(src[i])) ++i;
+    if (i >= src.size() || (src[i] != '\'' && src[i] != '"')) continue;
+    if (!read_literal(src, i, text)) continue;
+    while (i < src.size() && is_space(src[i])) ++i;
+    if (i < src.size() && src[i] == '-') ++i;
+    if (src.compare(i, 2, "}}") == 0) found.push_back(text);
+  }
+  return found;
+}
+
+}  // namespace
+
+bool ChatTemplate::set_variant(const std::string& name) {
+  for (const Variant& v : kVariants) {
+    if (name != v.name) continue;
+    format_ = v.format;
+    name_ = v.name;
+    system_block_ = v.system_block;
+    bos_in_history_ = v.bos_in_history;
+    strip_ = v.strip;
+    leading_space_ = v.leading_space;
+    inner_space_ = v.inner_space;
+    trim_reply_ = v.trim_reply;
+    return true;
+  }
+  return false;
+}
+
+// The order of the checks is llama.cpp's: markers shared by several families
+// ("[INST]", "<|assistant|>") are told apart by the finer checks inside.
+ChatTemplate ChatTemplate::detect(const std::string& src) {
+  ChatTemplate t;
+  if (t.set_variant(src)) return t;  // a name, not a template
+  auto has = [&src](std::string_view part) { return contains(src, part); };
+  if (has("<|im_start|>")) {
+    t.set_variant(has("<|im_sep|>") ? "phi4" : "chatml");
+  } else if (has("[INST]")) {
+    if (has("[SYSTEM_PROMPT]")) {
+      t.set_variant(has("[SYSTEM_PROMPT] ") ? "mistral-v7" : "mistral-v7-tekken");
+    } else if (has("' [INST] ' + system_message") || has("[AVAILABLE_TOOLS]")) {
+      // Mistral's official v1, v3 and v3-tekken templates.
+      t.set_variant(has(" [INST]")         ? "mistral-v1"
+                    : has("\"[INST]\"")    ? "mistral-v3-tekken"
+                                           : "mistral-v3");
+      // v3 puts the system text in front of the last user message.
+      t.system_last_ = has("loop.last and system_message");
+    } else {
+      // Llama 2, and the Mistral v0.1/v0.2 templates shaped like it.
+      const bool strip = has("content.strip()");
+      const bool bos = has("bos_token + '[INST]");
+      t.set_variant(strip ? "llama2-sys-strip"
+                    : bos ? "llama2-sys-bos"
+                    : has("<<SYS>>") ? "llama2-sys"
+                                     : "llama2");
+      // Real Llama 2 templates strip *and* repeat BOS; HF keeps both.
+      t.strip_ = strip;
+      t.bos_in_history_ = bos;
+      t.spaced_reply_ = has("+ ' ' + eos_token");
+    }
+  } else if (has("<|assistant|>") && has("<|end|>")) {
+    t.set_variant("phi3");
+  } else if (has("<|user|>") && has("<|assistant|>") &&
+             (has("eos_token") || has("</s>") || has("<|endoftext|>"))) {
+    // Zephyr (TinyLlama-Chat, StableLM Zephyr) ends turns with eos_token,
+    // "</s>" unless the template spells out another.
+    t.set_variant("zephyr");
+    if (has("<|endoftext|>")) t.turn_end_ = "<|endoftext|>";
+  } else if (has("<start_of_turn>")) {
+    t.set_variant("gemma");
+  } else if (has("<|start_header_id|>") && has("<|end_header_id|>")) {
+    t.set_variant("llama3");
+  } else {
+    t.fell_back_ = true;  // already ChatML
+  }
+  t.default_system_ = t.find_default_system(src);
+  return t;
+}
+
+// A default system message is written by the template as one literal that is
+// a whole system turn of its own format (SmolLM2: `{% if loop.first and
+// messages[0]['role'] != 'system' %}{{ '<|im_start|>system\n…<|im_end|>\n' }}`,
+// Qwen2.5 in an {% else %}). Render a system turn around a placeholder and
+// look for a literal of that shape.
+std::string ChatTemplate::find_default_system(const std::string& src) const {
+  const std::string placeholder = "\x01";
+  const std::string shape = render_turns({{"system", placeholder}}, false);
+  const size_t at = shape.find(placeholder);
+  if (at == std::string::npos) return {};  // the format folds system text away
+  const std::string prefix = shape.substr(0, at);
+  const std::string suffix = shape.substr(at + placeholder.size());
+  for (const std::string& text : output_literals(src)) {
+    if (text.size() > prefix.size() + suffix.size() && text.starts_with(prefix) &&
+        text.ends_with(suffix)) {
+      return text.substr(prefix.size(), text.size() - prefix.size() - suffix.size());
+    }
+  }
+  return {};
+}
+
+std::string ChatTemplate::render(const std::vector<ChatMessage>& messages,
+                                 bool add_generation_prompt) const {
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const std::string& role = messages[i].role;
+    if (role != "system" && role != "user" && role != "assistant") {
+      fail("chat message {} has role '{}': expected system, user or assistant", i, role);
+    }
+  }
+  if (default_system_.empty() || messages.empty() || messages[0].role == "system") {
+    return render_turns(messages, add_generation_prompt);
+  }
+  std::vector<ChatMessage> with_system;
+  with_system.reserve(messages.size() + 1);
+  with_system.push_back({"system", default_system_});
+  with_system.insert(with_system.end(), messages.begin(), messages.end());
+  return render_turns(with_system, add_generation_prompt);
+}
+
+std::string ChatTemplate::render_turns(const std::vector<ChatMessage>& messages,
+                                       bool add_generation_prompt) const {
+  std::string out;
+  switch (format_) {
+    case ChatFormat::ChatML:
+      for (const ChatMessage& m : messages) {
+        out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+      }
+      if (add_generation_prompt) out += "<|im_start|>assistant\n";
+      break;
+    case ChatFormat::Phi4:
+      for (const ChatMessage& m : messages) {
+        out += "<|im_start|>" + m.role + "<|im_sep|>" + m.content + "<|im_end|>";
+      }
+      if (add_generation_prompt) out += "<|im_start|>assistant<|im_sep|>";
+      break;
+    case ChatFormat::Llama3:
+      for (const ChatMessage& m : messages) {
+        out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + trim(m.content) +
+               "<|eot_id|>";
+      }
+      if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+      break;
+    case ChatFormat::Phi3:
+    case ChatFormat::Zephyr: {
+      const std::string end = format_ == ChatFormat::Phi3 ? "<|end|>" : turn_end_;
+      for (const ChatMessage& m : messages) {
+        out += "<|" + m.role + "|>\n" + m.content + end + "\n";
+      }
+      if (add_generation_prompt) out += "<|assistant|>\n";
+      break;
+    }
+    case ChatFormat::MistralV7: {
+      // A user turn ends in [/INST], which is already the generation prompt.
+      const std::string sp = inner_space_ ? " " : "";
+      for (const ChatMessage& m : messages) {
+        if (m.role == "system") {
+          out += "[SYSTEM_PROMPT]" + sp + m.content + "[/SYSTEM_PROMPT]";
+        } else if (m.role == "user") {
+          out += "[INST]" + sp + m.content + "[/INST]";
+        } else {
+          out += sp + m.content + "</s>";
+        }
+      }
+      break;
+    }
+    case ChatFormat::Llama2: return render_llama2(messages);
+    case ChatFormat::Mistral: return render_mistral(messages);
+    case ChatFormat::Gemma: return render_gemma(messages, add_generation_prompt);
+    case ChatFormat::Count: break;
+  }
+  return out;
+}
+
+// The first "[INST] " is open from the start (its BOS is the tokenizer's);
+// each reply closes a turn. The generation prompt is the closing [/INST].
+std::string ChatTemplate::render_llama2(const std::vector<ChatMessage>& messages) const {
+  std::string out = "[INST] ";
+  bool in_turn = true;
+  for (const ChatMessage& m : messages) {
+    const std::string content = strip_ ? trim(m.content) : m.content;
+    if (!in_turn) {
+      out += bos_in_history_ ? "<s>[INST] " : "[INST] ";
+      in_turn = true;
+    }
+    if (m.role == "system") {
+      // Without <<SYS>> the model has no system slot: the text leads the turn.
+      out += system_block_ ? "<<SYS>>\n" + content + "\n<</SYS>>\n\n" : content + "\n";
+    } else if (m.role == "user") {
+      out += content + " [/INST]";
+    } else {
+      out += spaced_reply_ ? " " + content + " </s>" : content + "</s>";
+      in_turn = false;
+    }
+  }
+  return out;
+}
+
+std::string ChatTemplate::render_mistral(const std::vector<ChatMessage>& messages) const {
+  const std::string lead = leading_space_ ? " " : "";
+  const std::string inner = inner_space_ ? " " : "";
+  size_t last_user = messages.size();
+  for (size_t i = 0; i < messages.size(); ++i) {
+    if (messages[i].role == "user") last_user = i;
+  }
+  std::string system;  // held for the last user turn when system_last_
+  std::string out;
+  bool in_turn = false;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    if (m.role == "system" && system_last_) {
+      system += (system.empty() ? "" : "\n\n") + m.content;
+      continue;
+    }
+    if (!in_turn) {
+      out += lead + "[INST]" + inner;
+      in_turn = true;
+    }
+    if (m.role == "system") {
+      out += m.content + "\n\n";
+    } else if (m.role == "user") {
+      if (i == last_user && !system.empty()) out += system + "\n\n";
+      out += m.content + lead + "[/INST]";
+    } else {
+      out += inner + (trim_reply_ ? trim(m.content) : m.content) + "</s>";
+      in_turn = false;
+    }
+  }
+  return out;
+}
+
+// Gemma has no system role: its text opens the next user turn.
+std::string ChatTemplate::render_gemma(const std::vector<ChatMessage>& messages,
+                                       bool add_generation_prompt) const {
+  std::string out;
+  std::string system;
+  for (const ChatMessage& m : messages) {
+    if (m.role == "system") {
+      system += trim(m.content);
+      continue;
+    }
+    const bool model = m.role == "assistant";
+    out += model ? "<start_of_turn>model\n" : "<start_of_turn>user\n";
+    if (!model && !system.empty()) {
+      out += system + "\n\n";
+      system.clear();
+    }
+    out += trim(m.content) + "<end_of_turn>\n";
+  }
+  if (add_generation_prompt) out += "<start_of_turn>model\n";
+  return out;
+}
+
+std::vector<std::string> ChatTemplate::stop_strings() const {
+  switch (format_) {
+    case ChatFormat::ChatML:
+    case ChatFormat::Phi4: return {"<|im_end|>"};
+    case ChatFormat::Llama3: return {"<|eot_id|>"};
+    case ChatFormat::Gemma: return {"<end_of_turn>"};
+    case ChatFormat::Phi3: return {"<|end|>"};
+    case ChatFormat::Zephyr: return {turn_end_};
+    case ChatFormat::Llama2:
+    case ChatFormat::Mistral:
+    case ChatFormat::MistralV7: return {"</s>"};
+    case ChatFormat::Count: break;
+  }
+  return {};
+}
+
+}  // namespace shoal

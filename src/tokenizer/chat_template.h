@@ -1,0 +1,90 @@
+#pragma once
+// Chat templates without a Jinja interpreter: the model's
+// `tokenizer.chat_template` (Jinja source from GGUF metadata) is recognised by
+// distinctive markers, as llama.cpp's llm_chat_detect_template does, and the
+// conversation is rendered by a hand-written formatter for that family.
+//
+// BOS: render() never writes the BOS text that HF templates put first with
+// `{{ bos_token }}`. The tokenizer adds BOS as `tokenizer.ggml.add_bos_token`
+// says (llama.cpp does the same), so writing it here would double it. Marker
+// text inside the conversation ("<|im_start|>", "</s>", Llama 2's "<s>"
+// between turns) is written as text: tokenize the prompt with special-token
+// parsing on.
+#include <string>
+#include <vector>
+
+namespace shoal {
+
+struct ChatMessage {
+  std::string role;     // "system", "user" or "assistant"
+  std::string content;
+};
+
+// Families of prompt formats. Variants within a family (spacing, where the
+// system text goes, BOS between turns) are read from the template source and
+// kept as flags; name() tells the variant.
+enum class ChatFormat {
+  ChatML,     // <|im_start|>role\n…<|im_end|>\n (Qwen, SmolLM, Hermes, …)
+  Phi4,       // <|im_start|>role<|im_sep|>…<|im_end|>
+  Llama3,     // <|start_header_id|>role<|end_header_id|>\n\n…<|eot_id|>
+  Llama2,     // [INST] <<SYS>>\n…\n<</SYS>>\n\n… [/INST] (also Mistral v0.1/v0.2)
+  Mistral,    // official Mistral v1 / v3 / v3-tekken: [INST]…[/INST]
+  MistralV7,  // [SYSTEM_PROMPT]…[/SYSTEM_PROMPT][INST]…[/INST]
+  Gemma,      // <start_of_turn>user\n…<end_of_turn>\n, assistant is "model"
+  Phi3,       // <|user|>\n…<|end|>\n<|assistant|>\n
+  Zephyr,     // <|user|>\n…</s>\n<|assistant|>\n
+  Count,
+};
+
+class ChatTemplate {
+ public:
+  // Never throws: an empty or unrecognised template gives ChatML with
+  // fell_back() true, so the caller can warn. A llama.cpp template name
+  // ("chatml", "llama3", "mistral-v7", …) selects that format directly.
+  static ChatTemplate detect(const std::string& template_source);
+
+  ChatFormat format() const { return format_; }
+  const char* name() const { return name_; }
+  bool fell_back() const { return fell_back_; }
+  // The system text the template inserts when the conversation has none
+  // (SmolLM2, Qwen2.5); empty if it has no such default.
+  const std::string& default_system() const { return default_system_; }
+
+  // Throws shoal::Error for a role other than system/user/assistant.
+  std::string render(const std::vector<ChatMessage>& messages,
+                     bool add_generation_prompt) const;
+
+  // Text markers that end the assistant's turn ("<|im_end|>", "<|eot_id|>").
+  std::vector<std::string> stop_strings() const;
+
+ private:
+  ChatFormat format_ = ChatFormat::ChatML;
+  const char* name_ = "chatml";
+  bool fell_back_ = false;
+
+  // Llama 2 variants (llama.cpp's llama2, -sys, -sys-bos, -sys-strip).
+  bool system_block_ = false;    // system text in <<SYS>> … <</SYS>>
+  bool bos_in_history_ = false;  // "<s>" before every [INST] after the first
+  bool strip_ = false;           // content.strip()
+  bool spaced_reply_ = false;    // ' ' + reply + ' ' + eos_token
+
+  // Mistral variants, and MistralV7's space after the markers.
+  bool leading_space_ = false;   // v1: " [INST] … [/INST]"
+  bool inner_space_ = true;      // not tekken: "[INST] …", " reply"
+  bool trim_reply_ = false;      // v3 trims the assistant text
+  bool system_last_ = false;     // system text joins the last user turn
+
+  std::string turn_end_ = "</s>";  // Zephyr: eos text after each turn
+  std::string default_system_;
+
+  bool set_variant(const std::string& name);
+  std::string render_turns(const std::vector<ChatMessage>& messages,
+                           bool add_generation_prompt) const;
+  std::string render_llama2(const std::vector<ChatMessage>& messages) const;
+  std::string render_mistral(const std::vector<ChatMessage>& messages) const;
+  std::string render_gemma(const std::vector<ChatMessage>& messages,
+                           bool add_generation_prompt) const;
+  std::string find_default_system(const std::string& source) const;
+};
+
+}  // namespace shoal

@@ -1,0 +1,49 @@
+#pragma once
+// One persistent pool of worker threads, created once; the token loop only
+// hands it ranges. Work is split by output rows so that the result of each
+// element never depends on the thread count (DESIGN.md, determinism).
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace shoal {
+
+class ThreadPool {
+ public:
+  // n_threads counts the calling thread: 1 means no extra threads.
+  explicit ThreadPool(int n_threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return n_threads_; }
+
+  // Calls fn(begin, end) on disjoint chunks covering [0, n), chunks a
+  // multiple of `grain` long, and returns when all are done.
+  void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+
+  // Physical cores of this machine (falls back to hardware_concurrency).
+  static int default_threads();
+
+ private:
+  void worker_loop(int index);
+  void run_share(int index);
+
+  int n_threads_;
+  std::vector<std::thread> threads_;
+  std::mutex mutex_;
+  std::condition_variable start_cv_;
+  std::condition_variable done_cv_;
+  uint64_t generation_ = 0;
+  int pending_ = 0;
+  bool stop_ = false;
+  // The job in flight.
+  const std::function<void(int64_t, int64_t)>* job_ = nullptr;
+  int64_t job_n_ = 0;
+  int64_t job_grain_ = 1;
+};
+
+}  // namespace shoal

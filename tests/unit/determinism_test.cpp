@@ -1,0 +1,90 @@
+// DESIGN.md: the same bits for any thread count and any batch composition.
+// Logits are compared with exact equality (memcmp), never a tolerance.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "engine/generator.h"
+#include "model_test_support.h"
+
+namespace shoal::testing {
+namespace {
+
+// Logits after each token of `tokens`, fed in chunks of `chunk` tokens with
+// logits requested for every row.
+std::vector<float> all_logits(Engine& e, const std::vector<TokenId>& tokens, int chunk, int seq = 0) {
+  const int n_vocab = e.config().n_vocab;
+  std::vector<float> out;
+  Batch b;
+  for (size_t i = 0; i < tokens.size(); i += chunk) {
+    b.clear();
+    for (size_t j = i; j < std::min(tokens.size(), i + chunk); ++j) b.add(tokens[j], static_cast<int>(j), seq, true);
+    const float* l = e.pipeline().forward(b);
+    out.insert(out.end(), l, l + static_cast<size_t>(b.size()) * n_vocab);
+  }
+  return out;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+std::vector<std::string> models() {
+  std::vector<std::string> m = {shared_dir() + "/models/stories260K.gguf"};
+  std::string smol = models_dir() + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+  if (file_exists(smol)) m.push_back(smol);
+  return m;
+}
+
+TEST(Determinism, ThreadsAndChunkingGiveIdenticalLogits) {
+  for (const auto& path : models()) {
+    SCOPED_TRACE(path);
+    auto e1 = load_engine(path, 1, 64);
+    auto e2 = load_engine(path, 2, 64);
+    // A prompt longer than one batch of 64.
+    std::vector<TokenId> tokens = e1->tokenizer().encode(
+        "Once upon a time, there was a little girl named Lily. She loved to play outside in the sun with her dog, "
+        "a big brown dog called Max. One day, Lily and Max went to the park near the river. They saw a red ball "
+        "under a tree and ran to get it, laughing all the way home before the rain came down on the quiet town.",
+        true, false);
+    ASSERT_GT(tokens.size(), 64u);
+    const auto one_batch_t1 = all_logits(*e1, tokens, 64);
+    EXPECT_TRUE(same_bits(one_batch_t1, all_logits(*e2, tokens, 64))) << "-t 1 vs -t 2";
+    EXPECT_TRUE(same_bits(one_batch_t1, all_logits(*e2, tokens, 1))) << "batched vs token by token";
+    EXPECT_TRUE(same_bits(one_batch_t1, all_logits(*e2, tokens, 7))) << "batched vs chunks of 7";
+  }
+}
+
+TEST(Determinism, SequencesInOneBatchMatchSequencesAlone) {
+  const std::string path = shared_dir() + "/models/stories260K.gguf";
+  auto alone = load_engine(path, 2, 64, 1);
+  auto together = load_engine(path, 2, 64, 3);
+  const Tokenizer& tok = alone->tokenizer();
+  std::vector<std::vector<TokenId>> prompts = {tok.encode("Once upon a time", true, false),
+                                               tok.encode("The little dog ran", true, false),
+                                               tok.encode("Lily and Tom were friends who", true, false)};
+  const int n_vocab = alone->config().n_vocab;
+  // Interleave the three prompts token by token in one batch per step.
+  size_t longest = 0;
+  for (auto& p : prompts) longest = std::max(longest, p.size());
+  std::vector<std::vector<float>> mixed(prompts.size());
+  for (size_t pos = 0; pos < longest; ++pos) {
+    Batch b;
+    std::vector<int> owners;
+    for (size_t s = 0; s < prompts.size(); ++s)
+      if (pos < prompts[s].size()) {
+        b.add(prompts[s][pos], static_cast<int>(pos), static_cast<int>(s), true);
+        owners.push_back(static_cast<int>(s));
+      }
+    const float* l = together->pipeline().forward(b);
+    for (size_t r = 0; r < owners.size(); ++r)
+      mixed[owners[r]].insert(mixed[owners[r]].end(), l + r * n_vocab, l + (r + 1) * n_vocab);
+  }
+  for (size_t s = 0; s < prompts.size(); ++s) {
+    alone->pipeline().truncate_sequence(0, 0);
+    EXPECT_TRUE(same_bits(all_logits(*alone, prompts[s], 64), mixed[s])) << "sequence " << s;
+  }
+}
+
+}  // namespace
+}  // namespace shoal::testing

@@ -1,0 +1,120 @@
+// Our engine held to reference outputs: ../shared/golden (llama.cpp on the
+// shared models) and tests/golden (llama.cpp via llama-cpp-python on the
+// fetched models), as ../shared/golden/README.md says:
+//  1. the prompt tokenizes to exactly prompt_tokens;
+//  2. teacher-forced, the logits of the ten golden ids agree within a
+//     tolerance at every step;
+//  3. free greedy generation picks the golden token at every step where the
+//     golden top-2 gap exceeds the tolerance (and, until the first such
+//     near-tie, the whole sequence matches).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "engine/generator.h"
+#include "model_test_support.h"
+
+namespace shoal::testing {
+namespace {
+
+struct GoldenCase {
+  std::string golden_path;
+  std::string model_path;
+  float tolerance;  // max |logit diff| allowed under teacher forcing
+};
+
+void PrintTo(const GoldenCase& c, std::ostream* os) { *os << std::filesystem::path(c.golden_path).filename(); }
+
+// Tolerances, max |logit diff| over the golden top-10 ids under teacher
+// forcing (measured values in tests/golden/README.md):
+// - stories260K (F32): current llama.cpp and an exact float64 forward both
+//   differ from ../shared/golden by 0.014, so the file carries that much noise;
+// - llama-2-tiny-random (F16): we agree to 6e-5;
+// - SmolLM2 Q4_1 and Qwen2.5 Q4_K_M: both engines round activations to
+//   8 bits before each quantized matmul, and these models amplify one flipped
+//   rounding ~100-fold; llama.cpp itself moves by 1.9 (SmolLM2) and 0.28
+//   (Qwen) when only its KV cache type changes.
+float tolerance_for(const std::string& model_file) {
+  if (model_file.find("stories260K") != std::string::npos) return 0.02f;
+  if (model_file.find("llama-2-tiny-random") != std::string::npos) return 2e-3f;
+  if (model_file.find("SmolLM2") != std::string::npos) return 3.0f;
+  return 0.5f;
+}
+
+std::vector<GoldenCase> golden_cases() {
+  std::vector<GoldenCase> cases;
+  auto add_dir = [&](const std::string& dir, const std::string& model_dir) {
+    if (!std::filesystem::exists(dir)) return;
+    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+      if (entry.path().extension() != ".json") continue;
+      auto model = read_json(entry.path().string())["model"].get<std::string>();
+      cases.push_back({entry.path().string(), model_dir + "/" + model, tolerance_for(model)});
+    }
+  };
+  add_dir(shared_dir() + "/golden", shared_dir() + "/models");
+  add_dir(source_dir() + "/tests/golden", models_dir());
+  std::sort(cases.begin(), cases.end(), [](auto& a, auto& b) { return a.golden_path < b.golden_path; });
+  return cases;
+}
+
+class Golden : public ::testing::TestWithParam<GoldenCase> {};
+
+TEST_P(Golden, MatchesReference) {
+  const GoldenCase& c = GetParam();
+  if (!file_exists(c.model_path)) GTEST_SKIP() << "model not fetched: " << c.model_path;
+  auto golden = read_json(c.golden_path);
+  auto engine = load_engine(c.model_path);
+  const Tokenizer& tok = engine->tokenizer();
+  const int n_vocab = engine->config().n_vocab;
+
+  // 1. Tokenization.
+  std::vector<TokenId> expected_prompt = golden["prompt_tokens"].get<std::vector<TokenId>>();
+  EXPECT_EQ(tok.encode(golden["prompt"].get<std::string>(), true, true), expected_prompt);
+
+  // 2. Teacher forcing.
+  Generator gen(engine->pipeline(), tok, engine->n_ctx());
+  const float* logits = gen.feed(expected_prompt, 0);
+  int pos = static_cast<int>(expected_prompt.size());
+  float worst = 0.0f;
+  std::vector<TokenId> golden_tokens;
+  for (const auto& step : golden["steps"]) {
+    for (const auto& pair : step["top"]) {
+      const int id = pair[0].get<int>();
+      ASSERT_LT(id, n_vocab);
+      worst = std::max(worst, std::fabs(logits[id] - pair[1].get<float>()));
+    }
+    const TokenId token = step["token"].get<TokenId>();
+    golden_tokens.push_back(token);
+    TokenId next[1] = {token};
+    logits = gen.feed(next, pos++);
+  }
+  EXPECT_LE(worst, c.tolerance) << "max |logit diff| over the golden top-10 ids";
+  RecordProperty("max_logit_diff", std::to_string(worst));
+  std::printf("[ golden ] %s: max |logit diff| %.6f (tolerance %.4f)\n", c.golden_path.c_str(), worst, c.tolerance);
+
+  // 3. Free greedy generation.
+  GenerationOptions opt;
+  opt.max_tokens = static_cast<int>(golden_tokens.size());
+  opt.sampling.temperature = 0.0f;
+  opt.ignore_eos = true;
+  auto result = gen.generate(expected_prompt, opt, nullptr);
+  ASSERT_EQ(result.tokens.size(), golden_tokens.size());
+  for (size_t i = 0; i < golden_tokens.size(); ++i) {
+    const auto& top = golden["steps"][i]["top"];
+    const float gap = top[0][1].get<float>() - top[1][1].get<float>();
+    if (result.tokens[i] != golden_tokens[i]) {
+      // A near-tie may go either way; after it the continuations diverge
+      // legitimately, so compare no further.
+      EXPECT_LE(gap, c.tolerance) << "step " << i << ": chose " << result.tokens[i] << ", golden "
+                                  << golden_tokens[i] << " with a clear gap of " << gap;
+      break;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Reference, Golden, ::testing::ValuesIn(golden_cases()));
+
+}  // namespace
+}  // namespace shoal::testing

@@ -1,0 +1,43 @@
+#pragma once
+// Helpers shared by the model-level tests: where the test data is, golden
+// file loading, and running a model to logits.
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+
+namespace shoal::testing {
+
+inline std::string shared_dir() { return SHOAL_SHARED_DIR; }
+inline std::string source_dir() { return SHOAL_SOURCE_DIR; }
+
+// Where scripts/fetch-models puts models (the same default and override).
+inline std::string models_dir() {
+  if (const char* d = std::getenv("SHOAL_MODELS_DIR")) return d;
+  const char* home = std::getenv("HOME");
+  return std::string(home ? home : "/root") + "/.cache/shoal/models";
+}
+
+inline bool file_exists(const std::string& path) { return std::ifstream(path).good(); }
+
+inline nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+inline std::unique_ptr<Engine> load_engine(const std::string& path, int threads = 2, int n_batch = 64, int n_seq = 1,
+                                           int n_ctx = 512) {
+  EngineOptions o;
+  o.model_path = path;
+  o.threads = threads;
+  o.n_batch = n_batch;
+  o.n_seq = n_seq;
+  o.n_ctx = n_ctx;
+  return std::make_unique<Engine>(o);
+}
+
+}  // namespace shoal::testing

@@ -1,0 +1,261 @@
+// vec_dot (SIMD, on every compiled Highway target) against vec_dot_reference,
+// and vec_dot_reference against a plain dot of the dequantized rows, for
+// every weight type, on random blocks with sane f16 scales.
+//
+// Tolerances are relative to sum_i |w_i * a_i| (the scale of the rounding
+// error of any summation order), per type below.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "hwy/targets.h"
+#include "tensor/blocks.h"
+#include "tensor/dequantize.h"
+#include "tensor/dtype.h"
+#include "tensor/quantize.h"
+#include "tensor/vec_dot.h"
+#include "util/error.h"
+
+namespace shoal {
+namespace {
+
+const DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0,
+                           DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K,
+                           DType::Q4_K, DType::Q5_K, DType::Q6_K};
+
+bool is_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+
+// SIMD vs reference: the two differ only in float summation order. Float
+// rows sum n products (n up to 1000 here); quantized rows sum one exact
+// integer per block, so only a few float roundings per block remain.
+double simd_tolerance(DType t) { return is_float(t) ? 2e-6 : 1e-6; }
+
+void put_half(std::vector<uint8_t>& row, size_t offset, float value) {
+  const uint16_t h = f32_to_f16(value);
+  std::memcpy(&row[offset], &h, 2);
+}
+
+// Random bytes for the quants; the f16 scales are overwritten with sane
+// values (as a real quantizer would write them): d in +-[1e-3, 5e-2] for
+// the 32-blocks, d and dmin in [1e-4, 1e-2] for the K-quants.
+std::vector<uint8_t> random_weights(DType type, int64_t n, std::mt19937& rng) {
+  const DTypeInfo& info = dtype_info(type);
+  std::vector<uint8_t> row(row_bytes(type, n));
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (auto& b : row) b = static_cast<uint8_t>(byte(rng));
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_real_distribution<float> small(1e-3f, 5e-2f), tiny(1e-4f, 1e-2f), offset(-0.2f, 0.2f);
+  const auto sign = [&] { return byte(rng) < 128 ? -1.0f : 1.0f; };
+  for (int64_t i = 0; i < n / info.block_size; ++i) {
+    const size_t base = static_cast<size_t>(i) * info.block_bytes;
+    switch (type) {
+      case DType::F32: {
+        const float v = normal(rng);
+        std::memcpy(&row[base], &v, 4);
+        break;
+      }
+      case DType::F16: put_half(row, base, normal(rng)); break;
+      case DType::BF16: {
+        const float v = normal(rng);
+        uint32_t bits;
+        std::memcpy(&bits, &v, 4);
+        const uint16_t top = static_cast<uint16_t>(bits >> 16);
+        std::memcpy(&row[base], &top, 2);
+        break;
+      }
+      case DType::Q4_1:
+      case DType::Q5_1:
+        put_half(row, base, small(rng));
+        put_half(row, base + 2, offset(rng));
+        break;
+      case DType::Q4_0:
+      case DType::Q5_0:
+      case DType::Q8_0: put_half(row, base, sign() * small(rng)); break;
+      case DType::Q2_K: put_half(row, base + 80, tiny(rng)); put_half(row, base + 82, tiny(rng)); break;
+      case DType::Q3_K: put_half(row, base + 108, tiny(rng)); break;
+      case DType::Q4_K:
+      case DType::Q5_K: put_half(row, base, tiny(rng)); put_half(row, base + 2, tiny(rng)); break;
+      case DType::Q6_K: put_half(row, base + 208, tiny(rng)); break;
+      default: ADD_FAILURE() << "no generator for " << info.name;
+    }
+  }
+  return row;
+}
+
+std::vector<float> random_floats(int64_t n, std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(n));
+  for (auto& v : x) v = normal(rng);
+  return x;
+}
+
+// A buffer holding `bytes` at a chosen misalignment from a 64-byte boundary.
+struct Misaligned {
+  Misaligned(const std::vector<uint8_t>& bytes, size_t shift) : storage(bytes.size() + 128) {
+    const auto addr = reinterpret_cast<uintptr_t>(storage.data());
+    data = storage.data() + ((64 - addr % 64) % 64) + shift;
+    std::memcpy(data, bytes.data(), bytes.size());
+  }
+  std::vector<uint8_t> storage;
+  uint8_t* data;
+};
+
+struct Case {
+  DType type;
+  int64_t n;
+  std::vector<uint8_t> weights;
+  std::vector<uint8_t> activation;  // in activation_dtype(type)
+  double magnitude;                 // sum |w_i * a_i| of the dequantized values
+  double exact;                     // sum w_i * a_i in double
+};
+
+Case make_case(DType type, int64_t n, std::mt19937& rng) {
+  Case c{type, n, random_weights(type, n, rng), {}, 0, 0};
+  const DType act = activation_dtype(type);
+  c.activation.resize(row_bytes(act, n));
+  const auto x = random_floats(n, rng);
+  quantize_activation(type, x.data(), c.activation.data(), n);
+  std::vector<float> w(static_cast<size_t>(n)), a(static_cast<size_t>(n));
+  dequantize_row(type, c.weights.data(), w.data(), n);
+  dequantize_row(act, c.activation.data(), a.data(), n);
+  for (int64_t i = 0; i < n; ++i) {
+    c.magnitude += std::fabs(double(w[i]) * a[i]);
+    c.exact += double(w[i]) * a[i];
+  }
+  return c;
+}
+
+std::vector<int64_t> sizes(DType type) {
+  if (is_float(type)) return {1, 3, 7, 8, 15, 16, 17, 31, 64, 100, 257, 1000};
+  const int64_t block = dtype_info(type).block_size;
+  std::vector<int64_t> out;
+  for (int64_t nb : {1, 2, 3, 5, 8, 13}) out.push_back(nb * block);
+  return out;
+}
+
+struct TargetGuard {
+  ~TargetGuard() { hwy::SetSupportedTargetsForTest(0); }
+};
+
+TEST(TensorVecDot, MatchesReferenceOnEveryTarget) {
+  TargetGuard guard;
+  std::mt19937 rng(1234);
+  for (const DType type : kAllTypes) {
+    SCOPED_TRACE(dtype_info(type).name);
+    for (const int64_t n : sizes(type)) {
+      const Case c = make_case(type, n, rng);
+      ASSERT_GT(c.magnitude, 0.0) << "degenerate test input";
+      // Weights at 1 and 3 bytes past a 64-byte boundary; activations at 1
+      // byte (blocks) or 4 bytes (floats keep their natural alignment).
+      const size_t act_shift = is_float(type) ? 4 : 1;
+      for (const size_t shift : {size_t{1}, size_t{3}}) {
+        const Misaligned w(c.weights, shift), a(c.activation, act_shift);
+        const float ref = vec_dot_reference(type, w.data, a.data, n);
+        for (const int64_t target : hwy::SupportedAndGeneratedTargets()) {
+          hwy::SetSupportedTargetsForTest(target);
+          const float simd = vec_dot(type, w.data, a.data, n);
+          ASSERT_LE(std::fabs(double(simd) - ref), simd_tolerance(type) * c.magnitude)
+              << hwy::TargetName(target) << " n=" << n << " simd=" << simd << " ref=" << ref;
+        }
+        hwy::SetSupportedTargetsForTest(0);
+      }
+    }
+  }
+}
+
+// AVX2 and AVX-512 use the same lane grouping (256-bit vectors), so their
+// results are bit-identical: machines of either kind agree in a distributed
+// run. (SSE4 and SSSE3 differ from them in the last bits.)
+TEST(TensorVecDot, Avx2AndAvx512AgreeBitForBit) {
+  TargetGuard guard;
+  std::vector<int64_t> wide;
+  for (const int64_t target : hwy::SupportedAndGeneratedTargets())
+    if (target == HWY_AVX2 || target == HWY_AVX3 || target == HWY_AVX3_DL) wide.push_back(target);
+  if (wide.size() < 2) GTEST_SKIP() << "needs a CPU with both AVX2 and AVX-512";
+  std::mt19937 rng(77);
+  for (const DType type : kAllTypes) {
+    for (const int64_t n : sizes(type)) {
+      const Case c = make_case(type, n, rng);
+      hwy::SetSupportedTargetsForTest(wide[0]);
+      const float first = vec_dot(type, c.weights.data(), c.activation.data(), n);
+      for (size_t k = 1; k < wide.size(); ++k) {
+        hwy::SetSupportedTargetsForTest(wide[k]);
+        const float other = vec_dot(type, c.weights.data(), c.activation.data(), n);
+        ASSERT_EQ(std::memcmp(&first, &other, 4), 0)
+            << dtype_info(type).name << " n=" << n << " " << hwy::TargetName(wide[0]) << "=" << first << " "
+            << hwy::TargetName(wide[k]) << "=" << other;
+      }
+    }
+  }
+}
+
+// The reference against the format description itself: dequantize both
+// rows and take a double-precision dot.
+TEST(TensorVecDot, ReferenceMatchesDequantizedDot) {
+  std::mt19937 rng(99);
+  for (const DType type : kAllTypes) {
+    SCOPED_TRACE(dtype_info(type).name);
+    for (const int64_t n : sizes(type)) {
+      const Case c = make_case(type, n, rng);
+      const float ref = vec_dot_reference(type, c.weights.data(), c.activation.data(), n);
+      const double tol = (is_float(type) ? 2e-6 : 1e-6) * c.magnitude;
+      ASSERT_LE(std::fabs(ref - c.exact), tol) << "n=" << n << " ref=" << ref << " exact=" << c.exact;
+    }
+  }
+}
+
+// Same inputs, same bits: repeated calls and calls from other threads.
+TEST(TensorVecDot, Deterministic) {
+  std::mt19937 rng(5);
+  for (const DType type : kAllTypes) {
+    const int64_t n = is_float(type) ? 999 : 8 * dtype_info(type).block_size;
+    const Case c = make_case(type, n, rng);
+    const float first = vec_dot(type, c.weights.data(), c.activation.data(), n);
+    std::vector<float> results(4);
+    std::vector<std::thread> threads;
+    for (size_t t = 0; t < results.size(); ++t)
+      threads.emplace_back([&, t] {
+        for (int k = 0; k < 10; ++k) results[t] = vec_dot(type, c.weights.data(), c.activation.data(), n);
+      });
+    for (auto& t : threads) t.join();
+    for (float r : results) EXPECT_EQ(std::memcmp(&r, &first, 4), 0) << dtype_info(type).name;
+  }
+}
+
+// A weight row quantized by Shoal's own encoder dotted with a Q8 activation
+// stays close to the float dot of the original values.
+TEST(TensorVecDot, QuantizedDotApproximatesFloatDot) {
+  std::mt19937 rng(17);
+  const int64_t n = 4096;
+  const auto w = random_floats(n, rng), x = random_floats(n, rng);
+  double exact = 0, magnitude = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    exact += double(w[i]) * x[i];
+    magnitude += std::fabs(double(w[i]) * x[i]);
+  }
+  for (const DType type : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1}) {
+    std::vector<uint8_t> wq(row_bytes(type, n)), xq(row_bytes(DType::Q8_0, n));
+    quantize_row_reference(type, w.data(), wq.data(), n);
+    quantize_activation(type, x.data(), xq.data(), n);
+    const float got = vec_dot(type, wq.data(), xq.data(), n);
+    // Error relative to sum |w x|: ~0.5% for 8 bits, ~10% for 4 bits worst-ish.
+    EXPECT_LT(std::fabs(got - exact), (type == DType::Q8_0 ? 0.01 : 0.05) * magnitude) << dtype_info(type).name;
+  }
+}
+
+TEST(TensorVecDot, RejectsBadInput) {
+  uint8_t zeros[1024] = {};
+  EXPECT_THROW(vec_dot(DType::Q4_0, zeros, zeros, 48), Error);
+  EXPECT_THROW(vec_dot(DType::Q4_K, zeros, zeros, 128), Error);
+  EXPECT_THROW(vec_dot(DType::Q8_1, zeros, zeros, 32), Error);
+  EXPECT_THROW(vec_dot(DType::Q8_K, zeros, zeros, 256), Error);
+  EXPECT_THROW(vec_dot_reference(DType::Q5_1, zeros, zeros, 33), Error);
+  EXPECT_EQ(vec_dot(DType::Q4_K, zeros, zeros, 0), 0.0f);
+}
+
+}  // namespace
+}  // namespace shoal
