@@ -72,7 +72,7 @@ int bench(BenchOptions& o) {
   if (o.repetitions < 1) fail("-r must be at least 1");
   EngineOptions eo = o.common.engine;
   eo.n_ctx = std::max({eo.n_ctx, o.n_prompt + 1, o.n_gen + 1, 16});
-  Engine engine(eo);
+  Engine engine(eo, stage_builder(o.common));
   std::mt19937 rng(42);
   time_run(engine, 0, 1, rng);  // warm-up: page in the weights
 
@@ -122,6 +122,7 @@ Command add_bench_command(CLI::App& app) {
   auto o = std::make_shared<BenchOptions>();
   auto* cmd = app.add_subcommand("bench", "prompt and generation throughput, like llama-bench");
   add_engine_options(*cmd, o->common);
+  add_cluster_options(*cmd, o->common);
   cmd->add_option("-p,--n-prompt", o->n_prompt, "prompt tokens (pp test; 0 = skip)")->capture_default_str();
   cmd->add_option("-n,--n-gen", o->n_gen, "generated tokens (tg test; 0 = skip)")->capture_default_str();
   cmd->add_option("-r,--repetitions", o->repetitions, "runs per test")->capture_default_str();

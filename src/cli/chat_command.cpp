@@ -18,7 +18,7 @@ struct ChatOptions {
 
 int chat(ChatOptions& o) {
   set_verbosity(o.common.verbosity);
-  Engine engine(o.common.engine);
+  Engine engine(o.common.engine, stage_builder(o.common));
   const ChatTemplate& tmpl = engine.chat_template();
   if (tmpl.fell_back()) spdlog::warn("the model's chat template is not recognised; using ChatML");
   GenerationOptions gen;
@@ -57,6 +57,7 @@ Command add_chat_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("chat", "interactive chat in the terminal");
   add_engine_options(*cmd, o->common);
   add_sampling_options(*cmd, o->common);
+  add_cluster_options(*cmd, o->common);
   cmd->add_option("--system", o->system, "system message");
   cmd->add_option("-n,--n-predict", o->n_predict, "most tokens per answer (-1: until the end)");
   return [o] { return chat(*o); };

@@ -13,5 +13,8 @@ Command add_inspect_command(CLI::App& app);
 Command add_run_command(CLI::App& app);
 Command add_chat_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);
+Command add_worker_command(CLI::App& app);
+Command add_plan_command(CLI::App& app);
+Command add_ping_command(CLI::App& app);
 
 }  // namespace shoal::cli

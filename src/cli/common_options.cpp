@@ -1,5 +1,8 @@
 #include "cli/common_options.h"
 
+#include "cluster/handshake.h"
+#include "util/error.h"
+
 namespace shoal::cli {
 
 void add_engine_options(CLI::App& cmd, CommonOptions& o) {
@@ -8,6 +11,42 @@ void add_engine_options(CLI::App& cmd, CommonOptions& o) {
   cmd.add_option("-c,--ctx-size", o.engine.n_ctx, "context size in tokens (default: min(training, 4096))");
   cmd.add_option("-b,--batch-size", o.engine.n_batch, "most tokens per forward pass")->capture_default_str();
   cmd.add_flag("-v,--verbose", o.verbosity, "more log output (repeat for debug)");
+}
+
+void add_cluster_options(CLI::App& cmd, CommonOptions& o) {
+  cmd.add_option("--rpc,--workers", o.cluster.workers, "workers as host:port,host:port,...")->delimiter(',');
+  cmd.add_option("--key-file", o.key_file, "cluster key file (or set SHOAL_CLUSTER_KEY)");
+  cmd.add_flag("--chain", o.cluster.chain, "forward activations worker to worker instead of via the primary");
+  cmd.add_option("--wire-dtype", o.cluster.wire_dtype, "activations on the wire: f32, f16, bf16 or q8_0")
+      ->capture_default_str();
+  cmd.add_option("--tensor-split,--ts", o.cluster.tensor_split,
+                 "layer proportions per device, local first then --rpc order (e.g. 3,1)")
+      ->delimiter(',');
+}
+
+StageBuilder stage_builder(CommonOptions& o) {
+  if (o.cluster.workers.empty() && o.cluster.tensor_split.empty()) return {};
+  o.cluster.key = wire::load_cluster_key(o.key_file);
+  return cluster_stage_builder(o.cluster);
+}
+
+uint64_t parse_size(const std::string& text) {
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (...) {
+    fail("bad size '{}': expected a number with an optional K, M, G or T suffix", text);
+  }
+  std::string suffix = text.substr(used);
+  double scale = 1;
+  if (suffix == "K" || suffix == "KiB" || suffix == "k") scale = 1024.0;
+  else if (suffix == "M" || suffix == "MiB") scale = 1024.0 * 1024;
+  else if (suffix == "G" || suffix == "GiB") scale = 1024.0 * 1024 * 1024;
+  else if (suffix == "T" || suffix == "TiB") scale = 1024.0 * 1024 * 1024 * 1024;
+  else if (!suffix.empty()) fail("bad size '{}': unknown suffix '{}'", text, suffix);
+  if (value < 0) fail("bad size '{}'", text);
+  return static_cast<uint64_t>(value * scale);
 }
 
 void add_sampling_options(CLI::App& cmd, CommonOptions& o) {

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "cluster/cluster_stages.h"
 #include "engine/engine.h"
 #include "engine/sampler.h"
 
@@ -11,11 +12,20 @@ namespace shoal::cli {
 struct CommonOptions {
   EngineOptions engine;
   SamplingParams sampling;
+  ClusterOptions cluster;
+  std::string key_file;
   int verbosity = 0;
 };
 
 // -m, -t, -c, -b, -v
 void add_engine_options(CLI::App& cmd, CommonOptions& o);
+// --rpc/--workers, --key-file, --chain, --wire-dtype, --tensor-split
+void add_cluster_options(CLI::App& cmd, CommonOptions& o);
+// The stage builder the options ask for: every layer local without --rpc.
+StageBuilder stage_builder(CommonOptions& o);
+// Parses "8G", "512M", "1024" (bytes); throws shoal::Error.
+uint64_t parse_size(const std::string& text);
+
 // --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n,
 // --presence-penalty, --frequency-penalty, --seed
 void add_sampling_options(CLI::App& cmd, CommonOptions& o);

@@ -21,6 +21,9 @@ int main(int argc, char** argv) {
   add(shoal::cli::add_run_command);
   add(shoal::cli::add_chat_command);
   add(shoal::cli::add_bench_command);
+  add(shoal::cli::add_worker_command);
+  add(shoal::cli::add_plan_command);
+  add(shoal::cli::add_ping_command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

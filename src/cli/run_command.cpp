@@ -35,7 +35,7 @@ int run(RunOptions& o) {
     ss << in.rdbuf();
     o.prompt = ss.str();
   }
-  Engine engine(o.common.engine);
+  Engine engine(o.common.engine, stage_builder(o.common));
   const Tokenizer& tok = engine.tokenizer();
   GenerationOptions gen;
   gen.max_tokens = o.n_predict;
@@ -83,6 +83,7 @@ Command add_run_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("run", "generate text from one prompt");
   add_engine_options(*cmd, o->common);
   add_sampling_options(*cmd, o->common);
+  add_cluster_options(*cmd, o->common);
   cmd->add_option("-p,--prompt", o->prompt, "prompt text");
   cmd->add_option("-f,--file", o->prompt_file, "read the prompt from a file");
   cmd->add_option("-n,--n-predict", o->n_predict, "tokens to generate (-1: until the end)")->capture_default_str();

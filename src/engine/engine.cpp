@@ -8,7 +8,9 @@
 
 namespace shoal {
 
-Engine::Engine(const EngineOptions& options) {
+int default_context_size(const ModelConfig& config) { return std::min(config.n_ctx_train, 4096); }
+
+Engine::Engine(const EngineOptions& options, const StageBuilder& build_stages) : options_(options) {
   file_ = gguf::File::open(options.model_path);
   config_ = ModelConfig::from_gguf(*file_);
   weights_ = bind_weights(*file_, config_);
@@ -18,7 +20,7 @@ Engine::Engine(const EngineOptions& options) {
          config_.n_vocab);
   chat_template_ = ChatTemplate::detect(file_->get_string("tokenizer.chat_template", ""));
 
-  n_ctx_ = options.n_ctx > 0 ? options.n_ctx : std::min(config_.n_ctx_train, 4096);
+  n_ctx_ = options.n_ctx > 0 ? options.n_ctx : default_context_size(config_);
   if (n_ctx_ < 8 || n_ctx_ > (1 << 20)) fail("context size {} is out of range", n_ctx_);
   if (options.n_seq < 1 || options.n_seq > 256) fail("{} parallel sequences is out of range 1..256", options.n_seq);
   n_batch_ = std::clamp(options.n_batch, 1, 4096);
@@ -27,8 +29,10 @@ Engine::Engine(const EngineOptions& options) {
   backend_ = std::make_unique<CpuBackend>(*pool_, n_batch_, max_cols);
 
   std::vector<std::unique_ptr<Stage>> stages;
-  stages.push_back(std::make_unique<LocalStage>(*backend_, config_, weights_, 0, config_.n_layer, options.n_seq,
-                                                n_ctx_, n_batch_));
+  if (build_stages)
+    stages = build_stages(*this);
+  else
+    stages.push_back(make_local_stage(0, config_.n_layer));
   pipeline_ = std::make_unique<Pipeline>(config_, weights_, *backend_, std::move(stages), n_batch_);
 
   spdlog::info("model: {} ({}), {} layers, embedding {}, heads {}/{}, vocab {}", config_.name, config_.arch,
@@ -36,6 +40,10 @@ Engine::Engine(const EngineOptions& options) {
   spdlog::info("context {} tokens x {} sequences, batch {}, {} threads, chat template {}", n_ctx_, options.n_seq,
                n_batch_, pool_->size(), chat_template_.name());
   for (const auto& s : pipeline_->stages()) spdlog::info("stage: {}", s->describe());
+}
+
+std::unique_ptr<Stage> Engine::make_local_stage(int begin, int end) {
+  return std::make_unique<LocalStage>(*backend_, config_, weights_, begin, end, options_.n_seq, n_ctx_, n_batch_);
 }
 
 }  // namespace shoal

@@ -2,6 +2,7 @@
 // A loaded model ready to run on this machine: the mapped GGUF, its config
 // and weights, tokenizer and chat template, the thread pool, the CPU backend
 // and a pipeline of local stages.
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -16,6 +17,16 @@
 
 namespace shoal {
 
+class Engine;
+
+// The context size when -c is not given: the training context, at most 4096.
+int default_context_size(const ModelConfig& config);
+
+// Builds the stages that run the layers. The default puts every layer in one
+// LocalStage on the CPU backend; the cluster's builder spreads them over
+// local and remote stages (cluster/cluster_stages.h).
+using StageBuilder = std::function<std::vector<std::unique_ptr<Stage>>(Engine& engine)>;
+
 struct EngineOptions {
   std::string model_path;
   int threads = 0;      // 0: physical cores
@@ -26,7 +37,14 @@ struct EngineOptions {
 
 class Engine {
  public:
-  explicit Engine(const EngineOptions& options);
+  explicit Engine(const EngineOptions& options, const StageBuilder& build_stages = {});
+
+  // One LocalStage for layers [begin, end) on this machine's CPU backend.
+  std::unique_ptr<Stage> make_local_stage(int begin, int end);
+  const EngineOptions& options() const { return options_; }
+  const ModelWeights& weights() const { return weights_; }
+  Backend& backend() { return *backend_; }
+  ThreadPool& pool() { return *pool_; }
 
   const ModelConfig& config() const { return config_; }
   const gguf::File& file() const { return *file_; }
@@ -38,6 +56,7 @@ class Engine {
   int threads() const { return pool_->size(); }
 
  private:
+  EngineOptions options_;
   std::unique_ptr<gguf::File> file_;
   ModelConfig config_;
   ModelWeights weights_;

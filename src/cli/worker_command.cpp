@@ -1,0 +1,81 @@
+// shoal worker: lend this machine to a primary.
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+
+#include "cli/common_options.h"
+#include "cluster/handshake.h"
+#include "cluster/worker_server.h"
+#include "util/error.h"
+#include "util/log.h"
+
+namespace shoal::cli {
+namespace {
+
+struct WorkerCliOptions {
+  WorkerOptions worker;
+  std::string mem = "0";
+  std::string cache_max = "20G";
+  std::string key_file;
+  bool insecure = false;
+  bool no_cache = false;
+  int verbosity = 1;
+};
+
+bool is_loopback(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+WorkerServer* g_server = nullptr;
+void on_signal(int) {
+  if (g_server) g_server->stop();
+}
+
+int run_worker(WorkerCliOptions& o) {
+  set_verbosity(o.verbosity);
+  WorkerOptions w = o.worker;
+  w.key = wire::load_cluster_key(o.key_file);
+  if (!w.key && !is_loopback(w.host) && !o.insecure)
+    fail("refusing to listen on {} without a cluster key: anyone who can reach it could use this machine. Pass "
+         "--key-file (or set SHOAL_CLUSTER_KEY), or --insecure if the network is trusted",
+         w.host);
+  w.mem_limit = parse_size(o.mem);
+  if (o.no_cache) {
+    w.cache_dir.clear();
+  } else if (w.cache_dir.empty()) {
+    const char* home = std::getenv("HOME");
+    w.cache_dir = std::string(home ? home : "/tmp") + "/.cache/shoal/worker";
+  }
+  w.cache_max = parse_size(o.cache_max);
+  WorkerServer server(w);
+  g_server = &server;
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  std::signal(SIGPIPE, SIG_IGN);
+  std::printf("worker listening on %s:%d (%s, %s)\n", w.host.c_str(), server.port(),
+              w.key ? "cluster key required" : "no key", w.cache_dir.empty() ? "no cache" : w.cache_dir.c_str());
+  std::fflush(stdout);
+  server.run();
+  return 0;
+}
+
+}  // namespace
+
+Command add_worker_command(CLI::App& app) {
+  auto o = std::make_shared<WorkerCliOptions>();
+  auto* cmd = app.add_subcommand("worker", "lend this machine's CPU and memory to a primary");
+  cmd->add_option("--host", o->worker.host, "address to listen on")->capture_default_str();
+  cmd->add_option("--port", o->worker.port, "port (0: any free port)")->capture_default_str();
+  cmd->add_option("--mem", o->mem, "memory to lend, e.g. 8G (0: what is free)")->capture_default_str();
+  cmd->add_option("--key-file", o->key_file, "cluster key file (or set SHOAL_CLUSTER_KEY)");
+  cmd->add_option("--cache-dir", o->worker.cache_dir, "weight cache (default ~/.cache/shoal/worker)");
+  cmd->add_option("--cache-max", o->cache_max, "weight cache size limit")->capture_default_str();
+  cmd->add_flag("--no-cache", o->no_cache, "keep no weights on disk");
+  cmd->add_option("--models-dir", o->worker.models_dir, "GGUF files this machine already has");
+  cmd->add_option("-t,--threads", o->worker.threads, "threads (default: physical cores)");
+  cmd->add_flag("--insecure", o->insecure, "allow a non-loopback address without a cluster key");
+  cmd->add_flag("-v,--verbose", o->verbosity, "more log output");
+  return [o] { return run_worker(*o); };
+}
+
+}  // namespace shoal::cli

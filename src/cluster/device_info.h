@@ -1,0 +1,32 @@
+#pragma once
+// What a device lends, as the planner sees it: reported by a worker in its
+// HELLO, or measured locally for the primary's own CPU.
+#include <cstdint>
+#include <string>
+
+namespace shoal {
+
+class ThreadPool;
+
+struct DeviceInfo {
+  std::string address;       // "local" or host:port as given to --rpc
+  std::string backend;       // "CPU", later "CUDA", ...
+  uint64_t total_memory = 0; // bytes
+  uint64_t free_memory = 0;  // bytes it can lend (worker: min(free, --mem))
+  int threads = 0;
+  double matvec_gbps = 0.0;    // measured: GB/s of Q4_0 weights streamed by matvec (0 = unknown)
+  double matmul_gflops = 0.0;  // measured: GFLOP/s of a batched Q4_0 matmul (0 = unknown)
+  double rtt_ms = 0.0;         // round trip from the primary (0 for local)
+  double link_gbps = 0.0;      // GB/s of the link from the primary; 0 = unknown (planner assumes 1)
+};
+
+// Measures this machine's CPU in well under a second: a matvec over a
+// weight buffer larger than the caches and a small batched matmul, both on
+// `threads` threads (<= 0: ThreadPool::default_threads()). Free memory
+// comes from /proc/meminfo (MemAvailable), read before the probe allocates.
+DeviceInfo probe_local_cpu(int threads);
+// The same on a pool that already exists (a worker's or the engine's), so
+// that the probe measures the threads that will run the layers.
+DeviceInfo probe_local_cpu(ThreadPool& pool);
+
+}  // namespace shoal

@@ -1,0 +1,304 @@
+// The planner (which layers go where), the model side of its input, and the
+// local device probe.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <string>
+
+#include "cluster/device_info.h"
+#include "cluster/plan_input.h"
+#include "cluster/planner.h"
+#include "gguf/reader.h"
+#include "model/config.h"
+#include "model/tensor_names.h"
+#include "util/error.h"
+
+namespace shoal {
+namespace {
+
+constexpr uint64_t MiB = 1ull << 20;
+
+DeviceInfo device(const std::string& address, uint64_t free_mib, double gbps = 10.0, double rtt_ms = 0.0) {
+  DeviceInfo d;
+  d.address = address;
+  d.backend = "CPU";
+  d.free_memory = d.total_memory = free_mib * MiB;
+  d.matvec_gbps = gbps;
+  d.rtt_ms = rtt_ms;
+  return d;
+}
+
+PlanInput uniform_input(int n_layers, uint64_t layer_mib, std::vector<DeviceInfo> devices) {
+  PlanInput in;
+  in.layer_bytes.assign(n_layers, layer_mib * MiB);
+  in.devices = std::move(devices);
+  return in;
+}
+
+std::vector<int> layer_counts(const Plan& plan) {
+  std::vector<int> n;
+  for (const auto& s : plan.stages) n.push_back(s.layer_end - s.layer_begin);
+  return n;
+}
+
+// The message of the shoal::Error that make_plan throws ("" if none).
+std::string plan_error(const PlanInput& in) {
+  try {
+    make_plan(in);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(PlannerTest, EqualMemorySplitsEvenly) {
+  PlanInput in = uniform_input(10, 100, {device("local", 2000), device("10.0.0.2:50052", 2000)});
+  const Plan plan = make_plan(in);
+  ASSERT_EQ(plan.stages.size(), 2u);
+  EXPECT_EQ(layer_counts(plan), (std::vector<int>{5, 5}));
+  EXPECT_EQ(plan.stages[0].layer_begin, 0);
+  EXPECT_EQ(plan.stages[1].layer_begin, 5);
+  EXPECT_EQ(plan.stages[1].layer_end, 10);
+  EXPECT_EQ(plan.stages[0].weight_bytes, 500 * MiB);
+  EXPECT_EQ(plan.stages[1].free_after, 1500 * MiB);
+}
+
+TEST(PlannerTest, UnequalMemorySplitsInProportion) {
+  // Usable 3000 : 1000 after the primary's 1000 MiB and the 500 MiB reserve.
+  PlanInput in = uniform_input(8, 100, {device("local", 4500), device("w1:1", 1500)});
+  in.primary_bytes = 1000 * MiB;
+  in.reserve_bytes = 500 * MiB;
+  EXPECT_EQ(layer_counts(make_plan(in)), (std::vector<int>{6, 2}));
+}
+
+TEST(PlannerTest, UnevenLayersAreMovedToWhereThereIsRoom) {
+  // By count each device would get 4 layers, but the last four are heavy:
+  // 16 MiB on the second device, which has 12. One layer moves forward.
+  PlanInput in;
+  in.layer_bytes = {1 * MiB, 1 * MiB, 1 * MiB, 1 * MiB, 4 * MiB, 4 * MiB, 4 * MiB, 4 * MiB};
+  in.devices = {device("local", 12), device("w1:1", 12)};
+  const Plan plan = make_plan(in);
+  EXPECT_EQ(layer_counts(plan), (std::vector<int>{5, 3}));
+  EXPECT_EQ(plan.stages[0].weight_bytes, 8 * MiB);
+  EXPECT_EQ(plan.stages[1].weight_bytes, 12 * MiB);
+}
+
+TEST(PlannerTest, DeviceWithNothingUsableGetsNoLayers) {
+  PlanInput in = uniform_input(6, 100, {device("local", 1000), device("w1:1", 400), device("w2:1", 1000)});
+  in.reserve_bytes = 500 * MiB;  // w1 has less than the reserve
+  const Plan plan = make_plan(in);
+  EXPECT_EQ(layer_counts(plan), (std::vector<int>{3, 0, 3}));
+  EXPECT_EQ(plan.stages[1].weight_bytes, 0u);
+  EXPECT_EQ(plan.stages[1].free_after, 400 * MiB);
+}
+
+// Whether some contiguous split in device order fits: filling each device
+// as far as it goes from the front covers the most layers any split can.
+bool any_split_fits(const PlanInput& in) {
+  size_t l = 0;
+  for (size_t d = 0; d < in.devices.size(); ++d) {
+    int64_t room = static_cast<int64_t>(in.devices[d].free_memory) - static_cast<int64_t>(in.reserve_bytes) -
+                   (d == 0 ? static_cast<int64_t>(in.primary_bytes) : 0);
+    if (d == 0 && room < 0) return false;
+    while (l < in.layer_bytes.size() && room >= static_cast<int64_t>(in.layer_bytes[l] + in.kv_bytes_per_layer) &&
+           room > 0) {
+      room -= static_cast<int64_t>(in.layer_bytes[l] + in.kv_bytes_per_layer);
+      ++l;
+    }
+  }
+  return l == in.layer_bytes.size();
+}
+
+TEST(PlannerTest, NeverOverAnyDeviceAcrossRandomClusters) {
+  std::mt19937 rng(1234);
+  int planned = 0, refused = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    auto uniform = [&](uint64_t lo, uint64_t hi) { return std::uniform_int_distribution<uint64_t>(lo, hi)(rng); };
+    PlanInput in;
+    const int n_layers = static_cast<int>(uniform(1, 48));
+    const uint64_t base = uniform(1, 64);
+    for (int l = 0; l < n_layers; ++l) in.layer_bytes.push_back((base + uniform(0, base)) * MiB / 4);
+    in.kv_bytes_per_layer = uniform(0, 8) * MiB / 4;
+    in.primary_bytes = uniform(0, 200) * MiB;
+    in.reserve_bytes = uniform(0, 2) * 64 * MiB;
+    const int n_devices = static_cast<int>(uniform(1, 5));
+    for (int d = 0; d < n_devices; ++d) in.devices.push_back(device(fmt::format("d{}", d), uniform(0, 1200)));
+
+    Plan plan;
+    try {
+      plan = make_plan(in);
+    } catch (const Error& e) {
+      ++refused;
+      EXPECT_FALSE(any_split_fits(in)) << "trial " << trial << " refused a cluster that fits: " << e.what();
+      continue;
+    }
+    ++planned;
+    ASSERT_EQ(plan.stages.size(), in.devices.size());
+    int next = 0;
+    for (size_t d = 0; d < plan.stages.size(); ++d) {
+      const StageAssignment& s = plan.stages[d];
+      EXPECT_EQ(s.layer_begin, next) << "trial " << trial << ": layers not contiguous";
+      EXPECT_LE(s.layer_begin, s.layer_end);
+      next = s.layer_end;
+      const int64_t usable = static_cast<int64_t>(in.devices[d].free_memory) -
+                             static_cast<int64_t>(in.reserve_bytes) -
+                             (d == 0 ? static_cast<int64_t>(in.primary_bytes) : 0);
+      uint64_t used = s.kv_bytes;
+      for (int l = s.layer_begin; l < s.layer_end; ++l) used += in.layer_bytes[l];
+      if (s.layer_end > s.layer_begin) {
+        EXPECT_GT(usable, 0) << "trial " << trial;
+        EXPECT_LE(used, static_cast<uint64_t>(std::max<int64_t>(0, usable))) << "trial " << trial << " device " << d;
+      }
+    }
+    EXPECT_EQ(next, n_layers) << "trial " << trial << ": not every layer placed";
+  }
+  // The sweep must exercise both outcomes to mean anything.
+  EXPECT_GT(planned, 300);
+  EXPECT_GT(refused, 300);
+}
+
+TEST(PlannerTest, TensorSplitThreeToOne) {
+  PlanInput in = uniform_input(8, 100, {device("local", 10000), device("w1:1", 10000)});
+  in.tensor_split = {3, 1};
+  EXPECT_EQ(layer_counts(make_plan(in)), (std::vector<int>{6, 2}));
+}
+
+TEST(PlannerTest, TensorSplitZeroMeansNoLayers) {
+  PlanInput in = uniform_input(10, 100, {device("local", 10000), device("w1:1", 10000), device("w2:1", 10000)});
+  in.tensor_split = {0, 1, 1};
+  const Plan plan = make_plan(in);
+  EXPECT_EQ(layer_counts(plan), (std::vector<int>{0, 5, 5}));
+  EXPECT_EQ(plan.stages[1].layer_begin, 0);
+}
+
+TEST(PlannerTest, TensorSplitOfWrongLengthNamesBothCounts) {
+  PlanInput in = uniform_input(10, 100, {device("local", 10000), device("w1:1", 10000), device("w2:1", 10000)});
+  in.tensor_split = {3, 1};
+  const std::string error = plan_error(in);
+  EXPECT_NE(error.find("2 values"), std::string::npos) << error;
+  EXPECT_NE(error.find("3 devices"), std::string::npos) << error;
+}
+
+TEST(PlannerTest, TensorSplitAllZeroIsAnError) {
+  PlanInput in = uniform_input(10, 100, {device("local", 10000), device("w1:1", 10000)});
+  in.tensor_split = {0, 0};
+  EXPECT_NE(plan_error(in).find("all zeros"), std::string::npos) << plan_error(in);
+}
+
+TEST(PlannerTest, TensorSplitOverADeviceNamesItAndTheNumbers) {
+  // 9 of 10 layers of 100 MiB on a worker with 500 MiB.
+  PlanInput in = uniform_input(10, 100, {device("local", 10000), device("10.0.0.2:50052", 500)});
+  in.tensor_split = {1, 9};
+  const std::string error = plan_error(in);
+  EXPECT_NE(error.find("10.0.0.2:50052"), std::string::npos) << error;
+  EXPECT_NE(error.find("needs 900 MiB"), std::string::npos) << error;
+  EXPECT_NE(error.find("500 MiB available"), std::string::npos) << error;
+}
+
+TEST(PlannerTest, DoesNotFitSaysHowMuchIsMissing) {
+  PlanInput in = uniform_input(30, 160, {device("local", 2048), device("10.0.0.2:50052", 2048)});
+  const std::string error = plan_error(in);  // 4800 MiB needed, 4096 offered
+  EXPECT_NE(error.find("4800 MiB"), std::string::npos) << error;
+  EXPECT_NE(error.find("704 MiB missing"), std::string::npos) << error;
+  EXPECT_NE(error.find("local: 2048 MiB free"), std::string::npos) << error;
+  EXPECT_NE(error.find("10.0.0.2:50052: 2048 MiB free"), std::string::npos) << error;
+}
+
+TEST(PlannerTest, PrimaryWithoutRoomForTheHeadIsRefused) {
+  PlanInput in = uniform_input(4, 100, {device("local", 100), device("w1:1", 10000)});
+  in.primary_bytes = 200 * MiB;
+  EXPECT_NE(plan_error(in).find("primary"), std::string::npos) << plan_error(in);
+}
+
+TEST(PlannerTest, PredictionCountsWeightsRoundTripsAndHead) {
+  // 1 GB of layers on each side at 10 GB/s: 100 ms each. The remote stage
+  // adds one round trip (2 ms) and 2 x 1 MB over an assumed 1 GB/s (2 ms).
+  // The head: 0.5 GB at 10 GB/s = 50 ms.
+  PlanInput in;
+  in.layer_bytes.assign(2, 1000000000ull);
+  in.activation_bytes = 1000000;
+  in.head_bytes = 500000000ull;
+  in.devices = {device("local", 4000), device("w1:1", 4000, 10.0, 2.0)};
+  const Plan plan = make_plan(in);
+  EXPECT_NEAR(plan.stages[0].predicted_ms, 100.0, 1e-9);
+  EXPECT_NEAR(plan.stages[1].predicted_ms, 104.0, 1e-9);
+  EXPECT_NEAR(plan.predicted_head_ms, 50.0, 1e-9);
+  EXPECT_NEAR(plan.predicted_token_ms, 254.0, 1e-9);
+  EXPECT_NEAR(plan.predicted_tok_s, 1000.0 / 254.0, 1e-9);
+}
+
+TEST(PlannerTest, FormatShowsEveryDeviceAndItsLayers) {
+  PlanInput in = uniform_input(10, 100, {device("local", 2000), device("10.0.0.2:50052", 2000),
+                                         device("10.0.0.3:50052", 100)});
+  in.reserve_bytes = 200 * MiB;
+  const Plan plan = make_plan(in);
+  const std::string table = format_plan(plan, in);
+  EXPECT_NE(table.find("device"), std::string::npos) << table;
+  EXPECT_NE(table.find("free MiB after"), std::string::npos) << table;
+  EXPECT_NE(table.find("local"), std::string::npos) << table;
+  EXPECT_NE(table.find("10.0.0.2:50052"), std::string::npos) << table;
+  EXPECT_NE(table.find("10.0.0.3:50052"), std::string::npos) << table;
+  EXPECT_NE(table.find("0-4 (5)"), std::string::npos) << table;
+  EXPECT_NE(table.find("5-9 (5)"), std::string::npos) << table;
+  EXPECT_NE(table.find("none"), std::string::npos) << table;
+  EXPECT_NE(table.find("predicted decode:"), std::string::npos) << table;
+  EXPECT_NE(table.find("tok/s"), std::string::npos) << table;
+}
+
+TEST(PlanInputTest, Stories260KLayerBytesAreTheSumOfTheLayersTensors) {
+  const auto file = gguf::File::open(std::string(SHOAL_SHARED_DIR) + "/models/stories260K.gguf");
+  const ModelConfig config = ModelConfig::from_gguf(*file);
+  ASSERT_EQ(config.n_layer, 5);
+  const PlanInput in = plan_input_for_model(*file, config, 256, 2, 32);
+  ASSERT_EQ(in.layer_bytes.size(), 5u);
+  // Counted here through the name table, independently of the planner's scan of "blk.N.".
+  const TensorKind kinds[] = {TensorKind::AttnNorm,  TensorKind::AttnQ,     TensorKind::AttnK,
+                              TensorKind::AttnV,     TensorKind::AttnOutput, TensorKind::AttnQBias,
+                              TensorKind::AttnKBias, TensorKind::AttnVBias, TensorKind::FfnNorm,
+                              TensorKind::FfnGate,   TensorKind::FfnUp,     TensorKind::FfnDown};
+  for (int l = 0; l < 5; ++l) {
+    uint64_t expected = 0;
+    for (TensorKind k : kinds)
+      if (const gguf::TensorInfo* t = file->find_tensor(tensor_name(k, l))) expected += t->bytes;
+    EXPECT_GT(expected, 0u);
+    EXPECT_EQ(in.layer_bytes[l], expected) << "layer " << l;
+  }
+  EXPECT_EQ(in.kv_bytes_per_layer, 2ull * 256 * 2 * config.kv_width() * 4);
+  EXPECT_EQ(in.activation_bytes, static_cast<uint64_t>(config.n_embd) * 4);
+  const uint64_t embd = file->tensor(tensor_name(TensorKind::TokenEmbd)).bytes;
+  EXPECT_GT(in.primary_bytes, embd + primary_scratch_bytes(config, 2, 32) - 1);
+  // The whole model plans onto one roomy device.
+  PlanInput roomy = in;
+  roomy.devices = {device("local", 1024)};
+  const Plan plan = make_plan(roomy);
+  EXPECT_EQ(plan.stages[0].layer_end, 5);
+}
+
+TEST(DeviceProbeTest, ReportsPositiveNumbersQuickly) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const DeviceInfo info = probe_local_cpu(2);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(info.backend, "CPU");
+  EXPECT_EQ(info.threads, 2);
+  EXPECT_GT(info.total_memory, 0u);
+  EXPECT_GT(info.free_memory, 0u);
+  EXPECT_LE(info.free_memory, info.total_memory);
+  EXPECT_GT(info.matvec_gbps, 0.0);
+  EXPECT_GT(info.matmul_gflops, 0.0);
+  // A sanity guard against a probe that ran away (a loop, a huge buffer),
+  // not a benchmark: the probe aims at a few hundred ms; sanitizer builds
+  // run the kernels many times slower, so they get more room.
+#if defined(__SANITIZE_ADDRESS__)
+  EXPECT_LT(seconds, 30.0);
+#else
+  EXPECT_LT(seconds, 2.0);
+#endif
+  RecordProperty("probe_seconds", std::to_string(seconds));
+  std::printf("probe: %.0f ms, matvec %.1f GB/s, matmul %.1f GFLOP/s, free %.0f of %.0f MiB\n", seconds * 1e3,
+              info.matvec_gbps, info.matmul_gflops, info.free_memory / double(MiB), info.total_memory / double(MiB));
+}
+
+}  // namespace
+}  // namespace shoal
