@@ -2,6 +2,7 @@
 // llama.cpp's completion tool does), everything else to stderr.
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <sstream>
 
 #include "cli/common_options.h"
@@ -24,6 +25,7 @@ struct RunOptions {
   bool chat = false;
   bool ignore_eos = false;
   std::vector<std::string> stop;
+  std::string logits_out;
 };
 
 int run(RunOptions& o) {
@@ -42,6 +44,15 @@ int run(RunOptions& o) {
   gen.sampling = o.common.sampling;
   gen.stop = o.stop;
   gen.ignore_eos = o.ignore_eos;
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> logits_file(nullptr, std::fclose);
+  if (!o.logits_out.empty()) {
+    logits_file.reset(std::fopen(o.logits_out.c_str(), "wb"));
+    if (!logits_file) fail("cannot write {}", o.logits_out);
+    gen.on_logits = [&](const float* logits, int n_vocab) {
+      if (std::fwrite(logits, sizeof(float), n_vocab, logits_file.get()) != static_cast<size_t>(n_vocab))
+        fail("cannot write {}", o.logits_out);
+    };
+  }
 
   std::string text = o.prompt;
   if (o.chat) {
@@ -92,6 +103,7 @@ Command add_run_command(CLI::App& app) {
   cmd->add_option("--system", o->system, "system message for --chat");
   cmd->add_flag("--ignore-eos", o->ignore_eos, "keep generating past end-of-generation tokens");
   cmd->add_option("--stop", o->stop, "stop string (repeatable)");
+  cmd->add_option("--logits-out", o->logits_out, "write each step's logits (raw f32, n_vocab per token) to a file");
   return [o] { return run(*o); };
 }
 

@@ -63,6 +63,7 @@ GenerationResult Generator::generate(std::span<const TokenId> prompt, const Gene
   bool keep_going = true;
   while (keep_going) {
     if (options.max_tokens >= 0 && static_cast<int>(result.tokens.size()) >= options.max_tokens) break;
+    if (options.on_logits) options.on_logits(logits, pipeline_.config().n_vocab);
     const TokenId token = sampler.sample(logits, history);
     if (!options.ignore_eos && tokenizer_.is_end_of_generation(token)) {
       result.finish_reason = "stop";

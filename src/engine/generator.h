@@ -18,6 +18,8 @@ struct GenerationOptions {
   SamplingParams sampling;
   std::vector<std::string> stop;  // stop strings (not shown in the output)
   bool ignore_eos = false;
+  // Sees the logits ([n_vocab]) each token is sampled from (tests, tools).
+  std::function<void(const float* logits, int n_vocab)> on_logits;
 };
 
 struct GenerationResult {

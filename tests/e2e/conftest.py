@@ -37,3 +37,55 @@ def smollm2():
 def run_shoal(shoal_bin, *args, timeout=600, input=None):
     return subprocess.run([shoal_bin, *map(str, args)], capture_output=True, text=True,
                           timeout=timeout, input=input)
+
+
+class Worker:
+    """A `shoal worker` process on loopback with its own cache dir; the port
+    is chosen by the kernel and read from the worker's first line."""
+
+    def __init__(self, shoal_bin, tmp, *args, key_file=None, threads=1):
+        self.cache = tmp / f"cache-{os.getpid()}-{id(self)}"
+        argv = [shoal_bin, "worker", "--port", "0", "-t", str(threads), "--cache-dir", str(self.cache), *args]
+        if key_file:
+            argv += ["--key-file", str(key_file)]
+        self.log = open(tmp / f"worker-{id(self)}.log", "w+")
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self.log, text=True)
+        line = self.proc.stdout.readline()
+        if "listening on" not in line:
+            self.stop()
+            raise RuntimeError(f"worker did not start: {line!r} {self.stderr()}")
+        self.port = int(line.split()[3].rsplit(":", 1)[1])
+        self.address = f"127.0.0.1:{self.port}"
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def stderr(self):
+        self.log.flush()
+        self.log.seek(0)
+        return self.log.read()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+
+@pytest.fixture
+def workers(shoal_bin, tmp_path):
+    """workers(n, ...) starts n workers; all are stopped after the test."""
+    started = []
+
+    def start(n=1, *args, key_file=None, threads=1):
+        new = [Worker(shoal_bin, tmp_path, *args, key_file=key_file, threads=threads) for _ in range(n)]
+        started.extend(new)
+        return new
+
+    yield start
+    for w in started:
+        w.stop()
