@@ -53,10 +53,13 @@ class Peer:
         return frame
 
     def closed(self):
-        """True when the peer has closed the connection (reads end of stream)."""
+        """True when the peer has closed the connection: end of stream, or a
+        reset (closing with our unread bytes in its buffer sends RST)."""
         try:
             return self.sock.recv(1) == b""
-        except (ConnectionResetError, socket.timeout):
+        except ConnectionResetError:
+            return True
+        except socket.timeout:
             return False
 
     def handshake(self, key=None, role="primary"):
