@@ -104,3 +104,14 @@ def test_wire_dtype_accuracy_cost(shoal_bin, shared, workers, tmp_path, dtype, b
     diff = float(np.abs(a[: same + 1] - b[: same + 1]).max())
     print(f"wire {dtype}: max |logit diff| {diff:.5f} over {same + 1} steps")
     assert 0 < diff < bound
+
+
+def test_worker_lends_no_more_than_mem(shoal_bin, smollm2, workers, tmp_path):
+    (w,) = workers(1, "--mem", "4M")
+    # The planner leaves it out on its own...
+    _, _, err = generate(shoal_bin, tmp_path, smollm2, "--rpc", w.address, n=2, name="auto")
+    assert re.search(rf"^{re.escape(w.address)}\s+CPU\s+none", err, re.M), err
+    # ...and forcing layers onto it is refused with the numbers.
+    r = run_shoal(shoal_bin, "run", "-m", smollm2, "-p", "Hi", "-n", "2", "--rpc", w.address, "--tensor-split", "1,1")
+    assert r.returncode == 1 and "MiB" in r.stderr and w.address in r.stderr, r.stderr
+    assert w.alive()
