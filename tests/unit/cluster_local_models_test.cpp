@@ -12,6 +12,7 @@
 #include "cluster/local_models.h"
 #include "gguf/reader.h"
 #include "gguf/writer.h"
+#include "temp_dir.h"
 #include "util/error.h"
 
 namespace shoal {
@@ -20,14 +21,8 @@ namespace fs = std::filesystem;
 
 const std::string kModels = std::string(SHOAL_SHARED_DIR) + "/models";
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    std::string tmpl = ::testing::TempDir() + "shoal-models-XXXXXX";
-    if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
-    path = tmpl;
-  }
-  ~TempDir() { fs::remove_all(path); }
+struct TempDir : shoal::testing::TempDir {
+  TempDir() : shoal::testing::TempDir("shoal-models") {}
 };
 
 class LocalModelsTest : public ::testing::Test {

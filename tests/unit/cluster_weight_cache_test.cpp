@@ -10,6 +10,7 @@
 
 #include "cluster/weight_cache.h"
 #include "gguf/reader.h"
+#include "temp_dir.h"
 #include "util/error.h"
 #include "util/mapped_file.h"
 
@@ -17,15 +18,8 @@ namespace shoal {
 namespace {
 namespace fs = std::filesystem;
 
-// A fresh directory, removed with everything in it at the end of the test.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    std::string tmpl = ::testing::TempDir() + "shoal-cache-XXXXXX";
-    if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
-    path = tmpl;
-  }
-  ~TempDir() { fs::remove_all(path); }
+struct TempDir : shoal::testing::TempDir {
+  TempDir() : shoal::testing::TempDir("shoal-cache") {}
 };
 
 // Real tensor bytes and their hashes, from the test model.

@@ -9,6 +9,7 @@
 
 #include "gguf/reader.h"
 #include "gguf/writer.h"
+#include "temp_dir.h"
 #include "util/error.h"
 
 namespace shoal::gguf {
@@ -17,14 +18,8 @@ namespace fs = std::filesystem;
 
 const std::string kModels = std::string(SHOAL_SHARED_DIR) + "/models";
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    std::string tmpl = ::testing::TempDir() + "shoal-writer-XXXXXX";
-    if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
-    path = tmpl;
-  }
-  ~TempDir() { fs::remove_all(path); }
+struct TempDir : shoal::testing::TempDir {
+  TempDir() : shoal::testing::TempDir("shoal-writer") {}
 };
 
 std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
