@@ -84,13 +84,16 @@ StageBuilder cluster_stage_builder(ClusterOptions options) {
       ProgressBar bar(client->address());
       StageLoadReport r =
           client->load_stage(engine.file(), hashes, config, a.layer_begin, a.layer_end, engine.options().n_seq,
-                             engine.n_ctx(), engine.n_batch(), [&](uint64_t sent, uint64_t total) { bar.update(sent, total); });
+                             engine.n_ctx(), engine.n_batch(), [&](uint64_t sent, uint64_t total) {
+                               bar.update(sent, total);
+                               if (options.on_progress) options.on_progress(client->address(), sent, total);
+                             });
       std::fprintf(stderr,
                    "%s: layers %d-%d loaded in %.2f s: %.1f MiB sent (%d tensors), %d tensors from its cache, %d from "
                    "its models dir\n",
                    client->address().c_str(), a.layer_begin, a.layer_end - 1, r.seconds, r.sent_bytes / 1048576.0,
                    r.tensors_sent, r.from_cache, r.from_models_dir);
-      RemoteMember member{client, r.stage_id, a.layer_begin, a.layer_end};
+      RemoteMember member{client, r.stage_id, a.layer_begin, a.layer_end, r};
       if (!options.chain) {
         stages.push_back(std::make_unique<RemoteStage>(std::vector<RemoteMember>{member}, config.n_embd, dtype));
       } else {

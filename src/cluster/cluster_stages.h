@@ -2,6 +2,7 @@
 // The primary's side of a cluster: connect to the workers, measure, plan the
 // split, load each worker's stage, and hand the Pipeline its stages (a local
 // stage for the primary's own layers, remote stages for the rest).
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,6 +21,8 @@ struct ClusterOptions {
   std::string wire_dtype = "f32";    // f32 | f16 | bf16 | q8_0
   std::vector<double> tensor_split;  // llama.cpp --tensor-split
   uint64_t reserve_bytes = 256ull << 20;
+  // Called as weights stream to a worker (address, bytes sent, bytes to send).
+  std::function<void(const std::string&, uint64_t, uint64_t)> on_progress;
 };
 
 // The workers connected and the plan made, nothing loaded (`shoal plan`).

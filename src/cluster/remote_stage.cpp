@@ -26,6 +26,16 @@ std::string RemoteStage::describe() const {
   return out;
 }
 
+std::vector<StageDevice> RemoteStage::devices() const {
+  std::vector<StageDevice> out;
+  for (const auto& m : members_) {
+    const DeviceInfo& d = m.client->device();
+    out.push_back({m.client->address(), d.backend, m.layer_begin, m.layer_end, m.load.weight_bytes, m.load.kv_bytes,
+                   m.load.free_after, d.rtt_ms, true});
+  }
+  return out;
+}
+
 void RemoteStage::forward(const Batch& batch, float* hidden) {
   const int n = batch.size();
   RemoteMember& first = members_.front();

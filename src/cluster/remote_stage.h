@@ -20,6 +20,7 @@ struct RemoteMember {
   uint32_t stage_id = 0;
   int layer_begin = 0;
   int layer_end = 0;
+  StageLoadReport load;  // what the worker reported when it loaded the stage
 };
 
 class RemoteStage : public Stage {
@@ -29,6 +30,7 @@ class RemoteStage : public Stage {
   int layer_begin() const override { return members_.front().layer_begin; }
   int layer_end() const override { return members_.back().layer_end; }
   std::string describe() const override;
+  std::vector<StageDevice> devices() const override;
   void forward(const Batch& batch, float* hidden) override;
   void truncate_sequence(int seq, int n_pos) override;
   void copy_sequence(int src, int dst, int n_pos) override;

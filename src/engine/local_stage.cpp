@@ -24,6 +24,22 @@ std::string LocalStage::describe() const {
   return fmt::format("{} layers {}-{}", backend_.name(), begin_, end_ - 1);
 }
 
+std::vector<StageDevice> LocalStage::devices() const {
+  StageDevice d;
+  d.address = "local";
+  d.backend = backend_.name();
+  d.layer_begin = begin_;
+  d.layer_end = end_;
+  for (int l = begin_; l < end_; ++l) {
+    const LayerWeights& w = weights_.layers[l];
+    for (const Matrix* m : {&w.attn_norm, &w.wq, &w.wk, &w.wv, &w.bq, &w.bk, &w.bv, &w.wo, &w.ffn_norm, &w.ffn_gate,
+                            &w.ffn_up, &w.ffn_down})
+      if (!m->empty()) d.weight_bytes += m->bytes();
+  }
+  d.kv_bytes = kv_.bytes();
+  return {d};
+}
+
 void LocalStage::forward(const Batch& batch, float* hidden) {
   if (batch.size() > max_tokens_) fail("batch of {} tokens exceeds the stage's {}", batch.size(), max_tokens_);
   kv_.admit(batch.seq_ids.data(), batch.positions.data(), batch.size());

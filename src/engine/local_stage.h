@@ -17,6 +17,7 @@ class LocalStage : public Stage {
   int layer_begin() const override { return begin_; }
   int layer_end() const override { return end_; }
   std::string describe() const override;
+  std::vector<StageDevice> devices() const override;
   void forward(const Batch& batch, float* hidden) override;
   void truncate_sequence(int seq, int n_pos) override { kv_.truncate(seq, n_pos); }
   void copy_sequence(int src, int dst, int n_pos) override { kv_.copy(src, dst, n_pos); }

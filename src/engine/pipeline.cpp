@@ -1,5 +1,6 @@
 #include "engine/pipeline.h"
 
+#include <chrono>
 #include <cstring>
 
 #include "util/error.h"
@@ -16,6 +17,7 @@ Pipeline::Pipeline(const ModelConfig& config, const ModelWeights& weights, Backe
   }
   if (next != config.n_layer) fail("internal: stages cover {} of {} layers", next, config.n_layer);
   hidden_.resize(static_cast<size_t>(max_tokens) * config.n_embd);
+  stage_seconds_.assign(stages_.size(), 0.0);
   gathered_.resize(static_cast<size_t>(max_tokens) * config.n_embd);
   logits_.resize(static_cast<size_t>(config.n_vocab));
 }
@@ -25,7 +27,11 @@ const float* Pipeline::forward(const Batch& batch) {
   if (n == 0) fail("empty batch");
   if (n > max_tokens_) fail("batch of {} tokens exceeds the maximum of {}", n, max_tokens_);
   head_.get_rows(weights_.token_embd, batch.tokens.data(), n, hidden_.data());
-  for (auto& stage : stages_) stage->forward(batch, hidden_.data());
+  for (size_t i = 0; i < stages_.size(); ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    stages_[i]->forward(batch, hidden_.data());
+    stage_seconds_[i] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
 
   // Only rows that need logits go through the head: the vocabulary matmul
   // is the largest of the step.

@@ -25,6 +25,8 @@ class Pipeline {
   void copy_sequence(int src, int dst, int n_pos);
 
   int max_tokens() const { return max_tokens_; }
+  // Seconds spent in each stage's forward since the start (for /metrics).
+  const std::vector<double>& stage_seconds() const { return stage_seconds_; }
   const ModelConfig& config() const { return config_; }
   const std::vector<std::unique_ptr<Stage>>& stages() const { return stages_; }
 
@@ -37,6 +39,7 @@ class Pipeline {
   std::vector<float> hidden_;   // [max_tokens][n_embd]
   std::vector<float> gathered_; // rows that need logits, normed
   std::vector<float> logits_;   // [rows with logits][n_vocab]
+  std::vector<double> stage_seconds_;
 };
 
 }  // namespace shoal

@@ -3,11 +3,27 @@
 // the KV cache of those layers. LocalStage runs on a local Backend; a
 // RemoteStage (cluster/) sends the same calls over the wire. The Pipeline
 // only sees this interface, so local and distributed runs are the same code.
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "model/batch.h"
 
 namespace shoal {
+
+// Where a stage's layers live, for the split printout, /v1/cluster and the
+// dashboard. A chain stage reports one entry per worker.
+struct StageDevice {
+  std::string address;   // "local" or host:port
+  std::string backend;   // "CPU", ...
+  int layer_begin = 0;
+  int layer_end = 0;     // exclusive
+  uint64_t weight_bytes = 0;
+  uint64_t kv_bytes = 0;
+  uint64_t free_after = 0;  // the device's free memory after loading (0: unknown)
+  double rtt_ms = 0.0;      // primary to device round trip (0 for local)
+  bool remote = false;
+};
 
 class Stage {
  public:
@@ -15,6 +31,7 @@ class Stage {
   virtual int layer_begin() const = 0;
   virtual int layer_end() const = 0;  // exclusive
   virtual std::string describe() const = 0;
+  virtual std::vector<StageDevice> devices() const = 0;
 
   // hidden: the residual stream [batch.size()][n_embd], updated in place.
   virtual void forward(const Batch& batch, float* hidden) = 0;

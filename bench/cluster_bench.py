@@ -1,0 +1,279 @@
+#!/usr/bin/env python3
+"""Across machines: `shoal bench --rpc` vs llama.cpp's `llama-bench --rpc`.
+
+    sudo bench/cluster_bench.py [-m MODEL] [-p 128] [-n 64] [-r 3] [--parts local,veth,delay]
+
+Hosts are network namespaces on a private bridge (tests/tools/netns.py): the
+primary in host 0, workers (`shoal worker` / `ggml-rpc-server`) in hosts 1..3,
+every process -t 1. Parts: "local" (no workers, in host 0), "veth" (1-3
+workers straight over the veth links; Shoal star and chain) and "delay" (one
+worker behind build/shoal_delay_relay, run in host 0, at 0.1, 1 and 5 ms round
+trip). llama.cpp gets the same layer split as Shoal's plan: -ngl counts the
+output head as a 31st layer, so it offloads one more layer than the workers
+hold and -ot keeps the (tied) output head on the primary, as Shoal does.
+
+Each measurement waits until the CPUs are idle and is repeated (at most twice
+more) if another process used over 10 % of a CPU while it ran. Prints markdown
+tables, then every command it ran. Needs root; builds nothing. Every process
+and namespace is removed on exit, Ctrl-C included.
+"""
+import argparse
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "tools"))
+from netns import Netns  # noqa: E402
+
+SHOAL = ROOT / "build" / "shoal"
+RELAY = ROOT / "build" / "shoal_delay_relay"
+LLAMA = Path.home() / ".cache/shoal/llama.cpp-build/bin"
+MODEL = Path.home() / ".cache/shoal/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+PORT, RELAY_PORT = 50052, 50100
+N_LAYER = 30
+# Shoal's plan for SmolLM2 (30 layers): layers on the primary, then per worker.
+SPLITS = {1: [15, 15], 2: [10, 10, 10], 3: [7, 8, 8, 7]}
+DELAYS_MS = [0.05, 0.5, 2.5]  # one way
+BENCH_TIMEOUT_S, IDLE_TIMEOUT_S = 300, 180
+
+commands = []  # (host, argv) in the order run
+
+
+def show(host, argv):
+    return f"[host {host}] " + " ".join(str(a).replace(str(Path.home()), "~") for a in argv)
+
+
+def cpu_ticks():
+    """(busy, total) jiffies over all CPUs."""
+    v = [int(x) for x in open("/proc/stat").readline().split()[1:9]]
+    return sum(v) - v[3] - v[4], sum(v)
+
+
+def wait_idle(busy_max=0.08, seconds=6):
+    """Until all CPUs are under busy_max for `seconds` in a row; False on timeout."""
+    end, calm = time.time() + IDLE_TIMEOUT_S, 0
+    while time.time() < end:
+        b0, t0 = cpu_ticks()
+        time.sleep(1)
+        b1, t1 = cpu_ticks()
+        calm = calm + 1 if (b1 - b0) <= busy_max * max(t1 - t0, 1) else 0
+        if calm >= seconds:
+            return True
+    return False
+
+
+def proc_table():
+    """{pid: (ppid, name, cpu ticks)} of every process."""
+    out = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                s = open(f"/proc/{d}/stat").read()
+            except OSError:
+                continue
+            name, rest = s[s.index("(") + 1:s.rindex(")")], s[s.rindex(")") + 2:].split()
+            out[int(d)] = (int(rest[1]), name, int(rest[11]) + int(rest[12]))
+    return out
+
+
+def others_max_cpu(before, after, wall):
+    """The busiest process outside this script's tree (and not a kernel thread): (share, name)."""
+    ours, grew = {os.getpid()}, True
+    while grew:
+        new = {p for p, (pp, _, _) in after.items() if pp in ours} - ours
+        ours |= new
+        grew = bool(new)
+    hz, worst = os.sysconf("SC_CLK_TCK"), (0.0, "-")
+    for pid, (ppid, name, ticks) in after.items():
+        if pid in ours or pid == 2 or ppid == 2 or pid not in before:
+            continue
+        worst = max(worst, ((ticks - before[pid][2]) / hz / wall, f"{name}[{pid}]"))
+    return worst
+
+
+def wait_listening(log, needle, timeout=20):
+    end = time.time() + timeout
+    while time.time() < end:
+        if needle in log.read_text(errors="replace"):
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"no '{needle}' in {log}:\n{log.read_text(errors='replace')}")
+
+
+def wait_port(net, host, addr, port, timeout=20):
+    probe = f"import socket; socket.create_connection(('{addr}', {port}), 1).close()"
+    end = time.time() + timeout
+    while time.time() < end:
+        if net.run(host, ["python3", "-c", probe]).returncode == 0:
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"nothing listens on {addr}:{port} in host {host}")
+
+
+class Bench:
+    def __init__(self, net, tmp, args):
+        self.net, self.tmp, self.args = net, tmp, args
+        self.key = tmp / "cluster.key"
+        self.key.write_text(secrets.token_hex(32) + "\n")
+        self.common = ["-m", args.model, "-t", "1", "-p", args.p, "-n", args.n, "-r", args.r, "-o", "json"]
+        self.n_logs, self.procs = 0, []
+
+    def start(self, host, argv, ready):
+        """Start a server in `host`; ready = ("line", text) or ("port", addr, port)."""
+        self.n_logs += 1
+        log = self.tmp / f"{self.n_logs:02d}-host{host}-{Path(argv[0]).name}.log"
+        commands.append(show(host, argv))
+        p = self.net.popen(host, argv, stdout=log.open("w"), stderr=subprocess.STDOUT)
+        self.procs.append(p)
+        if ready[0] == "line":
+            wait_listening(log, ready[1])
+        else:
+            wait_port(self.net, 0, ready[1], ready[2])
+        return p
+
+    def workers(self, tool, n):
+        """Start n workers in hosts 1..n; their host:port list."""
+        eps = []
+        for i in range(1, n + 1):
+            a = self.net.addr(i)
+            if tool == "shoal":
+                self.start(i, [SHOAL, "worker", "--host", a, "--port", PORT, "-t", "1", "--no-cache",
+                               "--key-file", self.key], ("line", "worker listening"))
+            else:
+                self.start(i, [LLAMA / "ggml-rpc-server", "-H", a, "-p", PORT, "-t", "1"], ("port", a, PORT))
+            eps.append(f"{a}:{PORT}")
+        return eps
+
+    def relay(self, target, delay_ms):
+        spin = ["--spin-us", "100"] if delay_ms < 0.1 else []
+        self.start(0, [RELAY, "--listen", f"127.0.0.1:{RELAY_PORT}", "--target", target,
+                       "--delay-ms", delay_ms, *spin], ("line", "listening on"))
+        return [f"127.0.0.1:{RELAY_PORT}"]
+
+    def stop_servers(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in self.procs:
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        self.procs.clear()
+
+    def run(self, tool, n_workers=0, chain=False, delay_ms=None):
+        """One measurement: servers up, idle CPUs, bench in host 0, servers down.
+        Returns {"pp": row, "tg": row, "split": text, "note": text}."""
+        try:
+            eps = self.workers(tool, n_workers)
+            if delay_ms is not None:
+                eps = self.relay(eps[0], delay_ms)
+            if tool == "shoal":
+                argv = [SHOAL, "bench", *self.common]
+                if eps:
+                    argv += ["--rpc", ",".join(eps), "--key-file", self.key] + (["--chain"] if chain else [])
+            else:
+                argv = [LLAMA / "llama-bench", *self.common]
+                if eps:
+                    ts = SPLITS[n_workers][1:]
+                    ts[-1] += 1  # the output layer, kept on the primary by -ot
+                    argv += ["--rpc", ",".join(eps), "-ngl", sum(ts), "-ts", "/".join(map(str, ts)),
+                             "-ot", r"token_embd\.weight=CPU"]
+            commands.append(show(0, argv))
+            for attempt in range(3):
+                idle = wait_idle()
+                load = open("/proc/loadavg").read().split()[:3]
+                before, t0 = proc_table(), time.time()
+                r = self.net.run(0, argv, timeout=BENCH_TIMEOUT_S)
+                worst = others_max_cpu(before, proc_table(), time.time() - t0)
+                if r.returncode != 0:
+                    raise RuntimeError(f"exit {r.returncode}: {show(0, argv)}\n{r.stderr[-3000:]}")
+                if worst[0] <= 0.10:
+                    break
+                print(f"  disturbed by {worst[1]} ({worst[0]:.0%} of a CPU), again", file=sys.stderr)
+            rows = json.loads(r.stdout)
+            note = f"load {' '.join(load)}" + ("" if idle else ", CPUs never idle") + \
+                (f", disturbed: {worst[1]} {worst[0]:.0%}" if worst[0] > 0.10 else "")
+            split = " | ".join(l.strip() for l in r.stderr.splitlines()
+                               if l.startswith(("local ", "10.", "127.")) and "CPU" in l)
+            return {"pp": next(x for x in rows if x["n_prompt"]), "tg": next(x for x in rows if x["n_gen"]),
+                    "split": split, "note": note}
+        finally:
+            self.stop_servers()
+
+
+def ts(row):
+    return f"{row['avg_ts']:.1f} ± {row['stddev_ts']:.1f}"
+
+
+def table(results, test, args):
+    name = f"pp{args.p}" if test == "pp" else f"tg{args.n}"
+    print(f"\n{name} (tokens/s, mean ± stddev of {args.r} runs)\n")
+    print("| setting | shoal t/s | llama.cpp t/s | shoal / llama.cpp | shoal / shoal local | llama.cpp / llama.cpp local |")
+    print("| ------- | --------: | ------------: | ----------------: | ------------------: | --------------------------: |")
+    base = results.get("local")
+    for label, (s, l) in results.items():
+        sv, lv = s[test]["avg_ts"], l[test]["avg_ts"]
+        rel = (f"{sv / base[0][test]['avg_ts']:.2f} | {lv / base[1][test]['avg_ts']:.2f}" if base else "- | -")
+        print(f"| {label} | {ts(s[test])} | {ts(l[test])} | {sv / lv:.2f} | {rel} |")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("-m", "--model", default=str(MODEL))
+    ap.add_argument("-p", type=int, default=128)
+    ap.add_argument("-n", type=int, default=64)
+    ap.add_argument("-r", type=int, default=3)
+    ap.add_argument("--parts", default="local,veth,delay")
+    args = ap.parse_args()
+    for f in (SHOAL, RELAY, LLAMA / "llama-bench", LLAMA / "ggml-rpc-server", Path(args.model)):
+        if not f.exists():
+            sys.exit(f"error: not found: {f}")
+    parts = args.parts.split(",")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: cleanup below runs
+
+    # label -> (shoal result, llama.cpp result); a Shoal chain row reuses llama.cpp's star row.
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="cluster-bench-") as tmp, Netns(n_hosts=4) as net:
+        b = Bench(net, Path(tmp), args)
+
+        def pair(label, n=0, delay=None):
+            print(f"{label} ...", file=sys.stderr)
+            results[label] = (b.run("shoal", n, delay_ms=delay), b.run("llama.cpp", n, delay_ms=delay))
+
+        if "local" in parts:
+            pair("local")
+        if "veth" in parts:
+            for n in (1, 2, 3):
+                pair(f"veth, {n} worker{'s' * (n > 1)}, star", n)
+                if n > 1:
+                    print(f"veth, {n} workers, chain ...", file=sys.stderr)
+                    llama = results[f"veth, {n} workers, star"][1]
+                    results[f"veth, {n} workers, chain (llama.cpp: star)"] = (b.run("shoal", n, chain=True), llama)
+        if "delay" in parts:
+            for d in DELAYS_MS:
+                pair(f"relay {2 * d:g} ms RTT, 1 worker", 1, d)
+
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    print(f"Machine: {cpu}, {os.cpu_count()} CPUs; model {Path(args.model).name}; every process -t 1")
+    for test in ("tg", "pp"):
+        table(results, test, args)
+    print("\nSplits (Shoal's plan, printed by shoal bench) and conditions per row:\n")
+    for label, (s, l) in results.items():
+        print(f"- {label}: {s['split'] or 'all local'}; shoal {s['note']}; llama.cpp {l['note']}")
+    print("\nCommands, in order (hosts are namespaces shoal-test-<pid>-<i>, 10.77.k.i+1):\n")
+    for c in commands:
+        print("    " + c)
+
+
+if __name__ == "__main__":
+    main()

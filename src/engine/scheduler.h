@@ -1,0 +1,87 @@
+#pragma once
+// Continuous batching for `shoal serve`: one engine thread owns the
+// pipeline; requests from any thread wait in a queue, take a free slot (a
+// KV sequence in every stage, local and remote), and every step runs one
+// forward with a row for each active slot — a chunk of prompt for slots in
+// prefill, the last sampled token for slots in decode. A new request joins
+// at the next step; a finished or cancelled one leaves at once.
+//
+// Because every op computes each row on its own, a request's tokens are the
+// same bits whether it ran alone or batched with others.
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/generator.h"
+
+namespace shoal {
+
+struct RequestResult {
+  std::vector<TokenId> tokens;  // generated, end token excluded
+  std::string finish_reason;    // "stop", "length", "cancelled" or "error"
+  std::string error;            // when finish_reason == "error"
+  int n_prompt = 0;
+  int n_reused = 0;             // prompt tokens whose KV the slot already held
+  double queue_seconds = 0.0;
+  double prompt_seconds = 0.0;
+  double generation_seconds = 0.0;
+};
+
+struct Request {
+  std::vector<TokenId> prompt;
+  GenerationOptions options;  // max_tokens, sampling, stop strings, ignore_eos (on_logits unused)
+  // On the engine thread, with each piece of released text (valid UTF-8);
+  // returning false cancels the request (a client that went away).
+  std::function<bool(std::string_view text)> on_text;
+  // On the engine thread, exactly once, at the end.
+  std::function<void(const RequestResult&)> on_done;
+};
+
+struct SchedulerStats {
+  int slots = 0;
+  int active = 0;
+  int queued = 0;
+  uint64_t requests = 0;      // finished
+  uint64_t tokens_in = 0;     // prompt tokens processed (reused ones excluded)
+  uint64_t tokens_out = 0;    // tokens generated
+  double busy_seconds = 0.0;  // time inside forward passes
+};
+
+class Scheduler {
+ public:
+  explicit Scheduler(Engine& engine);  // slots = engine.options().n_seq
+  ~Scheduler();                        // finishes nothing: cancels what is left, stops the thread
+
+  // Thread-safe. Returns an id for cancel(). A prompt that does not fit the
+  // context is finished at once with finish_reason "error".
+  uint64_t submit(Request request);
+  // Thread-safe; the request ends with "cancelled" at the next step.
+  void cancel(uint64_t id);
+  SchedulerStats stats() const;
+
+ private:
+  struct Slot;
+  void loop();
+
+  Engine& engine_;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::pair<uint64_t, Request>> queue_;
+  std::vector<uint64_t> cancelled_;
+  uint64_t next_id_ = 1;
+  bool stop_ = false;
+  SchedulerStats stats_;
+  std::thread thread_;
+};
+
+}  // namespace shoal
