@@ -56,7 +56,10 @@ int run_worker(WorkerCliOptions& o) {
               w.key ? "cluster key required" : "no key", w.cache_dir.empty() ? "no cache" : w.cache_dir.c_str());
   std::fflush(stdout);
   server.run();
-  return 0;
+  // Connection threads are detached and may still be mid-request: leave
+  // without running destructors under their feet.
+  std::fflush(nullptr);
+  std::_Exit(0);
 }
 
 }  // namespace
