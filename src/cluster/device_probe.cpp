@@ -6,12 +6,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 
 #include "cluster/device_info.h"
+#include "util/system_memory.h"
 #include "tensor/blocks.h"
 #include "tensor/vec_dot.h"
 #include "util/log.h"
@@ -38,25 +37,6 @@ uint64_t next_random(uint64_t& state) {
   return z ^ (z >> 31);
 }
 
-// MemTotal and MemAvailable in bytes; 0 where the file or a line is missing.
-void read_meminfo(uint64_t& total, uint64_t& available) {
-  total = available = 0;
-  uint64_t mem_free = 0;
-  std::ifstream in("/proc/meminfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream fields(line);
-    std::string key;
-    uint64_t kib = 0;
-    fields >> key >> kib;
-    if (key == "MemTotal:") total = kib * 1024;
-    else if (key == "MemAvailable:") available = kib * 1024;
-    else if (key == "MemFree:") mem_free = kib * 1024;
-  }
-  if (available == 0) available = mem_free;  // kernels before 3.14 lack MemAvailable
-  if (available == 0 && total == 0) spdlog::warn("probe: cannot read /proc/meminfo; reporting no free memory");
-}
-
 }  // namespace
 
 DeviceInfo probe_local_cpu(int threads) {
@@ -71,7 +51,10 @@ DeviceInfo probe_local_cpu(ThreadPool& pool) {
   info.backend = "CPU";
   info.threads = pool.size();
   // Before allocating, so the probe's own buffer is not counted as used.
-  read_meminfo(info.total_memory, info.free_memory);
+  const SystemMemory mem = read_system_memory();
+  info.total_memory = mem.total;
+  info.free_memory = mem.available;
+  if (mem.total == 0) spdlog::warn("probe: cannot read /proc/meminfo; reporting no free memory");
 
   const DType wtype = DType::Q4_0;
   const DType atype = activation_dtype(wtype);

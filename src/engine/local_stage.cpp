@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "util/error.h"
+#include "util/system_memory.h"
 
 namespace shoal {
 
@@ -37,6 +38,7 @@ std::vector<StageDevice> LocalStage::devices() const {
       if (!m->empty()) d.weight_bytes += m->bytes();
   }
   d.kv_bytes = kv_.bytes();
+  d.free_after = read_system_memory().available;  // what the machine has free now
   return {d};
 }
 
