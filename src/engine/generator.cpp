@@ -3,8 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "engine/stop_matcher.h"
-#include "tokenizer/utf8_stream.h"
+#include "engine/sequence_decoder.h"
 #include "util/error.h"
 
 namespace shoal {
@@ -41,10 +40,7 @@ GenerationResult Generator::generate(std::span<const TokenId> prompt, const Gene
   if (static_cast<int>(prompt.size()) >= n_ctx_)
     fail("the prompt has {} tokens, the context only {}", prompt.size(), n_ctx_);
 
-  // Reuse the cached prefix, but always feed at least one token: its logits
-  // start the generation.
-  size_t reuse = 0;
-  while (reuse < cached_.size() && reuse + 1 < prompt.size() && cached_[reuse] == prompt[reuse]) ++reuse;
+  const size_t reuse = reusable_prefix(cached_, prompt);
   pipeline_.truncate_sequence(seq_, static_cast<int>(reuse));
   cached_.resize(reuse);
   result.n_reused = static_cast<int>(reuse);
@@ -52,38 +48,21 @@ GenerationResult Generator::generate(std::span<const TokenId> prompt, const Gene
   const float* logits = feed(prompt.subspan(reuse), static_cast<int>(reuse));
   result.prompt_seconds = seconds_since(t0);
 
-  Sampler sampler(options.sampling, pipeline_.config().n_vocab);
-  StopMatcher stops(options.stop);
-  Utf8Stream utf8;
-  std::vector<TokenId> history(prompt.begin(), prompt.end());
-  history.reserve(prompt.size() + std::max(0, options.max_tokens));
-  int pos = static_cast<int>(prompt.size());
-  result.finish_reason = "length";
+  SequenceDecoder decoder(tokenizer_, pipeline_.config().n_vocab, n_ctx_, options, prompt);
   auto t1 = std::chrono::steady_clock::now();
   bool keep_going = true;
-  while (keep_going) {
-    if (options.max_tokens >= 0 && static_cast<int>(result.tokens.size()) >= options.max_tokens) break;
-    if (options.on_logits) options.on_logits(logits, pipeline_.config().n_vocab);
-    const TokenId token = sampler.sample(logits, history);
-    if (!options.ignore_eos && tokenizer_.is_end_of_generation(token)) {
-      result.finish_reason = "stop";
-      break;
-    }
-    result.tokens.push_back(token);
-    history.push_back(token);
-    std::string text = stops.push(utf8.push(tokenizer_.token_to_piece(token)));
-    if (!text.empty() && on_text) keep_going = on_text(text);
-    if (stops.stopped()) {
-      result.finish_reason = "stop";
-      break;
-    }
-    if (pos >= n_ctx_) break;  // context full
-    TokenId next[1] = {token};
-    logits = feed(next, pos++);
+  for (;;) {
+    const bool more = decoder.step(logits);
+    if (!decoder.text().empty() && on_text) keep_going = on_text(decoder.text());
+    if (!more || !keep_going) break;
+    TokenId next[1] = {decoder.last()};
+    logits = feed(next, decoder.position());
   }
-  std::string tail = stops.push(utf8.flush());
-  tail += stops.flush();
+  std::string tail = decoder.flush();
   if (!tail.empty() && on_text && keep_going) on_text(tail);
+  result.tokens.assign(decoder.generated().begin(), decoder.generated().end());
+  // A caller that stopped us (on_text false) gets "length", as before.
+  result.finish_reason = decoder.finished() ? decoder.finish_reason() : "length";
   result.generation_seconds = seconds_since(t1);
   return result;
 }

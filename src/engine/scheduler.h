@@ -8,7 +8,13 @@
 //
 // Because every op computes each row on its own, a request's tokens are the
 // same bits whether it ran alone or batched with others.
+//
+// Callbacks (on_text, on_done, options.on_logits) run on the engine thread
+// with no lock held, so they may call submit(), cancel() and stats(); they
+// should return quickly (they hold up every other request) and not throw
+// (an exception is logged and otherwise ignored).
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -22,6 +28,7 @@
 
 #include "engine/engine.h"
 #include "engine/generator.h"
+#include "model/batch.h"
 
 namespace shoal {
 
@@ -38,11 +45,13 @@ struct RequestResult {
 
 struct Request {
   std::vector<TokenId> prompt;
-  GenerationOptions options;  // max_tokens, sampling, stop strings, ignore_eos (on_logits unused)
+  GenerationOptions options;  // max_tokens, sampling, stop strings, ignore_eos, on_logits
   // On the engine thread, with each piece of released text (valid UTF-8);
   // returning false cancels the request (a client that went away).
   std::function<bool(std::string_view text)> on_text;
-  // On the engine thread, exactly once, at the end.
+  // On the engine thread, exactly once, at the end (a rejected prompt's
+  // too, just after submit; a request still running when the Scheduler is
+  // destroyed gets "cancelled" from the destructor's join).
   std::function<void(const RequestResult&)> on_done;
 };
 
@@ -61,8 +70,9 @@ class Scheduler {
   explicit Scheduler(Engine& engine);  // slots = engine.options().n_seq
   ~Scheduler();                        // finishes nothing: cancels what is left, stops the thread
 
-  // Thread-safe. Returns an id for cancel(). A prompt that does not fit the
-  // context is finished at once with finish_reason "error".
+  // Thread-safe. Returns an id for cancel(). A prompt that is empty, does not
+  // fit the context or holds a token outside the vocabulary is finished at
+  // once (on the engine thread) with finish_reason "error".
   uint64_t submit(Request request);
   // Thread-safe; the request ends with "cancelled" at the next step.
   void cancel(uint64_t id);
@@ -70,17 +80,34 @@ class Scheduler {
 
  private:
   struct Slot;
+  struct Queued {
+    uint64_t id = 0;
+    Request request;
+    std::chrono::steady_clock::time_point submitted;
+    std::string error;  // set: rejected at submit, finished with "error"
+  };
   void loop();
+  void admit(Queued& q);                // into the best free slot (mutex_ held)
+  void step();                          // one forward for every active slot
+  void finish(Slot& slot, const char* reason, const std::string& error = {});
+  void finish_unstarted(Queued& q, const char* reason);
+  void fail_active(const std::string& message);
 
   Engine& engine_;
   std::vector<std::unique_ptr<Slot>> slots_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
-  std::deque<std::pair<uint64_t, Request>> queue_;
+  std::deque<Queued> queue_;
   std::vector<uint64_t> cancelled_;
+  std::vector<Queued> rejected_;  // to finish on the engine thread
   uint64_t next_id_ = 1;
   bool stop_ = false;
   SchedulerStats stats_;
+  // Engine-thread only: reused every step so steady state does not allocate.
+  Batch batch_;
+  std::vector<uint64_t> cancel_now_;
+  std::vector<Queued> done_now_;  // cancelled while queued, or rejected
+  size_t rotate_ = 0;             // first slot served this step (fairness)
   std::thread thread_;
 };
 

@@ -63,7 +63,14 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
     wake_.notify_all();
   }
   run_share(0);
-  while (pending_.load(std::memory_order_acquire) > 0) cpu_relax();
+  // Spin, but yield once it takes long: on an oversubscribed machine the
+  // thread we wait for may need this very core.
+  for (int i = 0; pending_.load(std::memory_order_acquire) > 0; ++i) {
+    if (i < 1024)
+      cpu_relax();
+    else
+      std::this_thread::yield();
+  }
   job_ = nullptr;
 }
 
@@ -73,7 +80,10 @@ void ThreadPool::worker_loop(int index) {
     // Spin a little: the next op of a forward pass is usually microseconds away.
     auto spin_end = std::chrono::steady_clock::now() + std::chrono::microseconds(kSpinMicros);
     for (int i = 0; generation_.load(std::memory_order_acquire) == seen && !stop_; ++i) {
-      cpu_relax();
+      if (i < 1024)
+        cpu_relax();
+      else
+        std::this_thread::yield();  // let a busy machine's other threads run
       if ((i & 255) == 255 && std::chrono::steady_clock::now() > spin_end) break;
     }
     if (generation_.load(std::memory_order_acquire) == seen && !stop_) {

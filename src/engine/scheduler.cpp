@@ -1,0 +1,411 @@
+#include "engine/scheduler.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <optional>
+
+#include "engine/sequence_decoder.h"
+
+namespace shoal {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// User callbacks must not take the engine thread down with them: a throwing
+// on_text counts as a client that went away, a throwing on_done is logged.
+template <typename Fn>
+bool guarded(const char* name, Fn&& fn) {
+  try {
+    return fn();
+  } catch (const std::exception& e) {
+    spdlog::error("scheduler: {} threw: {}", name, e.what());
+  } catch (...) {
+    spdlog::error("scheduler: {} threw", name);
+  }
+  return false;
+}
+
+bool call_on_text(const Request& r, std::string_view text) {
+  return !r.on_text || text.empty() || guarded("on_text", [&] { return r.on_text(text); });
+}
+
+void call_on_done(const Request& r, const RequestResult& result) {
+  if (r.on_done) guarded("on_done", [&] {
+      r.on_done(result);
+      return true;
+    });
+}
+
+}  // namespace
+
+// One KV sequence and the request using it. Touched only by the engine
+// thread (admit() runs there too, under the mutex).
+struct Scheduler::Slot {
+  int seq = 0;
+  std::vector<TokenId> cached;  // tokens whose KV the sequence holds, in order
+  bool truncate = false;        // the KV must be cut to `cached` before the next forward
+  bool active = false;
+  bool cancel = false;
+  uint64_t id = 0;
+  Request request;
+  std::optional<SequenceDecoder> decoder;  // refers to request.options
+  size_t fed = 0;                          // prompt tokens in the KV
+  int chunk = 0;                           // this step's rows
+  int logits_row = -1;                     // this step's row among the logits
+  bool more = false;                       // the decoder goes on after this step
+  std::string failure;                     // the decoder threw this step
+  RequestResult result;
+  Clock::time_point started, prompt_done;
+
+  bool prefilling() const { return fed < request.prompt.size(); }
+};
+
+Scheduler::Scheduler(Engine& engine) : engine_(engine) {
+  const int n = engine.options().n_seq;
+  for (int i = 0; i < n; ++i) {
+    auto s = std::make_unique<Slot>();
+    s->seq = i;
+    s->cached.reserve(static_cast<size_t>(engine.n_ctx()));
+    slots_.push_back(std::move(s));
+  }
+  const auto rows = static_cast<size_t>(engine.pipeline().max_tokens());
+  batch_.tokens.reserve(rows);
+  batch_.positions.reserve(rows);
+  batch_.seq_ids.reserve(rows);
+  batch_.logits.reserve(rows);
+  cancelled_.reserve(64);
+  cancel_now_.reserve(64);
+  done_now_.reserve(16);
+  stats_.slots = n;
+  thread_ = std::thread([this] { loop(); });
+}
+
+Scheduler::~Scheduler() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+uint64_t Scheduler::submit(Request request) {
+  // Checked here so a bad prompt never reaches a slot (an id outside the
+  // vocabulary would read past the embedding table).
+  std::string error;
+  const int n_vocab = engine_.config().n_vocab;
+  if (request.prompt.empty()) {
+    error = "the prompt is empty (no tokens)";
+  } else if (static_cast<int>(request.prompt.size()) >= engine_.n_ctx()) {
+    error = fmt::format("the prompt has {} tokens, the context only {}", request.prompt.size(), engine_.n_ctx());
+  } else {
+    for (size_t i = 0; i < request.prompt.size(); ++i)
+      if (request.prompt[i] < 0 || request.prompt[i] >= n_vocab) {
+        error = fmt::format("prompt token {} is {}, outside the vocabulary of {}", i, request.prompt[i], n_vocab);
+        break;
+      }
+  }
+  uint64_t id;
+  {
+    std::lock_guard lock(mutex_);
+    id = next_id_++;
+    Queued q{id, std::move(request), Clock::now(), std::move(error)};
+    if (q.error.empty()) {
+      queue_.push_back(std::move(q));
+      stats_.queued = static_cast<int>(queue_.size());
+    } else {
+      rejected_.push_back(std::move(q));
+    }
+  }
+  wake_.notify_one();
+  return id;
+}
+
+void Scheduler::cancel(uint64_t id) {
+  {
+    std::lock_guard lock(mutex_);
+    cancelled_.push_back(id);
+  }
+  wake_.notify_one();
+}
+
+SchedulerStats Scheduler::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+void Scheduler::loop() {
+  for (;;) {
+    {
+      std::unique_lock lock(mutex_);
+      // Sleep only when there is nothing to run or to answer.
+      wake_.wait(lock, [&] {
+        return stop_ || stats_.active > 0 || !queue_.empty() || !cancelled_.empty() || !rejected_.empty();
+      });
+      if (stop_) break;
+      for (auto& q : rejected_) done_now_.push_back(std::move(q));
+      rejected_.clear();
+      cancel_now_.swap(cancelled_);
+      for (uint64_t id : cancel_now_) {
+        auto it = std::find_if(queue_.begin(), queue_.end(), [id](const Queued& q) { return q.id == id; });
+        if (it != queue_.end()) {
+          done_now_.push_back(std::move(*it));
+          queue_.erase(it);
+          continue;
+        }
+        for (auto& s : slots_)
+          if (s->active && s->id == id) s->cancel = true;
+        // Anything else already finished: nothing to do.
+      }
+      cancel_now_.clear();
+      // Admission is first come, first served; each takes the free slot
+      // whose KV shares the most with its prompt.
+      while (!queue_.empty() && stats_.active < stats_.slots) {
+        admit(queue_.front());
+        queue_.pop_front();
+      }
+      stats_.queued = static_cast<int>(queue_.size());
+    }
+    for (auto& q : done_now_) finish_unstarted(q, q.error.empty() ? "cancelled" : "error");
+    done_now_.clear();
+    for (auto& s : slots_) {
+      if (!s->active) continue;
+      if (s->cancel) {
+        finish(*s, "cancelled");
+      } else if (!s->decoder) {
+        // Outside the lock: the sampler sizes its buffers to the vocabulary.
+        s->decoder.emplace(engine_.tokenizer(), engine_.config().n_vocab, engine_.n_ctx(), s->request.options,
+                           s->request.prompt);
+      }
+    }
+    step();
+  }
+
+  // Stopping: everything still here ends as "cancelled" (rejected prompts
+  // keep their "error"), so each on_done still runs exactly once.
+  {
+    std::lock_guard lock(mutex_);
+    for (auto& q : rejected_) done_now_.push_back(std::move(q));
+    for (auto& q : queue_) done_now_.push_back(std::move(q));
+    rejected_.clear();
+    queue_.clear();
+    stats_.queued = 0;
+  }
+  for (auto& s : slots_)
+    if (s->active) finish(*s, "cancelled");
+  for (auto& q : done_now_) finish_unstarted(q, q.error.empty() ? "cancelled" : "error");
+  done_now_.clear();
+}
+
+void Scheduler::admit(Queued& q) {
+  Slot* best = nullptr;
+  size_t best_reuse = 0;
+  for (auto& sp : slots_) {
+    Slot& s = *sp;
+    if (s.active) continue;
+    // A match counts only if it covers half of the shorter of prompt and
+    // cache: sharing just a BOS token must not win over an empty slot and
+    // wipe a conversation that may come back.
+    size_t reuse = reusable_prefix(s.cached, q.request.prompt);
+    if (2 * reuse < std::min(s.cached.size(), q.request.prompt.size())) reuse = 0;
+    // On a tie, take the slot holding the least, for the same reason.
+    if (!best || reuse > best_reuse || (reuse == best_reuse && s.cached.size() < best->cached.size())) {
+      best = &s;
+      best_reuse = reuse;
+    }
+  }
+  best_reuse = reusable_prefix(best->cached, q.request.prompt);  // the slot keeps all it shares
+  Slot& s = *best;
+  s.active = true;
+  s.cancel = false;
+  s.id = q.id;
+  s.request = std::move(q.request);
+  s.cached.resize(best_reuse);
+  s.truncate = true;  // done by the engine thread before the next forward, outside the lock
+  s.fed = best_reuse;
+  s.started = Clock::now();
+  s.result = RequestResult{};
+  s.result.n_prompt = static_cast<int>(s.request.prompt.size());
+  s.result.n_reused = static_cast<int>(best_reuse);
+  s.result.queue_seconds = seconds_between(q.submitted, s.started);
+  ++stats_.active;
+}
+
+void Scheduler::step() {
+  Pipeline& pipeline = engine_.pipeline();
+  const size_t n = slots_.size();
+  batch_.clear();
+  int budget = pipeline.max_tokens();
+  int n_logits = 0;
+  int n_prefill = 0;
+  for (auto& s : slots_) {
+    s->chunk = 0;
+    s->logits_row = -1;
+    if (s->active && s->prefilling()) ++n_prefill;
+  }
+  // Decode rows first: one row each keeps every generation flowing. The
+  // starting slot rotates, so when slots outnumber the batch each waits its
+  // turn, and one row stays for prompts so that they are not starved then.
+  const int decode_budget = budget - (n_prefill > 0 && budget > 1 ? 1 : 0);
+  for (size_t k = 0, taken = 0; k < n && static_cast<int>(taken) < decode_budget; ++k) {
+    Slot& s = *slots_[(rotate_ + k) % n];
+    if (!s.active || s.prefilling()) continue;
+    batch_.add(s.decoder->last(), s.decoder->position(), s.seq, true);
+    s.chunk = 1;
+    s.logits_row = n_logits++;
+    ++taken;
+    --budget;
+  }
+  // Prompt chunks share the rest evenly; a share a short prompt leaves
+  // unused goes to the slots after it.
+  for (size_t k = 0; k < n && budget > 0; ++k) {
+    Slot& s = *slots_[(rotate_ + k) % n];
+    if (!s.active || !s.prefilling()) continue;
+    const auto& prompt = s.request.prompt;
+    const int left = static_cast<int>(prompt.size() - s.fed);
+    const int take = std::min({left, budget, std::max(1, budget / n_prefill)});
+    --n_prefill;
+    for (int j = 0; j < take; ++j) {
+      const size_t at = s.fed + static_cast<size_t>(j);
+      batch_.add(prompt[at], static_cast<int>(at), s.seq, at + 1 == prompt.size());
+    }
+    s.chunk = take;
+    if (take == left) s.logits_row = n_logits++;
+    budget -= take;
+  }
+  rotate_ = n ? (rotate_ + 1) % n : 0;
+  if (batch_.size() == 0) return;
+
+  const float* logits = nullptr;
+  double busy = 0.0;
+  try {
+    for (auto& s : slots_)
+      if (s->truncate) {
+        pipeline.truncate_sequence(s->seq, static_cast<int>(s->cached.size()));
+        s->truncate = false;
+      }
+    const auto t0 = Clock::now();
+    logits = pipeline.forward(batch_);
+    busy = seconds_between(t0, Clock::now());
+  } catch (const std::exception& e) {
+    // A stage failed (e.g. a worker died): nobody's KV can be trusted, but
+    // the thread lives on to serve the next requests.
+    spdlog::error("scheduler: forward failed: {}", e.what());
+    fail_active(e.what());
+    return;
+  }
+
+  // Three passes so that the stats count this step's tokens before any
+  // callback (which may read them) hears of them.
+  const int n_vocab = engine_.config().n_vocab;
+  const auto now = Clock::now();
+  uint64_t tokens_in = 0, tokens_out = 0;
+  for (auto& sp : slots_) {  // the KV now holds this step's rows
+    Slot& s = *sp;
+    if (s.chunk == 0) continue;
+    if (s.prefilling()) {
+      const auto from = s.request.prompt.begin() + static_cast<std::ptrdiff_t>(s.fed);
+      s.cached.insert(s.cached.end(), from, from + s.chunk);
+      s.fed += static_cast<size_t>(s.chunk);
+      tokens_in += static_cast<uint64_t>(s.chunk);
+      if (!s.prefilling()) {
+        s.prompt_done = now;
+        s.result.prompt_seconds = seconds_between(s.started, now);
+      }
+    } else {
+      s.cached.push_back(s.decoder->last());
+    }
+  }
+  for (auto& sp : slots_) {  // sample
+    Slot& s = *sp;
+    if (s.logits_row < 0) continue;
+    try {
+      const int before = s.decoder->n_generated();
+      s.more = s.decoder->step(logits + static_cast<size_t>(s.logits_row) * n_vocab);
+      tokens_out += static_cast<uint64_t>(s.decoder->n_generated() - before);
+    } catch (const std::exception& e) {
+      s.more = false;
+      s.failure = e.what();
+    }
+  }
+  {
+    std::lock_guard lock(mutex_);
+    stats_.tokens_in += tokens_in;
+    stats_.tokens_out += tokens_out;
+    stats_.busy_seconds += busy;
+  }
+  for (auto& sp : slots_) {  // stream, and free the slots that ended
+    Slot& s = *sp;
+    if (s.logits_row < 0) continue;
+    if (!s.failure.empty()) {
+      finish(s, "error", s.failure);
+    } else if (!call_on_text(s.request, s.decoder->text())) {
+      finish(s, "cancelled");
+    } else if (!s.more) {
+      finish(s, s.decoder->finish_reason());
+    }
+  }
+}
+
+void Scheduler::finish(Slot& s, const char* reason, const std::string& error) {
+  const auto now = Clock::now();
+  RequestResult& r = s.result;
+  r.finish_reason = reason;
+  r.error = error;
+  if (s.decoder) {
+    const std::string_view why(reason);
+    // A normal end releases what the streams held back; a cancelled or
+    // failed request's client is not listening.
+    if (why == "stop" || why == "length") call_on_text(s.request, s.decoder->flush());
+    r.tokens.assign(s.decoder->generated().begin(), s.decoder->generated().end());
+  }
+  if (s.prefilling())
+    r.prompt_seconds = seconds_between(s.started, now);
+  else
+    r.generation_seconds = seconds_between(s.prompt_done, now);
+  {
+    // Counted before on_done runs, so whoever it wakes sees the stats final.
+    std::lock_guard lock(mutex_);
+    ++stats_.requests;
+    --stats_.active;
+  }
+  call_on_done(s.request, r);
+  // Free the slot; `cached` stays, for the next request's prefix reuse.
+  s.decoder.reset();
+  s.request = Request{};
+  s.result = RequestResult{};
+  s.failure.clear();
+  s.active = false;
+  s.cancel = false;
+}
+
+void Scheduler::finish_unstarted(Queued& q, const char* reason) {
+  RequestResult r;
+  r.finish_reason = reason;
+  r.error = q.error;
+  r.n_prompt = static_cast<int>(q.request.prompt.size());
+  r.queue_seconds = seconds_between(q.submitted, Clock::now());
+  {
+    std::lock_guard lock(mutex_);
+    ++stats_.requests;
+  }
+  call_on_done(q.request, r);
+}
+
+void Scheduler::fail_active(const std::string& message) {
+  for (auto& s : slots_) {
+    if (s->active) finish(*s, "error", message);
+    // What the stages hold is unknown now: the next request prefills from
+    // scratch (admission truncates to the reused prefix, here none).
+    s->cached.clear();
+    s->truncate = true;
+  }
+}
+
+}  // namespace shoal

@@ -1,0 +1,64 @@
+#include "engine/sequence_decoder.h"
+
+#include <algorithm>
+
+namespace shoal {
+
+size_t reusable_prefix(std::span<const TokenId> cached, std::span<const TokenId> prompt) {
+  size_t n = 0;
+  while (n < cached.size() && n + 1 < prompt.size() && cached[n] == prompt[n]) ++n;
+  return n;
+}
+
+SequenceDecoder::SequenceDecoder(const Tokenizer& tokenizer, int n_vocab, int n_ctx, const GenerationOptions& options,
+                                 std::span<const TokenId> prompt)
+    : tokenizer_(tokenizer),
+      options_(options),
+      n_vocab_(n_vocab),
+      n_ctx_(n_ctx),
+      n_prompt_(static_cast<int>(prompt.size())),
+      sampler_(options.sampling, n_vocab),
+      stops_(options.stop) {
+  // The history never outgrows the context (plus the token that filled it),
+  // so steps do not reallocate it.
+  size_t most = static_cast<size_t>(n_ctx) + 1;
+  if (options.max_tokens >= 0) most = std::min(most, prompt.size() + static_cast<size_t>(options.max_tokens) + 1);
+  history_.reserve(std::max(most, prompt.size()));
+  history_.assign(prompt.begin(), prompt.end());
+}
+
+bool SequenceDecoder::step(const float* logits) {
+  text_.clear();
+  if (finished()) return false;
+  const bool limited = options_.max_tokens >= 0;
+  if (limited && n_generated() >= options_.max_tokens) {  // max_tokens 0
+    finish_reason_ = "length";
+    return false;
+  }
+  if (options_.on_logits) options_.on_logits(logits, n_vocab_);
+  const TokenId token = sampler_.sample(logits, history_);
+  if (!options_.ignore_eos && tokenizer_.is_end_of_generation(token)) {
+    finish_reason_ = "stop";
+    return false;
+  }
+  history_.push_back(token);
+  text_ = stops_.push(utf8_.push(tokenizer_.token_to_piece(token)));
+  if (stops_.stopped()) {
+    finish_reason_ = "stop";
+  } else if (limited && n_generated() >= options_.max_tokens) {
+    // Decided now rather than before the next sample, so the last token is
+    // not fed for nothing.
+    finish_reason_ = "length";
+  } else if (position() >= n_ctx_) {  // no room for its KV: the context is full
+    finish_reason_ = "length";
+  }
+  return !finished();
+}
+
+std::string SequenceDecoder::flush() {
+  std::string tail = stops_.push(utf8_.flush());
+  tail += stops_.flush();
+  return tail;
+}
+
+}  // namespace shoal

@@ -1,0 +1,68 @@
+#pragma once
+// What one sequence carries from token to token once its prompt is in:
+// sampler, token history, UTF-8 and stop-string streams, and the rules that
+// end generation. Generator (one sequence, its own loop) and Scheduler (many
+// sequences in one batch) both drive it, so a request ends the same way and
+// yields the same tokens whichever runs it.
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/generator.h"
+#include "engine/sampler.h"
+#include "engine/stop_matcher.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/utf8_stream.h"
+
+namespace shoal {
+
+// How many leading prompt tokens can keep the KV a sequence already holds
+// (`cached`): the common prefix, but never the whole prompt — the last prompt
+// token must be fed again so its logits start the generation.
+size_t reusable_prefix(std::span<const TokenId> cached, std::span<const TokenId> prompt);
+
+class SequenceDecoder {
+ public:
+  // n_ctx: the sequence's context; prompt: every token before the first one
+  // generated (kept for the penalties and to know positions). `options`
+  // is kept by reference and must outlive the decoder.
+  SequenceDecoder(const Tokenizer& tokenizer, int n_vocab, int n_ctx, const GenerationOptions& options,
+                  std::span<const TokenId> prompt);
+
+  // Takes the logits ([n_vocab]) after the last fed token, samples the next
+  // token and streams its text. Returns true while generation goes on: then
+  // last() must be fed at position() and its logits given to the next step.
+  // Returns false when it ended (finish_reason() says why). Either way
+  // text() holds the text this step released (maybe empty).
+  bool step(const float* logits);
+  // At the end: the text still held back (an incomplete character as
+  // U+FFFD, a partial stop-string match that turned out not to be one).
+  std::string flush();
+
+  const std::string& text() const { return text_; }
+  TokenId last() const { return history_.back(); }
+  int position() const { return static_cast<int>(history_.size()) - 1; }  // where last() goes
+  std::span<const TokenId> generated() const {
+    return std::span<const TokenId>(history_).subspan(static_cast<size_t>(n_prompt_));
+  }
+  int n_generated() const { return static_cast<int>(history_.size()) - n_prompt_; }
+  bool finished() const { return finish_reason_ != nullptr; }
+  // "stop" (end-of-generation token or stop string) or "length" (token
+  // limit or context end); nullptr while running.
+  const char* finish_reason() const { return finish_reason_; }
+
+ private:
+  const Tokenizer& tokenizer_;
+  const GenerationOptions& options_;
+  int n_vocab_;
+  int n_ctx_;
+  int n_prompt_;
+  Sampler sampler_;
+  StopMatcher stops_;
+  Utf8Stream utf8_;
+  std::vector<TokenId> history_;  // prompt + generated
+  std::string text_;
+  const char* finish_reason_ = nullptr;
+};
+
+}  // namespace shoal
