@@ -16,5 +16,6 @@ Command add_bench_command(CLI::App& app);
 Command add_worker_command(CLI::App& app);
 Command add_plan_command(CLI::App& app);
 Command add_ping_command(CLI::App& app);
+Command add_serve_command(CLI::App& app);
 
 }  // namespace shoal::cli

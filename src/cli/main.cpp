@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   add(shoal::cli::add_worker_command);
   add(shoal::cli::add_plan_command);
   add(shoal::cli::add_ping_command);
+  add(shoal::cli::add_serve_command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

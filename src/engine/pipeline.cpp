@@ -17,7 +17,7 @@ Pipeline::Pipeline(const ModelConfig& config, const ModelWeights& weights, Backe
   }
   if (next != config.n_layer) fail("internal: stages cover {} of {} layers", next, config.n_layer);
   hidden_.resize(static_cast<size_t>(max_tokens) * config.n_embd);
-  stage_seconds_.assign(stages_.size(), 0.0);
+  stage_seconds_ = std::make_unique<std::atomic<double>[]>(stages_.size());
   gathered_.resize(static_cast<size_t>(max_tokens) * config.n_embd);
   logits_.resize(static_cast<size_t>(config.n_vocab));
 }
@@ -30,7 +30,8 @@ const float* Pipeline::forward(const Batch& batch) {
   for (size_t i = 0; i < stages_.size(); ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     stages_[i]->forward(batch, hidden_.data());
-    stage_seconds_[i] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    stage_seconds_[i].store(stage_seconds_[i].load(std::memory_order_relaxed) + dt, std::memory_order_relaxed);
   }
 
   // Only rows that need logits go through the head: the vocabulary matmul
@@ -47,6 +48,12 @@ const float* Pipeline::forward(const Batch& batch) {
   head_.rmsnorm(gathered_.data(), weights_.output_norm.f32(), gathered_.data(), m, width, config_.norm_eps);
   head_.matmul(weights_.output, gathered_.data(), logits_.data(), m);
   return logits_.data();
+}
+
+std::vector<double> Pipeline::stage_seconds() const {
+  std::vector<double> out(stages_.size());
+  for (size_t i = 0; i < out.size(); ++i) out[i] = stage_seconds_[i].load(std::memory_order_relaxed);
+  return out;
 }
 
 void Pipeline::truncate_sequence(int seq, int n_pos) {

@@ -1,6 +1,7 @@
 #pragma once
 // embed → Stage 0 → Stage 1 → … → norm + output head → logits.
 // The primary owns the embedding and the head; stages own their layers.
+#include <atomic>
 #include <memory>
 #include <vector>
 
@@ -25,8 +26,9 @@ class Pipeline {
   void copy_sequence(int src, int dst, int n_pos);
 
   int max_tokens() const { return max_tokens_; }
-  // Seconds spent in each stage's forward since the start (for /metrics).
-  const std::vector<double>& stage_seconds() const { return stage_seconds_; }
+  // Seconds spent in each stage's forward since the start (for /metrics);
+  // safe to call from any thread.
+  std::vector<double> stage_seconds() const;
   const ModelConfig& config() const { return config_; }
   const std::vector<std::unique_ptr<Stage>>& stages() const { return stages_; }
 
@@ -39,7 +41,7 @@ class Pipeline {
   std::vector<float> hidden_;   // [max_tokens][n_embd]
   std::vector<float> gathered_; // rows that need logits, normed
   std::vector<float> logits_;   // [rows with logits][n_vocab]
-  std::vector<double> stage_seconds_;
+  std::unique_ptr<std::atomic<double>[]> stage_seconds_;  // written by the engine thread only
 };
 
 }  // namespace shoal

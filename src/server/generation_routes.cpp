@@ -1,0 +1,171 @@
+// The two generation endpoints: OpenAI JSON in, a Scheduler request out,
+// and the answer back either as one JSON object or as server-sent events.
+// The HTTP thread blocks on the request's channel; the engine thread never
+// waits for the client.
+#include <httplib.h>
+
+#include <chrono>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "server/request_channel.h"
+#include "server/serving_context.h"
+#include "util/error.h"
+#include "util/log.h"
+
+namespace shoal::server {
+namespace {
+
+// An SSE comment every so often while nothing else is sent (queued, long
+// prefill): clients ignore it, and writing it finds a client that went away.
+constexpr auto kKeepAlive = std::chrono::milliseconds(1000);
+
+// The prompt the engine sees: the chat rendered with the model's template
+// (its end-of-turn markers become stop strings), or the completion prompt,
+// tokenized with special-token parsing as `shoal run` does.
+std::vector<TokenId> build_prompt(Engine& engine, GenerationRequest& g) {
+  std::string text = g.prompt;
+  if (g.chat) {
+    try {
+      text = engine.chat_template().render(g.messages, true);
+    } catch (const Error& e) {
+      throw ApiError(400, e.what(), "invalid_request_error", "messages", "invalid_value");
+    }
+    for (const auto& s : engine.chat_template().stop_strings()) g.options.stop.push_back(s);
+  }
+  std::vector<TokenId> prompt = engine.tokenizer().encode(text, true, true);
+  const char* param = g.chat ? "messages" : "prompt";
+  if (prompt.empty()) throw ApiError(400, "The prompt is empty.", "invalid_request_error", param, "invalid_value");
+  // The last prompt position must leave room for at least one new token.
+  if (static_cast<int>(prompt.size()) >= engine.n_ctx())
+    throw ApiError(400,
+                   fmt::format("This model's maximum context length is {} tokens. However, your {} resulted in {} "
+                               "tokens.",
+                               engine.n_ctx(), g.chat ? "messages" : "prompt", prompt.size()),
+                   "invalid_request_error", param, "context_length_exceeded");
+  return prompt;
+}
+
+ApiError engine_error(const RequestResult& r) {
+  return ApiError(500, "The engine failed while generating: " + r.error, "server_error", "", "engine_error");
+}
+
+ApiError shutting_down() {
+  return ApiError(503, "The server is shutting down.", "server_error", "", "shutting_down");
+}
+
+Usage usage_of(const RequestResult& r) {
+  return Usage{r.n_prompt, static_cast<int>(r.tokens.size())};
+}
+
+void send_whole(ServingContext& ctx, httplib::Response& res, const std::shared_ptr<RequestChannel>& channel,
+                uint64_t id, const ResponseMeta& meta) {
+  // The client cannot be watched while it waits for a whole answer; the
+  // request runs to its end (max_tokens or the context bounds it).
+  std::string text = channel->wait_all();
+  ctx.in_flight.remove(id);
+  const RequestResult r = channel->result();
+  if (r.finish_reason == "error") throw engine_error(r);
+  if (r.finish_reason == "cancelled") throw shutting_down();
+  res.status = 200;
+  res.set_content(dump(completion_response(meta, text, r.finish_reason, usage_of(r))), "application/json");
+}
+
+// Per-stream state the content provider keeps between its calls.
+struct StreamState {
+  std::shared_ptr<RequestChannel> channel;
+  uint64_t id = 0;
+  ResponseMeta meta;
+  bool include_usage = false;
+  bool opened = false;
+};
+
+void send_stream(ServingContext& ctx, httplib::Response& res, std::shared_ptr<RequestChannel> channel, uint64_t id,
+                 const ResponseMeta& meta, bool include_usage) {
+  auto st = std::make_shared<StreamState>(StreamState{std::move(channel), id, meta, include_usage});
+  res.status = 200;
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");  // no buffering in a reverse proxy
+  Scheduler* scheduler = ctx.scheduler.load();
+  // httplib calls this again and again until sink.done(); each call blocks
+  // until there is something to send. Returning false drops the connection.
+  auto provider = [st, scheduler](size_t, httplib::DataSink& sink) -> bool {
+    auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
+    auto gone = [&] {
+      // Free the slot now: on_text says so at the next token, and cancel()
+      // covers a request still queued or in prefill.
+      st->channel->close();
+      scheduler->cancel(st->id);
+      return false;
+    };
+    if (!st->opened) {
+      st->opened = true;
+      // The first chat chunk carries the role, as OpenAI's does.
+      if (st->meta.chat && !write(sse_event(stream_chunk(st->meta, "", "", true, st->include_usage))))
+        return gone();
+      return true;
+    }
+    RequestChannel::Taken t = st->channel->take(kKeepAlive);
+    if (!t.text.empty()) {
+      if (!write(sse_event(stream_chunk(st->meta, t.text, "", false, st->include_usage)))) return gone();
+    } else if (!t.done) {
+      if (!write(": keep-alive\n\n")) return gone();
+    }
+    if (!t.done) return true;
+
+    const RequestResult r = st->channel->result();
+    // Headers are out with 200; OpenAI's clients raise on an "error" event.
+    if (r.finish_reason == "error") {
+      write(sse_event(error_body(engine_error(r))));
+    } else if (r.finish_reason == "cancelled") {
+      write(sse_event(error_body(shutting_down())));  // the server is stopping
+    } else {
+      write(sse_event(stream_chunk(st->meta, "", r.finish_reason, false, st->include_usage)));
+      if (st->include_usage) write(sse_event(usage_chunk(st->meta, usage_of(r))));
+      write("data: [DONE]\n\n");
+    }
+    sink.done();
+    return true;
+  };
+  // Runs when the response is destroyed: whatever happened to the stream,
+  // the request must not outlive it.
+  auto release = [st, scheduler, &ctx](bool) {
+    if (!st->channel->done()) {
+      st->channel->close();
+      scheduler->cancel(st->id);
+    }
+    ctx.in_flight.remove(st->id);
+  };
+  res.set_chunked_content_provider("text/event-stream", std::move(provider), std::move(release));
+}
+
+}  // namespace
+
+void handle_generation(ServingContext& ctx, const httplib::Request& req, httplib::Response& res, bool chat) {
+  Engine& engine = *ctx.engine.load();
+  const json body = parse_json_body(req.body);
+  GenerationRequest g = chat ? parse_chat_request(body, ctx.options.defaults)
+                             : parse_completion_request(body, ctx.options.defaults);
+  ctx.check_model(g.model);
+  std::vector<TokenId> prompt = build_prompt(engine, g);
+  const size_t n_prompt = prompt.size();
+  const ResponseMeta meta = new_response_meta(chat, ctx.model_id);
+
+  auto channel = std::make_shared<RequestChannel>();
+  Metrics& metrics = ctx.metrics;
+  ServerState& state = ctx.state;
+  Request request = channel_request(channel, std::move(prompt), g.options, [&metrics, &state](const RequestResult& r) {
+    metrics.count_finished(r);
+    // Prompts are checked above, so an error here is the engine's (a lost
+    // worker, say): later requests are likely to fail the same way.
+    if (r.finish_reason == "error") state.set_degraded(r.error);
+  });
+  std::optional<uint64_t> id = ctx.in_flight.submit(*ctx.scheduler.load(), std::move(request));
+  if (!id) throw shutting_down();
+  spdlog::debug("request {} ({}): {} prompt tokens, stream {}", *id, meta.id, n_prompt, g.stream);
+  if (g.stream) send_stream(ctx, res, std::move(channel), *id, meta, g.include_usage);
+  else send_whole(ctx, res, channel, *id, meta);
+}
+
+}  // namespace shoal::server

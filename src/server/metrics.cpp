@@ -1,0 +1,221 @@
+#include "server/metrics.h"
+
+#include <filesystem>
+
+#include <fmt/format.h>
+
+namespace shoal::server {
+namespace {
+
+using nlohmann::json;
+
+// Prometheus label values escape backslash, quote and newline.
+std::string label(std::string_view value) {
+  std::string out;
+  for (char c : value) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+void metric(std::string& out, const char* name, const char* type, const char* help) {
+  out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+}
+
+std::string file_name(const std::string& path) { return std::filesystem::path(path).filename().string(); }
+
+json progress_json(const std::optional<LoadProgress>& p) {
+  if (!p) return nullptr;
+  return {{"device", p->device}, {"sent_bytes", p->sent_bytes}, {"total_bytes", p->total_bytes},
+          {"mib_per_s", p->mib_per_s}};
+}
+
+// A stage's devices joined for a label: a chain stage spans several workers
+// but has one time.
+std::string stage_label(const std::vector<StageDevice>& devices) {
+  std::string s;
+  for (const auto& d : devices) s += (s.empty() ? "" : ",") + d.address;
+  return s;
+}
+
+}  // namespace
+
+void Metrics::start_rate_sampling(const Scheduler& scheduler) {
+  stop_rate_sampling();
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = false;
+  }
+  sampler_ = std::thread([this, &scheduler] {
+    std::unique_lock lock(mutex_);
+    while (!stopping_) {
+      lock.unlock();
+      const uint64_t tokens = scheduler.stats().tokens_out;
+      lock.lock();
+      samples_[next_] = {std::chrono::steady_clock::now(), tokens};
+      next_ = (next_ + 1) % kSamples;
+      n_samples_ = std::min(n_samples_ + 1, kSamples);
+      stop_wake_.wait_for(lock, std::chrono::milliseconds(500), [&] { return stopping_; });
+    }
+  });
+}
+
+void Metrics::stop_rate_sampling() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  stop_wake_.notify_all();
+  if (sampler_.joinable()) sampler_.join();
+}
+
+double Metrics::generation_tokens_per_second() const {
+  std::lock_guard lock(mutex_);
+  if (n_samples_ < 2) return 0.0;
+  const Sample& newest = samples_[(next_ + kSamples - 1) % kSamples];
+  const Sample& oldest = samples_[n_samples_ < kSamples ? 0 : next_];
+  const double seconds = std::chrono::duration<double>(newest.time - oldest.time).count();
+  return seconds > 0 ? static_cast<double>(newest.tokens_out - oldest.tokens_out) / seconds : 0.0;
+}
+
+void Metrics::count_http(int status) {
+  if (status < 300) ++http_2xx_;
+  else if (status >= 400 && status < 500) ++http_4xx_;
+  else if (status >= 500) ++http_5xx_;
+  if (status == 401) ++http_401_;
+  if (status == 413) ++http_413_;
+  if (status == 503) ++http_503_;
+}
+
+void Metrics::count_finished(const RequestResult& result) {
+  tokens_reused_ += static_cast<uint64_t>(result.n_reused);
+  if (result.finish_reason == "cancelled") ++cancelled_;
+  if (result.finish_reason == "error") ++errors_;
+}
+
+std::string Metrics::prometheus(const ClusterView& view) const {
+  std::string out;
+  const SchedulerStats stats = view.stats ? *view.stats : SchedulerStats{};
+
+  metric(out, "shoal_state", "gauge", "1 for the server's current state (loading, ready, degraded)");
+  for (Phase p : {Phase::Loading, Phase::Ready, Phase::Degraded})
+    out += fmt::format("shoal_state{{state=\"{}\"}} {}\n", phase_name(p), view.status.phase == p ? 1 : 0);
+
+  metric(out, "shoal_requests_total", "counter", "generation requests finished");
+  out += fmt::format("shoal_requests_total {}\n", stats.requests);
+  metric(out, "shoal_requests_cancelled_total", "counter", "requests ended by a client that went away (or shutdown)");
+  out += fmt::format("shoal_requests_cancelled_total {}\n", cancelled_.load());
+  metric(out, "shoal_requests_failed_total", "counter", "requests ended by an engine error");
+  out += fmt::format("shoal_requests_failed_total {}\n", errors_.load());
+  metric(out, "shoal_http_responses_total", "counter", "HTTP responses by status class");
+  out += fmt::format("shoal_http_responses_total{{class=\"2xx\"}} {}\n", http_2xx_.load());
+  out += fmt::format("shoal_http_responses_total{{class=\"4xx\"}} {}\n", http_4xx_.load());
+  out += fmt::format("shoal_http_responses_total{{class=\"5xx\"}} {}\n", http_5xx_.load());
+  out += fmt::format("shoal_http_responses_total{{status=\"401\"}} {}\n", http_401_.load());
+  out += fmt::format("shoal_http_responses_total{{status=\"413\"}} {}\n", http_413_.load());
+  out += fmt::format("shoal_http_responses_total{{status=\"503\"}} {}\n", http_503_.load());
+
+  metric(out, "shoal_tokens_in_total", "counter", "prompt tokens processed (reused KV excluded)");
+  out += fmt::format("shoal_tokens_in_total {}\n", stats.tokens_in);
+  metric(out, "shoal_tokens_reused_total", "counter", "prompt tokens whose KV a slot already held");
+  out += fmt::format("shoal_tokens_reused_total {}\n", tokens_reused_.load());
+  metric(out, "shoal_tokens_out_total", "counter", "tokens generated");
+  out += fmt::format("shoal_tokens_out_total {}\n", stats.tokens_out);
+  metric(out, "shoal_generation_tokens_per_second", "gauge", "tokens generated per second over the last ~5 s");
+  out += fmt::format("shoal_generation_tokens_per_second {:.3f}\n", generation_tokens_per_second());
+  metric(out, "shoal_queue_depth", "gauge", "requests waiting for a slot");
+  out += fmt::format("shoal_queue_depth {}\n", stats.queued);
+  metric(out, "shoal_active_slots", "gauge", "slots running a request");
+  out += fmt::format("shoal_active_slots {}\n", stats.active);
+  metric(out, "shoal_slots", "gauge", "sequence slots (--parallel)");
+  out += fmt::format("shoal_slots {}\n", stats.slots);
+  metric(out, "shoal_busy_seconds_total", "counter", "seconds inside forward passes");
+  out += fmt::format("shoal_busy_seconds_total {:.6f}\n", stats.busy_seconds);
+
+  if (!view.engine) return out;
+  Pipeline& pipeline = view.engine->pipeline();
+  const auto& stages = pipeline.stages();
+  // Written by the engine thread after each stage's forward; a read here may
+  // see the previous step's value, which a monitoring scrape tolerates.
+  const std::vector<double>& seconds = pipeline.stage_seconds();
+  metric(out, "shoal_stage_seconds_total", "counter", "seconds spent in each stage's forward (device, layers)");
+  for (size_t i = 0; i < stages.size(); ++i)
+    out += fmt::format("shoal_stage_seconds_total{{device=\"{}\",layers=\"{}-{}\"}} {:.6f}\n",
+                       label(stage_label(stages[i]->devices())), stages[i]->layer_begin(),
+                       stages[i]->layer_end() - 1, i < seconds.size() ? seconds[i] : 0.0);
+  metric(out, "shoal_link_rtt_ms", "gauge", "round trip from the primary to each worker, measured at connect");
+  for (const auto& stage : stages)
+    for (const StageDevice& d : stage->devices())
+      if (d.remote) out += fmt::format("shoal_link_rtt_ms{{device=\"{}\"}} {:.3f}\n", label(d.address), d.rtt_ms);
+  metric(out, "shoal_device_weight_bytes", "gauge", "layer weights held by each device");
+  for (const auto& stage : stages)
+    for (const StageDevice& d : stage->devices())
+      out += fmt::format("shoal_device_weight_bytes{{device=\"{}\"}} {}\n", label(d.address), d.weight_bytes);
+  metric(out, "shoal_device_kv_bytes", "gauge", "KV cache held by each device");
+  for (const auto& stage : stages)
+    for (const StageDevice& d : stage->devices())
+      out += fmt::format("shoal_device_kv_bytes{{device=\"{}\"}} {}\n", label(d.address), d.kv_bytes);
+  return out;
+}
+
+json Metrics::cluster(const ClusterView& view) const {
+  json model = {{"id", view.model_id}, {"name", view.model_id}, {"arch", ""}, {"n_layer", 0},
+                {"file", file_name(view.model_path)}};
+  json devices = json::array();
+  const char* state = phase_name(view.status.phase);
+  if (view.engine) {
+    Engine& engine = *view.engine;
+    const ModelConfig& c = engine.config();
+    if (!c.name.empty()) model["name"] = c.name;
+    model["arch"] = c.arch;
+    model["n_layer"] = c.n_layer;
+    model["n_ctx"] = engine.n_ctx();
+    model["n_vocab"] = c.n_vocab;
+    model["chat_template"] = engine.chat_template().name();
+    model["note"] = "the embedding and the output head run on the primary (local)";
+    const auto& stages = engine.pipeline().stages();
+    const std::vector<double>& seconds = engine.pipeline().stage_seconds();
+    // Degraded: the device the reason names ("connection closed by HOST:PORT")
+    // is the one at fault; with none named, all of them are suspect.
+    bool named = false;
+    for (const auto& stage : stages)
+      for (const StageDevice& d : stage->devices())
+        named = named || (d.remote && view.status.reason.find(d.address) != std::string::npos);
+    for (size_t i = 0; i < stages.size(); ++i) {
+      for (const StageDevice& d : stages[i]->devices()) {
+        const char* device_state = state;
+        if (view.status.phase == Phase::Degraded && named && view.status.reason.find(d.address) == std::string::npos)
+          device_state = phase_name(Phase::Ready);
+        devices.push_back({{"address", d.address}, {"backend", d.backend}, {"layer_begin", d.layer_begin},
+                           {"layer_end", d.layer_end}, {"weight_bytes", d.weight_bytes}, {"kv_bytes", d.kv_bytes},
+                           {"free_bytes", d.free_after}, {"rtt_ms", d.rtt_ms}, {"remote", d.remote},
+                           {"state", device_state}, {"stage_seconds", i < seconds.size() ? seconds[i] : 0.0}});
+      }
+    }
+  } else {
+    // Still loading: the devices asked for, without a split yet.
+    std::vector<std::string> addresses{"local"};
+    addresses.insert(addresses.end(), view.workers.begin(), view.workers.end());
+    for (const auto& a : addresses)
+      devices.push_back({{"address", a}, {"backend", ""}, {"layer_begin", 0}, {"layer_end", 0}, {"weight_bytes", 0},
+                         {"kv_bytes", 0}, {"free_bytes", 0}, {"rtt_ms", 0.0}, {"remote", a != "local"},
+                         {"state", state}, {"stage_seconds", 0.0}});
+  }
+  const SchedulerStats stats = view.stats ? *view.stats : SchedulerStats{};
+  json throughput = {{"tokens_in", stats.tokens_in}, {"tokens_out", stats.tokens_out}, {"requests", stats.requests},
+                     {"active", stats.active}, {"queued", stats.queued}, {"slots", stats.slots},
+                     {"gen_tok_s", generation_tokens_per_second()}};
+  return {{"model", std::move(model)},
+          {"state", state},
+          {"reason", view.status.reason.empty() ? json(nullptr) : json(view.status.reason)},
+          {"progress", progress_json(view.status.progress)},
+          {"devices", std::move(devices)},
+          {"throughput", std::move(throughput)}};
+}
+
+}  // namespace shoal::server

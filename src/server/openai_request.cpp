@@ -1,0 +1,267 @@
+// Request bodies of /v1/chat/completions and /v1/completions → GenerationRequest.
+// Every field is checked for type and range, and a bad one gives a 400 that
+// names it (OpenAI's wording where it has one), so a client learns what to
+// fix instead of getting a silently different generation.
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "server/openai_types.h"
+
+namespace shoal::server {
+namespace {
+
+const char* type_name(const json& v) {
+  switch (v.type()) {
+    case json::value_t::null: return "null";
+    case json::value_t::boolean: return "a boolean";
+    case json::value_t::string: return "a string";
+    case json::value_t::array: return "an array";
+    case json::value_t::object: return "an object";
+    case json::value_t::number_float: return "a decimal";
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned: return "an integer";
+    default: return "an unknown type";
+  }
+}
+
+[[noreturn]] void bad_type(const std::string& key, const char* expected, const json& got) {
+  throw ApiError(400, fmt::format("Invalid type for '{}': expected {}, but got {} instead.", key, expected,
+                                  type_name(got)),
+                 "invalid_request_error", key, "invalid_type");
+}
+
+[[noreturn]] void bad_value(const std::string& key, const std::string& message) {
+  throw ApiError(400, fmt::format("Invalid '{}': {}", key, message), "invalid_request_error", key, "invalid_value");
+}
+
+// A field that is absent or null leaves the default alone.
+const json* field(const json& body, const char* key) {
+  auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+void read_number(const json& body, const char* key, double lo, double hi, float& out) {
+  const json* v = field(body, key);
+  if (!v) return;
+  if (!v->is_number()) bad_type(key, "a number", *v);
+  const double x = v->get<double>();
+  if (!std::isfinite(x) || x < lo || x > hi)
+    bad_value(key, fmt::format("expected a value in [{}, {}], but got {} instead.", lo, hi, x));
+  out = static_cast<float>(x);
+}
+
+// Integers may arrive as 5.0 from some JSON encoders; a fraction is refused.
+bool read_integer(const json& body, const char* key, int64_t lo, int64_t hi, int64_t& out) {
+  const json* v = field(body, key);
+  if (!v) return false;
+  if (!v->is_number()) bad_type(key, "an integer", *v);
+  const double x = v->get<double>();
+  if (v->is_number_float() && x != std::floor(x)) bad_type(key, "an integer", *v);
+  // Range-check before converting: 1e30 or 2^64-1 must not wrap into range.
+  // (nlohmann parses every non-negative integer as unsigned.)
+  const bool in_range = v->is_number_unsigned() ? v->get<uint64_t>() <= static_cast<uint64_t>(hi) &&
+                                                      (lo <= 0 || v->get<uint64_t>() >= static_cast<uint64_t>(lo))
+                        : v->is_number_float()  ? x >= static_cast<double>(lo) && x <= static_cast<double>(hi)
+                                                : v->get<int64_t>() >= lo && v->get<int64_t>() <= hi;
+  if (!in_range) bad_value(key, fmt::format("expected a value in [{}, {}], but got {} instead.", lo, hi, v->dump()));
+  out = v->is_number_float() ? static_cast<int64_t>(x) : v->get<int64_t>();
+  return true;
+}
+
+bool read_bool(const json& body, const char* key, bool& out) {
+  const json* v = field(body, key);
+  if (!v) return false;
+  if (!v->is_boolean()) bad_type(key, "a boolean", *v);
+  out = v->get<bool>();
+  return true;
+}
+
+[[noreturn]] void unsupported(const std::string& key, const std::string& what) {
+  throw ApiError(400, fmt::format("'{}' is not supported: {}", key, what), "invalid_request_error", key,
+                 "unsupported_parameter");
+}
+
+// Fields this server parses for both endpoints.
+void read_common(const json& body, const RequestDefaults& defaults, GenerationRequest& r) {
+  if (const json* v = field(body, "model")) {
+    if (!v->is_string()) bad_type("model", "a string", *v);
+    r.model = v->get<std::string>();
+  }
+  read_bool(body, "stream", r.stream);
+  if (const json* v = field(body, "stream_options")) {
+    if (!v->is_object()) bad_type("stream_options", "an object", *v);
+    if (const json* u = field(*v, "include_usage")) {
+      if (!u->is_boolean()) bad_type("stream_options.include_usage", "a boolean", *u);
+      r.include_usage = u->get<bool>();
+    }
+  }
+
+  GenerationOptions& o = r.options;
+  o.max_tokens = defaults.max_tokens;
+  o.sampling = defaults.sampling;
+  int64_t i = 0;
+  // max_completion_tokens replaces max_tokens in OpenAI's current API; both work.
+  if (read_integer(body, "max_tokens", 1, std::numeric_limits<int32_t>::max(), i)) o.max_tokens = static_cast<int>(i);
+  if (read_integer(body, "max_completion_tokens", 1, std::numeric_limits<int32_t>::max(), i))
+    o.max_tokens = static_cast<int>(i);
+  if (read_integer(body, "n", 1, std::numeric_limits<int32_t>::max(), i) && i != 1)
+    bad_value("n", fmt::format("only n = 1 is supported, but got {} instead.", i));
+
+  SamplingParams& s = o.sampling;
+  read_number(body, "temperature", 0.0, 2.0, s.temperature);
+  read_number(body, "top_p", 0.0, 1.0, s.top_p);
+  read_number(body, "min_p", 0.0, 1.0, s.min_p);
+  read_number(body, "presence_penalty", -2.0, 2.0, s.presence_penalty);
+  read_number(body, "frequency_penalty", -2.0, 2.0, s.frequency_penalty);
+  // llama.cpp's extensions, which the openai client passes through extra_body.
+  read_number(body, "repeat_penalty", 0.01, 100.0, s.repeat_penalty);
+  if (read_integer(body, "top_k", 0, std::numeric_limits<int32_t>::max(), i)) s.top_k = static_cast<int>(i);
+  if (read_integer(body, "repeat_last_n", -1, std::numeric_limits<int32_t>::max(), i))
+    s.repeat_last_n = static_cast<int>(i);
+  read_bool(body, "ignore_eos", o.ignore_eos);
+  if (const json* v = field(body, "seed")) {
+    if (!v->is_number_integer() && !v->is_number_unsigned()) bad_type("seed", "an integer", *v);
+    // A negative seed asks for a random one, as llama.cpp's -1 does.
+    s.seed = v->is_number_unsigned() ? v->get<uint64_t>()
+             : v->get<int64_t>() < 0 ? Sampler::kRandomSeed
+                                     : static_cast<uint64_t>(v->get<int64_t>());
+  }
+
+  if (const json* v = field(body, "stop")) {
+    constexpr size_t kMaxStops = 16;
+    auto add = [&](const json& s) {
+      if (!s.is_string()) bad_type("stop", "a string or an array of strings", s);
+      // An empty stop string would match at once; clients send "" to mean none.
+      if (!s.get<std::string>().empty()) o.stop.push_back(s.get<std::string>());
+    };
+    if (v->is_array()) {
+      if (v->size() > kMaxStops)
+        bad_value("stop", fmt::format("at most {} stop strings, but got {}.", kMaxStops, v->size()));
+      for (const json& s : *v) add(s);
+    } else {
+      add(*v);
+    }
+  }
+
+  if (const json* v = field(body, "tools"); v && !(v->is_array() && v->empty()))
+    unsupported("tools", "this server does not call tools");
+  if (const json* v = field(body, "functions"); v && !(v->is_array() && v->empty()))
+    unsupported("functions", "this server does not call functions");
+  if (const json* v = field(body, "response_format")) {
+    if (!v->is_object()) bad_type("response_format", "an object", *v);
+    const json* type = field(*v, "type");
+    if (type && *type != "text") unsupported("response_format", "only {\"type\": \"text\"}");
+  }
+}
+
+std::string message_content(const json& content, const std::string& role, size_t index) {
+  const std::string key = fmt::format("messages[{}].content", index);
+  if (content.is_null()) {
+    // An assistant turn that only called tools has no content.
+    if (role == "assistant") return {};
+    bad_type(key, "a string or an array of content parts", content);
+  }
+  if (content.is_string()) return content.get<std::string>();
+  if (!content.is_array()) bad_type(key, "a string or an array of content parts", content);
+  std::string text;
+  for (size_t p = 0; p < content.size(); ++p) {
+    const json& part = content[p];
+    const std::string part_key = fmt::format("{}[{}]", key, p);
+    if (!part.is_object()) bad_type(part_key, "an object", part);
+    const json* type = field(part, "type");
+    if (!type || !type->is_string()) bad_value(part_key, "a content part needs a string 'type'.");
+    if (*type != "text")
+      unsupported(part_key + ".type", fmt::format("content parts of type '{}' (only 'text')", type->get<std::string>()));
+    const json* t = field(part, "text");
+    if (!t || !t->is_string()) bad_value(part_key, "a text part needs a string 'text'.");
+    text += t->get<std::string>();
+  }
+  return text;
+}
+
+}  // namespace
+
+json parse_json_body(const std::string& body) {
+  json value;
+  try {
+    value = json::parse(body);
+  } catch (const json::parse_error& e) {
+    // "[json.exception.parse_error.101] parse error at line 1, column 5: ..." without the tag.
+    std::string detail = e.what();
+    if (size_t p = detail.find("] "); p != std::string::npos) detail = detail.substr(p + 2);
+    throw ApiError(400, "We could not parse the JSON body of your request: " + detail, "invalid_request_error", "",
+                   "invalid_json");
+  }
+  if (!value.is_object())
+    throw ApiError(400, fmt::format("The request body must be a JSON object, but got {}.", type_name(value)),
+                   "invalid_request_error", "", "invalid_json");
+  return value;
+}
+
+GenerationRequest parse_chat_request(const json& body, const RequestDefaults& defaults) {
+  GenerationRequest r;
+  r.chat = true;
+  read_common(body, defaults, r);
+  if (const json* v = field(body, "logprobs"); v && v->is_boolean() && v->get<bool>())
+    unsupported("logprobs", "log probabilities are not returned yet");
+
+  const json* messages = field(body, "messages");
+  if (!messages) throw ApiError(400, "Missing required parameter: 'messages'.", "invalid_request_error", "messages",
+                                "missing_required_parameter");
+  if (!messages->is_array()) bad_type("messages", "an array", *messages);
+  if (messages->empty()) bad_value("messages", "expected an array with at least 1 message, but got an empty array.");
+  for (size_t i = 0; i < messages->size(); ++i) {
+    const json& m = (*messages)[i];
+    const std::string key = fmt::format("messages[{}]", i);
+    if (!m.is_object()) bad_type(key, "an object", m);
+    const json* role = field(m, "role");
+    if (!role) throw ApiError(400, fmt::format("Missing required parameter: '{}.role'.", key),
+                              "invalid_request_error", key + ".role", "missing_required_parameter");
+    if (!role->is_string()) bad_type(key + ".role", "a string", *role);
+    std::string name = role->get<std::string>();
+    if (name == "developer") name = "system";  // OpenAI's new name for the system turn
+    if (name != "system" && name != "user" && name != "assistant")
+      bad_value(key + ".role",
+                fmt::format("role '{}' is not supported; expected 'system', 'developer', 'user' or 'assistant'.",
+                            role->get<std::string>()));
+    auto content = m.find("content");
+    if (content == m.end())
+      throw ApiError(400, fmt::format("Missing required parameter: '{}.content'.", key), "invalid_request_error",
+                     key + ".content", "missing_required_parameter");
+    r.messages.push_back({name, message_content(*content, name, i)});
+  }
+  return r;
+}
+
+GenerationRequest parse_completion_request(const json& body, const RequestDefaults& defaults) {
+  GenerationRequest r;
+  read_common(body, defaults, r);
+  if (const json* v = field(body, "logprobs"); v && !(v->is_number() && v->get<double>() == 0))
+    unsupported("logprobs", "log probabilities are not returned yet");
+  if (const json* v = field(body, "echo"); v && v->is_boolean() && v->get<bool>())
+    unsupported("echo", "the prompt is not echoed");
+  if (const json* v = field(body, "best_of"); v && !(v->is_number() && v->get<double>() == 1))
+    unsupported("best_of", "only best_of = 1");
+  if (const json* v = field(body, "suffix"); v && !(v->is_string() && v->get<std::string>().empty()))
+    unsupported("suffix", "insertion is not supported");
+
+  const json* prompt = field(body, "prompt");
+  if (!prompt) throw ApiError(400, "Missing required parameter: 'prompt'.", "invalid_request_error", "prompt",
+                              "missing_required_parameter");
+  if (prompt->is_array()) {
+    // One choice per prompt in OpenAI's API; this server answers one.
+    if (prompt->size() != 1 || !(*prompt)[0].is_string())
+      bad_value("prompt", "expected a string or an array of exactly one string.");
+    r.prompt = (*prompt)[0].get<std::string>();
+  } else if (prompt->is_string()) {
+    r.prompt = prompt->get<std::string>();
+  } else {
+    bad_type("prompt", "a string", *prompt);
+  }
+  return r;
+}
+
+}  // namespace shoal::server

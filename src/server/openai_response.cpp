@@ -1,0 +1,93 @@
+// OpenAI's response objects, stream chunks and error bodies, shaped as the
+// official clients parse them (chat.completion / chat.completion.chunk /
+// text_completion, usage on the last chunk when asked).
+#include <chrono>
+#include <random>
+
+#include "server/openai_types.h"
+
+namespace shoal::server {
+namespace {
+
+json nullable(const std::string& s) { return s.empty() ? json(nullptr) : json(s); }
+
+json usage_json(const Usage& u) {
+  return {{"prompt_tokens", u.prompt_tokens},
+          {"completion_tokens", u.completion_tokens},
+          {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+}
+
+// Ids only need to be unique enough for a client to tell responses apart.
+std::string random_id(const char* prefix) {
+  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::string id = prefix;
+  for (int i = 0; i < 24; ++i) id += kAlphabet[rng() % (sizeof(kAlphabet) - 1)];
+  return id;
+}
+
+json base(const ResponseMeta& meta, const char* object) {
+  return {{"id", meta.id}, {"object", object}, {"created", meta.created}, {"model", meta.model},
+          {"system_fingerprint", "shoal"}};
+}
+
+}  // namespace
+
+json error_body(int status, const std::string& message, const std::string& type, const std::string& param,
+                const std::string& code) {
+  return {{"error", {{"message", message}, {"type", type}, {"param", nullable(param)}, {"code", nullable(code)}}}};
+}
+
+ResponseMeta new_response_meta(bool chat, const std::string& model) {
+  ResponseMeta meta;
+  meta.chat = chat;
+  meta.id = random_id(chat ? "chatcmpl-" : "cmpl-");
+  meta.created = std::chrono::duration_cast<std::chrono::seconds>(
+                     std::chrono::system_clock::now().time_since_epoch()).count();
+  meta.model = model;
+  return meta;
+}
+
+json completion_response(const ResponseMeta& meta, const std::string& text, const std::string& finish_reason,
+                         const Usage& usage) {
+  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_reason}};
+  if (meta.chat) {
+    choice["message"] = {{"role", "assistant"}, {"content", text}, {"refusal", nullptr}};
+  } else {
+    choice["text"] = text;
+  }
+  json r = base(meta, meta.chat ? "chat.completion" : "text_completion");
+  r["choices"] = json::array({std::move(choice)});
+  r["usage"] = usage_json(usage);
+  return r;
+}
+
+json stream_chunk(const ResponseMeta& meta, std::string_view text, const std::string& finish_reason,
+                  bool role_chunk, bool with_usage_null) {
+  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", nullable(finish_reason)}};
+  if (meta.chat) {
+    json delta = json::object();
+    if (role_chunk) delta = {{"role", "assistant"}, {"content", ""}};
+    else if (finish_reason.empty()) delta["content"] = std::string(text);
+    choice["delta"] = std::move(delta);
+  } else {
+    choice["text"] = std::string(text);
+  }
+  json r = base(meta, meta.chat ? "chat.completion.chunk" : "text_completion");
+  r["choices"] = json::array({std::move(choice)});
+  if (with_usage_null) r["usage"] = nullptr;
+  return r;
+}
+
+json usage_chunk(const ResponseMeta& meta, const Usage& usage) {
+  json r = base(meta, meta.chat ? "chat.completion.chunk" : "text_completion");
+  r["choices"] = json::array();
+  r["usage"] = usage_json(usage);
+  return r;
+}
+
+std::string dump(const json& value) { return value.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+std::string sse_event(const json& data) { return "data: " + dump(data) + "\n\n"; }
+
+}  // namespace shoal::server

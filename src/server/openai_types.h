@@ -1,0 +1,94 @@
+#pragma once
+// Everything that knows OpenAI's JSON: request bodies of /v1/chat/completions
+// and /v1/completions parsed into a GenerationRequest with every field type-
+// and range-checked (a bad one is an ApiError naming the field), and the
+// response objects, stream chunks and error bodies built back. Nothing here
+// touches the engine; the routes (http_server.cpp, generation_routes.cpp)
+// glue the two together.
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/generator.h"
+#include "tokenizer/chat_template.h"
+
+namespace shoal::server {
+
+using nlohmann::json;
+
+// An error that leaves as {"error": {"message", "type", "param", "code"}}
+// with its HTTP status. param and code are null in the body when empty.
+class ApiError : public std::runtime_error {
+ public:
+  ApiError(int status, const std::string& message, std::string type = "invalid_request_error",
+           std::string param = {}, std::string code = {})
+      : std::runtime_error(message), status(status), type(std::move(type)), param(std::move(param)),
+        code(std::move(code)) {}
+  int status;
+  std::string type;   // invalid_request_error, authentication_error, server_error, ...
+  std::string param;  // the request field at fault
+  std::string code;   // machine-readable: model_not_found, context_length_exceeded, ...
+};
+
+json error_body(int status, const std::string& message, const std::string& type = "invalid_request_error",
+                const std::string& param = {}, const std::string& code = {});
+inline json error_body(const ApiError& e) { return error_body(e.status, e.what(), e.type, e.param, e.code); }
+
+// The server's defaults for what a request leaves out (the command line's
+// sampling flags and -n, as llama-server does).
+struct RequestDefaults {
+  SamplingParams sampling;
+  int max_tokens = -1;  // < 0: until an end token or the context is full
+};
+
+struct GenerationRequest {
+  bool chat = false;
+  std::string model;                  // as asked; empty when the body has none
+  std::vector<ChatMessage> messages;  // chat: "developer" already mapped to "system"
+  std::string prompt;                 // completions
+  GenerationOptions options;          // the request's stops only, not the template's
+  bool stream = false;
+  bool include_usage = false;         // stream_options.include_usage
+};
+
+// Throws ApiError 400 for a body that is not a JSON object.
+json parse_json_body(const std::string& body);
+GenerationRequest parse_chat_request(const json& body, const RequestDefaults& defaults);
+GenerationRequest parse_completion_request(const json& body, const RequestDefaults& defaults);
+
+// What every response object and chunk of one request repeats.
+struct ResponseMeta {
+  std::string id;       // chatcmpl-… / cmpl-…
+  int64_t created = 0;  // Unix seconds
+  std::string model;
+  bool chat = false;
+};
+ResponseMeta new_response_meta(bool chat, const std::string& model);
+
+struct Usage {
+  int prompt_tokens = 0;
+  int completion_tokens = 0;
+};
+
+// The whole answer of a request without "stream".
+json completion_response(const ResponseMeta& meta, const std::string& text, const std::string& finish_reason,
+                         const Usage& usage);
+// One chunk of a stream. Chat: role_chunk gives the opening
+// {"role":"assistant","content":""}; text its content delta; finish_reason
+// (non-empty) an empty delta that ends the choice. with_usage_null adds
+// "usage": null, as OpenAI does on every chunk when include_usage is asked.
+json stream_chunk(const ResponseMeta& meta, std::string_view text, const std::string& finish_reason,
+                  bool role_chunk, bool with_usage_null);
+// The last chunk when include_usage is asked: no choices, the usage.
+json usage_chunk(const ResponseMeta& meta, const Usage& usage);
+// "data: {json}\n\n"
+std::string sse_event(const json& data);
+
+// Dumps JSON, replacing invalid UTF-8 instead of throwing.
+std::string dump(const json& value);
+
+}  // namespace shoal::server

@@ -1,0 +1,59 @@
+#pragma once
+// What every route shares: the server's options, its state and counters, the
+// requests in flight, and — once loading is done — the engine and its
+// scheduler. The engine and scheduler pointers are published once by
+// attach() and stay valid until the HTTP server has stopped (its threads are
+// joined before the serve command destroys them).
+#include <atomic>
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/scheduler.h"
+#include "server/in_flight.h"
+#include "server/metrics.h"
+#include "server/openai_types.h"
+#include "server/server_state.h"
+
+namespace httplib {
+struct Request;
+struct Response;
+}  // namespace httplib
+
+namespace shoal::server {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;                    // 0: any free port
+  std::optional<std::string> api_key; // required as "Authorization: Bearer KEY" on /v1/*
+  size_t body_limit = 1 << 20;        // larger request bodies get 413
+  int parallel = 1;                   // slots, to size the HTTP thread pool
+  std::string model_path;
+  std::vector<std::string> workers;   // --rpc, for /v1/cluster while loading
+  RequestDefaults defaults;
+};
+
+struct ServingContext {
+  ServingContext(ServerOptions o, ServerState& s);
+
+  ServerOptions options;
+  ServerState& state;
+  Metrics metrics;
+  InFlight in_flight;
+  std::string model_id;  // the GGUF file name
+  std::atomic<Engine*> engine{nullptr};
+  std::atomic<Scheduler*> scheduler{nullptr};
+
+  // The request's "model" names what this server serves: absent, the id
+  // (file name), the file stem, or "default". Otherwise 404 model_not_found.
+  void check_model(const std::string& name) const;
+};
+
+// POST /v1/chat/completions (chat) and /v1/completions: parse, render the
+// chat template, tokenize, submit, answer (SSE or one JSON object). Throws
+// ApiError for the client's mistakes; the engine must be attached.
+void handle_generation(ServingContext& ctx, const httplib::Request& req, httplib::Response& res, bool chat);
+
+}  // namespace shoal::server
