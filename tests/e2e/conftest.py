@@ -39,7 +39,34 @@ def run_shoal(shoal_bin, *args, timeout=600, input=None):
                           timeout=timeout, input=input)
 
 
-class Worker:
+class ManagedProcess:
+    """A child process whose stderr goes to a log file; stop() always ends it."""
+
+    proc = None
+    log = None
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def stderr(self):
+        self.log.flush()
+        self.log.seek(0)
+        return self.log.read()
+
+    def stop(self, timeout=15):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc.stdout:
+            self.proc.stdout.close()
+        self.log.close()
+
+
+class Worker(ManagedProcess):
     """A `shoal worker` process on loopback with its own cache dir; the port
     is chosen by the kernel and read from the worker's first line."""
 
@@ -56,24 +83,6 @@ class Worker:
             raise RuntimeError(f"worker did not start: {line!r} {self.stderr()}")
         self.port = int(line.split()[3].rsplit(":", 1)[1])
         self.address = f"127.0.0.1:{self.port}"
-
-    def alive(self):
-        return self.proc.poll() is None
-
-    def stderr(self):
-        self.log.flush()
-        self.log.seek(0)
-        return self.log.read()
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
 
 
 @pytest.fixture

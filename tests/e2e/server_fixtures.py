@@ -9,10 +9,12 @@ import subprocess
 import time
 from pathlib import Path
 
+from conftest import ManagedProcess
+
 T = 30  # seconds for any single HTTP exchange that is not a generation
 
 
-class Server:
+class Server(ManagedProcess):
     def __init__(self, shoal_bin, model, tmp, *args, threads=2, wait=True, ready_timeout=120):
         argv = [shoal_bin, "serve", "-m", str(model), "--port", "0", "-t", str(threads), *map(str, args)]
         self.log_path = Path(tmp) / f"serve-{id(self)}.log"
@@ -30,14 +32,6 @@ class Server:
             self.wait_ready(ready_timeout)
 
     # --- process -----------------------------------------------------------
-    def alive(self):
-        return self.proc.poll() is None
-
-    def stderr(self):
-        self.log.flush()
-        self.log.seek(0)
-        return self.log.read()
-
     def wait_ready(self, timeout):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -51,17 +45,6 @@ class Server:
                 pass
             time.sleep(0.05)
         raise RuntimeError(f"server not ready after {timeout} s:\n{self.stderr()}")
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.proc.stdout.close()
-        self.log.close()
 
     # --- HTTP --------------------------------------------------------------
     def request(self, method, path, body=None, headers=None, timeout=T):

@@ -1,9 +1,7 @@
 """One model across machines, on loopback: the distributed run gives the
 same bits as the local run (text and every step's logits), the weight cache
 and models dir spare the transfer, and the wire dtypes cost what they cost."""
-import json
 import re
-import subprocess
 
 import numpy as np
 import pytest

@@ -3,14 +3,8 @@ local device and two loopback workers, driven by Selenium in Debian's headless
 Chromium. The chat page streams an answer into the assistant bubble; the
 cluster page shows one box per device with the layers /v1/cluster reports.
 Screenshots of both pages are saved under the test's tmp_path."""
-import json
 import os
-import queue
-import subprocess
-import threading
 import time
-import urllib.error
-import urllib.request
 
 import pytest
 from selenium import webdriver
@@ -20,91 +14,10 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
 
+from server_fixtures import Server
+
 CHROMIUM = os.environ.get("SHOAL_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("SHOAL_CHROMEDRIVER", "/usr/bin/chromedriver")
-
-
-# ---------------------------------------------------------------- server
-
-
-class Server:
-    """`shoal serve` on 127.0.0.1 with a kernel-chosen port, read from the
-    `server listening on http://127.0.0.1:PORT` line on stdout."""
-
-    def __init__(self, shoal_bin, model, tmp, *args, start_timeout=120):
-        argv = [shoal_bin, "serve", "-m", str(model), "--host", "127.0.0.1", "--port", "0", *map(str, args)]
-        self.log_path = tmp / "serve.log"
-        self.log = open(self.log_path, "w+")
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self.log, text=True)
-        self.lines = queue.Queue()
-        threading.Thread(target=self._pump, daemon=True).start()
-        self.url = None
-        deadline = time.monotonic() + start_timeout
-        seen = []
-        while time.monotonic() < deadline and self.url is None:
-            try:
-                line = self.lines.get(timeout=max(0.1, deadline - time.monotonic()))
-            except queue.Empty:
-                break
-            if line is None:
-                break
-            seen.append(line)
-            if "server listening on" in line:
-                self.url = line.split("server listening on", 1)[1].strip().split()[0].rstrip("/")
-        if self.url is None:
-            self.stop()
-            raise RuntimeError(f"shoal serve did not start: {seen!r}\n{self.stderr()}")
-
-    def _pump(self):
-        for line in self.proc.stdout:
-            self.lines.put(line)
-        self.lines.put(None)
-
-    def get(self, path, timeout=10):
-        """(status, parsed JSON or text) of GET path."""
-        try:
-            with urllib.request.urlopen(self.url + path, timeout=timeout) as r:
-                body = r.read().decode()
-                status = r.status
-        except urllib.error.HTTPError as e:
-            body = e.read().decode()
-            status = e.code
-        try:
-            return status, json.loads(body)
-        except ValueError:
-            return status, body
-
-    def wait_ready(self, timeout=300):
-        deadline = time.monotonic() + timeout
-        last = None
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"shoal serve exited ({self.proc.returncode}):\n{self.stderr()}")
-            try:
-                last = self.get("/health", timeout=5)
-                if last[0] == 200:
-                    return
-            except (urllib.error.URLError, OSError) as e:
-                last = e
-            time.sleep(0.5)
-        raise RuntimeError(f"server not ready after {timeout} s: {last!r}\n{self.stderr()}")
-
-    def stderr(self):
-        self.log.flush()
-        self.log.seek(0)
-        return self.log.read()[-4000:]
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.proc.stdout:
-            self.proc.stdout.close()
-        self.log.close()
 
 
 # ---------------------------------------------------------------- browser
@@ -235,19 +148,20 @@ def check_cluster_page(driver, base, cluster, shot):
 
 def test_web_ui(shoal_bin, smollm2, workers, tmp_path):
     ws = workers(2)
-    server = Server(shoal_bin, smollm2, tmp_path, "--parallel", "2", "--rpc", ",".join(w.address for w in ws))
+    server = Server(shoal_bin, smollm2, tmp_path, "--parallel", "2", "--rpc", ",".join(w.address for w in ws),
+                    wait=False)
     driver = None
     try:
-        server.wait_ready()
-        status, cluster = server.get("/v1/cluster")
+        server.wait_ready(300)
+        status, cluster = server.get_json("/v1/cluster")
         assert status == 200, cluster
         assert len(cluster["devices"]) == 3, cluster["devices"]
         assert sum(d["layer_end"] - d["layer_begin"] for d in cluster["devices"]) == cluster["model"]["n_layer"]
 
         driver = make_driver()
-        text = chat_round_trip(driver, server.url, "What is the capital of France?", tmp_path / "chat.png")
+        text = chat_round_trip(driver, server.base, "What is the capital of France?", tmp_path / "chat.png")
         print(f"answer: {text!r}")
-        check_cluster_page(driver, server.url, cluster, tmp_path / "cluster.png")
+        check_cluster_page(driver, server.base, cluster, tmp_path / "cluster.png")
         errors = browser_errors(driver)
         assert not errors, errors
     except Exception:
