@@ -2,6 +2,7 @@
 """Across machines: `shoal bench --rpc` vs llama.cpp's `llama-bench --rpc`.
 
     sudo bench/cluster_bench.py [-m MODEL] [-p 128] [-n 64] [-r 3] [--parts local,veth,delay]
+                                [--time-limit MINUTES] [--no-idle-wait]
 
 Hosts are network namespaces on a private bridge (tests/tools/netns.py): the
 primary in host 0, workers (`shoal worker` / `ggml-rpc-server`) in hosts 1..3,
@@ -14,15 +15,19 @@ hold and -ot keeps the (tied) output head on the primary, as Shoal does.
 
 Each measurement waits until the CPUs are idle and is repeated (at most twice
 more) if another process used over 10 % of a CPU while it ran. Prints markdown
-tables, then every command it ran. Needs root; builds nothing. Every process
+tables, then every command it ran (paths relative to the repository root).
+Needs root; builds nothing (build/shoal and the relay are copied at start, so a
+rebuild meanwhile changes nothing). Bounded: a bench run may take 5 minutes, an idle
+wait 10, and no setting starts after --time-limit minutes. Every process
 and namespace is removed on exit, Ctrl-C included.
 """
 import argparse
 import json
 import os
 import secrets
+import shlex
+import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -38,17 +43,17 @@ RELAY = ROOT / "build" / "shoal_delay_relay"
 LLAMA = Path.home() / ".cache/shoal/llama.cpp-build/bin"
 MODEL = Path.home() / ".cache/shoal/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 PORT, RELAY_PORT = 50052, 50100
-N_LAYER = 30
-# Shoal's plan for SmolLM2 (30 layers): layers on the primary, then per worker.
-SPLITS = {1: [15, 15], 2: [10, 10, 10], 3: [7, 8, 8, 7]}
 DELAYS_MS = [0.05, 0.5, 2.5]  # one way
-BENCH_TIMEOUT_S, IDLE_TIMEOUT_S = 300, 180
+BENCH_TIMEOUT_S, IDLE_TIMEOUT_S = 300, 600
 
-commands = []  # (host, argv) in the order run
+commands = []  # "[host i] command", in the order run
+snapshots = {}  # copy -> original: binaries are copied at start, so a rebuild meanwhile changes nothing
 
 
 def show(host, argv):
-    return f"[host {host}] " + " ".join(str(a).replace(str(Path.home()), "~") for a in argv)
+    short = (snapshots.get(str(a), str(a)).replace(f"{ROOT}/", "").replace(str(Path.home()), "~")
+             for a in argv)
+    return f"[host {host}] " + " ".join(a if a.startswith("~") else shlex.quote(a) for a in short)
 
 
 def cpu_ticks():
@@ -121,10 +126,16 @@ def wait_port(net, host, addr, port, timeout=20):
 class Bench:
     def __init__(self, net, tmp, args):
         self.net, self.tmp, self.args = net, tmp, args
+        self.shoal, self.relay_bin = self.snapshot(SHOAL), self.snapshot(RELAY)
         self.key = tmp / "cluster.key"
         self.key.write_text(secrets.token_hex(32) + "\n")
         self.common = ["-m", args.model, "-t", "1", "-p", args.p, "-n", args.n, "-r", args.r, "-o", "json"]
-        self.n_logs, self.procs = 0, []
+        self.n_logs, self.procs, self.logs = 0, [], []
+
+    def snapshot(self, binary):
+        copy = shutil.copy2(binary, self.tmp / binary.name)
+        snapshots[str(copy)] = str(binary)
+        return copy
 
     def start(self, host, argv, ready):
         """Start a server in `host`; ready = ("line", text) or ("port", addr, port)."""
@@ -133,6 +144,7 @@ class Bench:
         commands.append(show(host, argv))
         p = self.net.popen(host, argv, stdout=log.open("w"), stderr=subprocess.STDOUT)
         self.procs.append(p)
+        self.logs.append(log)
         if ready[0] == "line":
             wait_listening(log, ready[1])
         else:
@@ -145,7 +157,7 @@ class Bench:
         for i in range(1, n + 1):
             a = self.net.addr(i)
             if tool == "shoal":
-                self.start(i, [SHOAL, "worker", "--host", a, "--port", PORT, "-t", "1", "--no-cache",
+                self.start(i, [self.shoal, "worker", "--host", a, "--port", PORT, "-t", "1", "--no-cache",
                                "--key-file", self.key], ("line", "worker listening"))
             else:
                 self.start(i, [LLAMA / "ggml-rpc-server", "-H", a, "-p", PORT, "-t", "1"], ("port", a, PORT))
@@ -154,7 +166,7 @@ class Bench:
 
     def relay(self, target, delay_ms):
         spin = ["--spin-us", "100"] if delay_ms < 0.1 else []
-        self.start(0, [RELAY, "--listen", f"127.0.0.1:{RELAY_PORT}", "--target", target,
+        self.start(0, [self.relay_bin, "--listen", f"127.0.0.1:{RELAY_PORT}", "--target", target,
                        "--delay-ms", delay_ms, *spin], ("line", "listening on"))
         return [f"127.0.0.1:{RELAY_PORT}"]
 
@@ -169,42 +181,45 @@ class Bench:
                 p.kill()
                 p.wait()
         self.procs.clear()
+        self.logs.clear()
 
-    def run(self, tool, n_workers=0, chain=False, delay_ms=None):
+    def run(self, tool, n_workers=0, chain=False, delay_ms=None, layers=None):
         """One measurement: servers up, idle CPUs, bench in host 0, servers down.
-        Returns {"pp": row, "tg": row, "split": text, "note": text}."""
+        layers: llama.cpp's layers per worker (Shoal's plan). Returns {"pp": row,
+        "tg": row, "split": [(device, layers, count)], "note": text}."""
         try:
             eps = self.workers(tool, n_workers)
             if delay_ms is not None:
                 eps = self.relay(eps[0], delay_ms)
             if tool == "shoal":
-                argv = [SHOAL, "bench", *self.common]
+                argv = [self.shoal, "bench", *self.common]
                 if eps:
                     argv += ["--rpc", ",".join(eps), "--key-file", self.key] + (["--chain"] if chain else [])
             else:
                 argv = [LLAMA / "llama-bench", *self.common]
                 if eps:
-                    ts = SPLITS[n_workers][1:]
+                    ts = list(layers)
                     ts[-1] += 1  # the output layer, kept on the primary by -ot
                     argv += ["--rpc", ",".join(eps), "-ngl", sum(ts), "-ts", "/".join(map(str, ts)),
                              "-ot", r"token_embd\.weight=CPU"]
             commands.append(show(0, argv))
             for attempt in range(3):
-                idle = wait_idle()
+                idle = self.args.no_idle_wait or wait_idle()
                 load = open("/proc/loadavg").read().split()[:3]
                 before, t0 = proc_table(), time.time()
                 r = self.net.run(0, argv, timeout=BENCH_TIMEOUT_S)
                 worst = others_max_cpu(before, proc_table(), time.time() - t0)
                 if r.returncode != 0:
-                    raise RuntimeError(f"exit {r.returncode}: {show(0, argv)}\n{r.stderr[-3000:]}")
-                if worst[0] <= 0.10:
+                    servers = "".join(f"\n--- {g.name}:\n{g.read_text(errors='replace')[-2000:]}" for g in self.logs)
+                    raise RuntimeError(f"exit {r.returncode}: {show(0, argv)}\n{r.stderr[-3000:]}{servers}")
+                if worst[0] <= 0.10 or self.args.no_idle_wait:
                     break
-                print(f"  disturbed by {worst[1]} ({worst[0]:.0%} of a CPU), again", file=sys.stderr)
+                print(f"  {tool}: disturbed by {worst[1]} ({worst[0]:.0%} of a CPU)", file=sys.stderr)
             rows = json.loads(r.stdout)
             note = f"load {' '.join(load)}" + ("" if idle else ", CPUs never idle") + \
                 (f", disturbed: {worst[1]} {worst[0]:.0%}" if worst[0] > 0.10 else "")
-            split = " | ".join(l.strip() for l in r.stderr.splitlines()
-                               if l.startswith(("local ", "10.", "127.")) and "CPU" in l)
+            split = [(w[0], w[2], int(w[3].strip("()"))) for w in map(str.split, r.stderr.splitlines())
+                     if len(w) > 3 and w[1] == "CPU" and w[0].startswith(("local", "10.", "127."))]
             return {"pp": next(x for x in rows if x["n_prompt"]), "tg": next(x for x in rows if x["n_gen"]),
                     "split": split, "note": note}
         finally:
@@ -216,15 +231,25 @@ def ts(row):
 
 
 def table(results, test, args):
+    """One markdown table; for generation also the ms per token added to the tool's local run."""
     name = f"pp{args.p}" if test == "pp" else f"tg{args.n}"
+    base, extra = results.get("local"), test == "tg" and "local" in results
     print(f"\n{name} (tokens/s, mean ± stddev of {args.r} runs)\n")
-    print("| setting | shoal t/s | llama.cpp t/s | shoal / llama.cpp | shoal / shoal local | llama.cpp / llama.cpp local |")
-    print("| ------- | --------: | ------------: | ----------------: | ------------------: | --------------------------: |")
-    base = results.get("local")
+    print("| setting | shoal t/s | llama.cpp t/s | shoal / llama.cpp | shoal / shoal local | llama.cpp / llama.cpp local |"
+          + (" shoal +ms/token | llama.cpp +ms/token |" if extra else ""))
+    print("| ------- | --------: | ------------: | ----------------: | ------------------: | --------------------------: |"
+          + (" --------------: | ------------------: |" if extra else ""))
     for label, (s, l) in results.items():
         sv, lv = s[test]["avg_ts"], l[test]["avg_ts"]
-        rel = (f"{sv / base[0][test]['avg_ts']:.2f} | {lv / base[1][test]['avg_ts']:.2f}" if base else "- | -")
-        print(f"| {label} | {ts(s[test])} | {ts(l[test])} | {sv / lv:.2f} | {rel} |")
+        row = f"| {label} | {ts(s[test])} | {ts(l[test])} | {sv / lv:.2f} | "
+        if base:
+            sb, lb = base[0][test]["avg_ts"], base[1][test]["avg_ts"]
+            row += f"{sv / sb:.2f} | {lv / lb:.2f} |"
+            if extra:
+                row += f" {1e3 / sv - 1e3 / sb:+.2f} | {1e3 / lv - 1e3 / lb:+.2f} |"
+        else:
+            row += "- | - |"
+        print(row)
 
 
 def main():
@@ -234,6 +259,8 @@ def main():
     ap.add_argument("-n", type=int, default=64)
     ap.add_argument("-r", type=int, default=3)
     ap.add_argument("--parts", default="local,veth,delay")
+    ap.add_argument("--no-idle-wait", action="store_true", help="a quick check: no idle wait, no repeats")
+    ap.add_argument("--time-limit", type=float, default=120, help="minutes; later settings are skipped")
     args = ap.parse_args()
     for f in (SHOAL, RELAY, LLAMA / "llama-bench", LLAMA / "ggml-rpc-server", Path(args.model)):
         if not f.exists():
@@ -241,35 +268,43 @@ def main():
     parts = args.parts.split(",")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: cleanup below runs
 
-    # label -> (shoal result, llama.cpp result); a Shoal chain row reuses llama.cpp's star row.
-    results = {}
+    # Jobs in order: (label, shoal options, llama.cpp options or the label whose llama.cpp row it shares).
+    jobs = [("local", {}, {})] if "local" in parts else []
+    for n in (1, 2, 3) if "veth" in parts else ():
+        star = f"veth, {n} worker{'s' * (n > 1)}, star"
+        jobs.append((star, {"n_workers": n}, {"n_workers": n}))
+        if n > 1:
+            jobs.append((f"veth, {n} workers, chain (llama.cpp: star)", {"n_workers": n, "chain": True}, star))
+    for d in DELAYS_MS if "delay" in parts else ():
+        jobs.append((f"relay {2 * d:g} ms RTT, 1 worker", {"n_workers": 1, "delay_ms": d},
+                     {"n_workers": 1, "delay_ms": d}))
+
+    head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    built = time.strftime("%Y-%m-%d %H:%M", time.gmtime(SHOAL.stat().st_mtime))
+    results, deadline = {}, time.time() + 60 * args.time_limit  # label -> (shoal, llama.cpp)
     with tempfile.TemporaryDirectory(prefix="cluster-bench-") as tmp, Netns(n_hosts=4) as net:
         b = Bench(net, Path(tmp), args)
-
-        def pair(label, n=0, delay=None):
+        for label, s_opt, l_opt in jobs:
+            if time.time() > deadline:
+                print(f"time limit ({args.time_limit} min) reached: skipping the rest", file=sys.stderr)
+                break
             print(f"{label} ...", file=sys.stderr)
-            results[label] = (b.run("shoal", n, delay_ms=delay), b.run("llama.cpp", n, delay_ms=delay))
-
-        if "local" in parts:
-            pair("local")
-        if "veth" in parts:
-            for n in (1, 2, 3):
-                pair(f"veth, {n} worker{'s' * (n > 1)}, star", n)
-                if n > 1:
-                    print(f"veth, {n} workers, chain ...", file=sys.stderr)
-                    llama = results[f"veth, {n} workers, star"][1]
-                    results[f"veth, {n} workers, chain (llama.cpp: star)"] = (b.run("shoal", n, chain=True), llama)
-        if "delay" in parts:
-            for d in DELAYS_MS:
-                pair(f"relay {2 * d:g} ms RTT, 1 worker", 1, d)
+            s = b.run("shoal", **s_opt)
+            layers = [n for _, _, n in s["split"][1:]]  # Shoal's plan, per worker
+            l = results[l_opt][1] if isinstance(l_opt, str) else b.run("llama.cpp", **l_opt, layers=layers)
+            results[label] = (s, l)
+            print(f"  tg: shoal {ts(s['tg'])}, llama.cpp {ts(l['tg'])}; "
+                  f"pp: shoal {ts(s['pp'])}, llama.cpp {ts(l['pp'])}", file=sys.stderr)
 
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
     print(f"Machine: {cpu}, {os.cpu_count()} CPUs; model {Path(args.model).name}; every process -t 1")
+    print(f"build/shoal built {built} UTC (HEAD then: {head.stdout.strip()}), copied at start")
     for test in ("tg", "pp"):
         table(results, test, args)
-    print("\nSplits (Shoal's plan, printed by shoal bench) and conditions per row:\n")
+    print("\nSplits (Shoal's plan, printed by shoal bench; llama.cpp given the same) and conditions:\n")
     for label, (s, l) in results.items():
-        print(f"- {label}: {s['split'] or 'all local'}; shoal {s['note']}; llama.cpp {l['note']}")
+        split = ", ".join(f"{d} {r}" for d, r, _ in s["split"]) or "all local"
+        print(f"- {label}: {split}; shoal {s['note']}; llama.cpp {l['note']}")
     print("\nCommands, in order (hosts are namespaces shoal-test-<pid>-<i>, 10.77.k.i+1):\n")
     for c in commands:
         print("    " + c)
