@@ -6,7 +6,9 @@
 
 #include "gguf/reader.h"
 #include "model/config.h"
+#include "backend/cpu/cpu_backend.h"
 #include "model/kv_cache.h"
+#include "model/transformer_layer.h"
 #include "model/tensor_names.h"
 
 namespace shoal {
@@ -32,12 +34,10 @@ uint64_t tensor_bytes(const gguf::File& file, TensorKind kind) {
 
 uint64_t primary_scratch_bytes(const ModelConfig& c, int n_seq, int n_batch) {
   const uint64_t f = sizeof(float), batch = std::max(1, n_batch);
-  const uint64_t max_cols = std::max({c.n_embd, c.n_ff, c.q_width()});
-  const uint64_t backend = batch * max_cols * f + 64;                            // CpuBackend activation scratch
+  const uint64_t backend = CpuBackend::scratch_bytes(static_cast<int>(batch), c.max_activation_width());
   const uint64_t pipeline = 2 * batch * c.n_embd * f;                           // hidden + gathered rows
   const uint64_t logits = static_cast<uint64_t>(std::max(1, n_seq)) * c.n_vocab * f;  // one row per decoding sequence
-  const uint64_t layer = batch * f *
-                         (2ull * c.n_embd + 2ull * c.q_width() + 2ull * c.kv_width() + 2ull * c.n_ff);  // LayerScratch
+  const uint64_t layer = LayerScratch::bytes_for(c, static_cast<int>(batch));
   return backend + pipeline + logits + layer;
 }
 

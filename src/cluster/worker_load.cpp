@@ -85,8 +85,8 @@ void WorkerSession::load_stage(const wire::Frame& request) {
 
   // Memory: what --mem lends, less what other stages hold.
   stage->kv_bytes = KvCache::bytes_for(end - begin, n_seq, n_ctx, c.kv_width());
-  const uint64_t scratch = static_cast<uint64_t>(max_tokens) * (4ull * c.n_embd * 3 + 4ull * c.q_width() * 2 +
-                                                                4ull * c.kv_width() * 2 + 8ull * c.n_ff);
+  const uint64_t scratch = LayerScratch::bytes_for(c, max_tokens) +
+                           CpuBackend::scratch_bytes(max_tokens, c.max_activation_width());
   const uint64_t need = stage->weight_bytes + stage->kv_bytes + scratch;
   const uint64_t used = s_.memory_in_use(), lent = s_.device_.free_memory;
   if (need + used > lent)
@@ -171,8 +171,7 @@ void WorkerSession::load_stage(const wire::Frame& request) {
     return it == refs.end() ? nullptr : &it->second;
   };
   stage->weights = bind_weights(lookup, "LOAD_STAGE", c, range);
-  const int64_t max_cols = std::max({c.n_embd, c.n_ff, c.q_width()});
-  stage->backend = std::make_unique<CpuBackend>(*s_.pool_, max_tokens, max_cols);
+  stage->backend = std::make_unique<CpuBackend>(*s_.pool_, max_tokens, c.max_activation_width());
   stage->stage = std::make_unique<LocalStage>(*stage->backend, stage->config, stage->weights, begin, end, n_seq,
                                               n_ctx, max_tokens);
   {

@@ -25,8 +25,7 @@ Engine::Engine(const EngineOptions& options, const StageBuilder& build_stages) :
   if (options.n_seq < 1 || options.n_seq > 256) fail("{} parallel sequences is out of range 1..256", options.n_seq);
   n_batch_ = std::clamp(options.n_batch, 1, 4096);
   pool_ = std::make_unique<ThreadPool>(options.threads > 0 ? options.threads : ThreadPool::default_threads());
-  const int64_t max_cols = std::max({config_.n_embd, config_.n_ff, config_.q_width()});
-  backend_ = std::make_unique<CpuBackend>(*pool_, n_batch_, max_cols);
+  backend_ = std::make_unique<CpuBackend>(*pool_, n_batch_, config_.max_activation_width());
 
   std::vector<std::unique_ptr<Stage>> stages;
   if (build_stages)

@@ -2,6 +2,7 @@
 // Hyperparameters of a model, read from GGUF metadata. Architectures differ
 // only in the data here (rope style, biases, tied output), never in copied
 // layer code.
+#include <algorithm>
 #include <string>
 
 namespace shoal {
@@ -34,6 +35,8 @@ struct ModelConfig {
 
   int q_width() const { return n_head * head_dim; }
   int kv_width() const { return n_head_kv * head_dim; }
+  // The widest activation row a matmul reads (sizes the activation scratch).
+  int max_activation_width() const { return std::max({n_embd, n_ff, q_width()}); }
 
   // Reads and checks the hyperparameters; refuses an unsupported
   // architecture by name.

@@ -16,6 +16,11 @@ LayerScratch::LayerScratch(const ModelConfig& c, int max_tokens) {
   proj = alloc(c.n_embd);
 }
 
+uint64_t LayerScratch::bytes_for(const ModelConfig& c, int max_tokens) {
+  const uint64_t widths = 2ull * c.n_embd + 2ull * c.q_width() + 2ull * c.kv_width() + 2ull * c.n_ff;
+  return static_cast<uint64_t>(max_tokens) * widths * sizeof(float);
+}
+
 void forward_layer(Backend& be, const ModelConfig& c, const LayerWeights& w, const Matrix& rope_freqs, KvCache& kv,
                    int kv_layer, const Batch& batch, float* x, LayerScratch& s) {
   const int n = batch.size();

@@ -14,6 +14,8 @@ namespace shoal {
 // Activation buffers for one batch, sized once for the largest batch.
 struct LayerScratch {
   LayerScratch(const ModelConfig& c, int max_tokens);
+  // What the constructor allocates, for memory planning.
+  static uint64_t bytes_for(const ModelConfig& c, int max_tokens);
   std::unique_ptr<float[]> norm;      // [max_tokens][n_embd]
   std::unique_ptr<float[]> q, attn;   // [max_tokens][q_width]
   std::unique_ptr<float[]> k, v;      // [max_tokens][kv_width]

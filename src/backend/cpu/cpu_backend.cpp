@@ -13,8 +13,12 @@ namespace shoal {
 
 CpuBackend::CpuBackend(ThreadPool& pool, int max_tokens, int64_t max_cols)
     : pool_(pool), max_tokens_(max_tokens), max_cols_(max_cols) {
+  activation_scratch_.resize(scratch_bytes(max_tokens, max_cols));
+}
+
+size_t CpuBackend::scratch_bytes(int max_tokens, int64_t max_cols) {
   // Worst case is f32 activations (4 bytes a value); quantized forms are smaller.
-  activation_scratch_.resize(static_cast<size_t>(max_tokens) * static_cast<size_t>(max_cols) * sizeof(float) + 64);
+  return static_cast<size_t>(max_tokens) * static_cast<size_t>(max_cols) * sizeof(float) + 64;
 }
 
 void CpuBackend::matmul(const Matrix& w, const float* x, float* y, int n_tokens) {

@@ -13,6 +13,8 @@ class CpuBackend : public Backend {
  public:
   // max_tokens and max_cols size the activation scratch once, up front.
   CpuBackend(ThreadPool& pool, int max_tokens, int64_t max_cols);
+  // What the constructor allocates, for memory planning.
+  static size_t scratch_bytes(int max_tokens, int64_t max_cols);
 
   std::string name() const override { return "CPU"; }
   void matmul(const Matrix& w, const float* x, float* y, int n_tokens) override;
