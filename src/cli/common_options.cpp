@@ -1,6 +1,6 @@
 #include "cli/common_options.h"
 
-#include "cluster/handshake.h"
+#include "cluster/wire/handshake.h"
 #include "util/error.h"
 
 namespace shoal::cli {
@@ -22,9 +22,17 @@ void add_cluster_options(CLI::App& cmd, CommonOptions& o) {
   cmd.add_option("--tensor-split,--ts", o.cluster.tensor_split,
                  "layer proportions per device, local first then --rpc order (e.g. 3,1)")
       ->delimiter(',');
+  cmd.add_option("--worker-timeout", o.worker_timeout_s,
+                 "seconds of silence after which a worker counts as lost (it is re-planned around)")
+      ->capture_default_str();
+  cmd.add_option("--mem", o.local_mem, "memory the primary's own CPU may hold, e.g. 8G (0: what is free)")
+      ->capture_default_str();
 }
 
 StageBuilder stage_builder(CommonOptions& o) {
+  if (o.worker_timeout_s < 0.1 || o.worker_timeout_s > 3600) fail("--worker-timeout {} is out of range 0.1..3600", o.worker_timeout_s);
+  o.cluster.timeout_ms = static_cast<int>(o.worker_timeout_s * 1000);
+  o.cluster.local_mem = parse_size(o.local_mem);
   if (o.cluster.workers.empty() && o.cluster.tensor_split.empty()) return {};
   o.cluster.key = wire::load_cluster_key(o.key_file);
   return cluster_stage_builder(o.cluster);

@@ -3,7 +3,7 @@
 #include <memory>
 
 #include "cli/commands.h"
-#include "cluster/cluster_stages.h"
+#include "cluster/primary/cluster_stages.h"
 #include "engine/engine.h"
 #include "engine/sampler.h"
 
@@ -14,12 +14,15 @@ struct CommonOptions {
   SamplingParams sampling;
   ClusterOptions cluster;
   std::string key_file;
+  double worker_timeout_s = 5.0;
+  std::string local_mem = "0";
   int verbosity = 0;
 };
 
 // -m, -t, -c, -b, -v
 void add_engine_options(CLI::App& cmd, CommonOptions& o);
-// --rpc/--workers, --key-file, --chain, --wire-dtype, --tensor-split
+// --rpc/--workers, --key-file, --chain, --wire-dtype, --tensor-split,
+// --worker-timeout, --mem
 void add_cluster_options(CLI::App& cmd, CommonOptions& o);
 // The stage builder the options ask for: every layer local without --rpc.
 StageBuilder stage_builder(CommonOptions& o);

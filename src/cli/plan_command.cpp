@@ -3,7 +3,7 @@
 #include <cstdio>
 
 #include "cli/common_options.h"
-#include "cluster/handshake.h"
+#include "cluster/wire/handshake.h"
 #include "gguf/reader.h"
 #include "util/log.h"
 

@@ -113,6 +113,10 @@ int serve(ServeOptions& o) {
       auto t0 = std::chrono::steady_clock::now();
       engine = std::make_unique<Engine>(o.common.engine, builder);
       scheduler = std::make_unique<Scheduler>(*engine);
+      scheduler->set_cluster_observer([&state](const ClusterEvent& e) {
+        if (e.available) state.set_ready();
+        else state.set_unavailable(e.reason);
+      });
       http.attach(*engine, *scheduler);
       state.set_ready();
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

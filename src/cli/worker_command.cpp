@@ -4,8 +4,8 @@
 #include <cstdlib>
 
 #include "cli/common_options.h"
-#include "cluster/handshake.h"
-#include "cluster/worker_server.h"
+#include "cluster/wire/handshake.h"
+#include "cluster/worker/worker_server.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -19,6 +19,7 @@ struct WorkerCliOptions {
   std::string key_file;
   bool insecure = false;
   bool no_cache = false;
+  double timeout_s = 5.0;
   int verbosity = 1;
 };
 
@@ -40,6 +41,8 @@ int run_worker(WorkerCliOptions& o) {
          "--key-file (or set SHOAL_CLUSTER_KEY), or --insecure if the network is trusted",
          w.host);
   w.mem_limit = parse_size(o.mem);
+  if (o.timeout_s < 0.1 || o.timeout_s > 3600) fail("--worker-timeout {} is out of range 0.1..3600", o.timeout_s);
+  w.timeout_ms = static_cast<int>(o.timeout_s * 1000);
   if (o.no_cache) {
     w.cache_dir.clear();
   } else if (w.cache_dir.empty()) {
@@ -76,6 +79,11 @@ Command add_worker_command(CLI::App& app) {
   cmd->add_flag("--no-cache", o->no_cache, "keep no weights on disk");
   cmd->add_option("--models-dir", o->worker.models_dir, "GGUF files this machine already has");
   cmd->add_option("-t,--threads", o->worker.threads, "threads (default: physical cores)");
+  cmd->add_option("--worker-timeout", o->timeout_s,
+                  "seconds of silence after which the primary counts as gone (its stages are freed)")
+      ->capture_default_str();
+  cmd->add_option("--max-connections", o->worker.max_sessions, "authenticated connections at once")
+      ->capture_default_str();
   cmd->add_flag("--insecure", o->insecure, "allow a non-loopback address without a cluster key");
   cmd->add_flag("-v,--verbose", o->verbosity, "more log output");
   return [o] { return run_worker(*o); };

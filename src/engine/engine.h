@@ -8,6 +8,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "engine/pipeline.h"
+#include "engine/stage_supervisor.h"
 #include "gguf/reader.h"
 #include "model/config.h"
 #include "model/weights.h"
@@ -51,6 +52,9 @@ class Engine {
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   const ChatTemplate& chat_template() const { return chat_template_; }
   Pipeline& pipeline() { return *pipeline_; }
+  // The cluster's supervisor, if the stages have one (set by the builder).
+  void set_supervisor(std::shared_ptr<StageSupervisor> s) { supervisor_ = std::move(s); }
+  StageSupervisor* supervisor() const { return supervisor_.get(); }
   int n_ctx() const { return n_ctx_; }
   int n_batch() const { return n_batch_; }
   int threads() const { return pool_->size(); }
@@ -67,6 +71,7 @@ class Engine {
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<CpuBackend> backend_;
   std::unique_ptr<Pipeline> pipeline_;
+  std::shared_ptr<StageSupervisor> supervisor_;
 };
 
 }  // namespace shoal

@@ -7,17 +7,24 @@
 
 namespace shoal {
 
-Pipeline::Pipeline(const ModelConfig& config, const ModelWeights& weights, Backend& head_backend,
-                   std::vector<std::unique_ptr<Stage>> stages, int max_tokens)
-    : config_(config), weights_(weights), head_(head_backend), stages_(std::move(stages)), max_tokens_(max_tokens) {
+namespace {
+void check_coverage(const std::vector<std::unique_ptr<Stage>>& stages, int n_layer) {
   int next = 0;
-  for (const auto& s : stages_) {
+  for (const auto& s : stages) {
     if (s->layer_begin() != next) fail("internal: stages do not cover the layers contiguously at layer {}", next);
     next = s->layer_end();
   }
-  if (next != config.n_layer) fail("internal: stages cover {} of {} layers", next, config.n_layer);
+  if (next != n_layer) fail("internal: stages cover {} of {} layers", next, n_layer);
+}
+}  // namespace
+
+Pipeline::Pipeline(const ModelConfig& config, const ModelWeights& weights, Backend& head_backend,
+                   std::vector<std::unique_ptr<Stage>> stages, int max_tokens)
+    : config_(config), weights_(weights), head_(head_backend), stages_(std::move(stages)), max_tokens_(max_tokens) {
+  check_coverage(stages_, config.n_layer);
   hidden_.resize(static_cast<size_t>(max_tokens) * config.n_embd);
-  stage_seconds_ = std::make_unique<std::atomic<double>[]>(stages_.size());
+  stage_seconds_ = std::make_unique<std::atomic<double>[]>(kMaxStages);
+  if (stages_.size() > kMaxStages) fail("internal: more than {} stages", kMaxStages);
   gathered_.resize(static_cast<size_t>(max_tokens) * config.n_embd);
   logits_.resize(static_cast<size_t>(config.n_vocab));
 }
@@ -50,7 +57,25 @@ const float* Pipeline::forward(const Batch& batch) {
   return logits_.data();
 }
 
+void Pipeline::replace_stages(std::vector<std::unique_ptr<Stage>> stages) {
+  check_coverage(stages, config_.n_layer);
+  if (stages.size() > kMaxStages) fail("internal: more than {} stages", kMaxStages);
+  std::lock_guard<std::mutex> lock(stages_mutex_);
+  stages_ = std::move(stages);
+  for (size_t i = 0; i < kMaxStages; ++i) stage_seconds_[i].store(0.0, std::memory_order_relaxed);
+}
+
+std::vector<StageSnapshot> Pipeline::snapshot() const {
+  std::lock_guard<std::mutex> lock(stages_mutex_);
+  std::vector<StageSnapshot> out;
+  for (size_t i = 0; i < stages_.size(); ++i)
+    out.push_back({stages_[i]->layer_begin(), stages_[i]->layer_end(), stages_[i]->devices(),
+                   stage_seconds_[i].load(std::memory_order_relaxed)});
+  return out;
+}
+
 std::vector<double> Pipeline::stage_seconds() const {
+  std::lock_guard<std::mutex> lock(stages_mutex_);
   std::vector<double> out(stages_.size());
   for (size_t i = 0; i < out.size(); ++i) out[i] = stage_seconds_[i].load(std::memory_order_relaxed);
   return out;

@@ -3,6 +3,7 @@
 // The primary owns the embedding and the head; stages own their layers.
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "backend/backend.h"
@@ -12,8 +13,18 @@
 
 namespace shoal {
 
+// A stage as the monitoring side sees it, copied under the pipeline's lock.
+struct StageSnapshot {
+  int layer_begin = 0;
+  int layer_end = 0;
+  std::vector<StageDevice> devices;
+  double seconds = 0.0;  // in this stage's forward since it was built
+};
+
 class Pipeline {
  public:
+  static constexpr size_t kMaxStages = 64;
+
   Pipeline(const ModelConfig& config, const ModelWeights& weights, Backend& head_backend,
            std::vector<std::unique_ptr<Stage>> stages, int max_tokens);
 
@@ -22,6 +33,9 @@ class Pipeline {
   // until the next call.
   const float* forward(const Batch& batch);
 
+  // A new set of stages (after a re-plan); the old ones are destroyed.
+  void replace_stages(std::vector<std::unique_ptr<Stage>> stages);
+
   void truncate_sequence(int seq, int n_pos);
   void copy_sequence(int src, int dst, int n_pos);
 
@@ -29,7 +43,10 @@ class Pipeline {
   // Seconds spent in each stage's forward since the start (for /metrics);
   // safe to call from any thread.
   std::vector<double> stage_seconds() const;
+  // Any thread: the stages and their time, consistent with each other.
+  std::vector<StageSnapshot> snapshot() const;
   const ModelConfig& config() const { return config_; }
+  // Engine thread only (the stages change when the cluster re-plans).
   const std::vector<std::unique_ptr<Stage>>& stages() const { return stages_; }
 
  private:
@@ -42,6 +59,7 @@ class Pipeline {
   std::vector<float> gathered_; // rows that need logits, normed
   std::vector<float> logits_;   // [rows with logits][n_vocab]
   std::unique_ptr<std::atomic<double>[]> stage_seconds_;  // written by the engine thread only
+  mutable std::mutex stages_mutex_;  // replace_stages vs readers on other threads
 };
 
 }  // namespace shoal

@@ -83,10 +83,12 @@ Scheduler::Scheduler(Engine& engine) : engine_(engine) {
   cancel_now_.reserve(64);
   done_now_.reserve(16);
   stats_.slots = n;
+  if (StageSupervisor* sup = engine.supervisor()) sup->set_wake([this] { request_rebuild(); });
   thread_ = std::thread([this] { loop(); });
 }
 
 Scheduler::~Scheduler() {
+  if (StageSupervisor* sup = engine_.supervisor()) sup->set_wake(nullptr);
   {
     std::lock_guard lock(mutex_);
     stop_ = true;
@@ -135,6 +137,14 @@ void Scheduler::cancel(uint64_t id) {
   wake_.notify_one();
 }
 
+void Scheduler::request_rebuild() {
+  {
+    std::lock_guard lock(mutex_);
+    rebuild_requested_ = true;
+  }
+  wake_.notify_one();
+}
+
 SchedulerStats Scheduler::stats() const {
   std::lock_guard lock(mutex_);
   return stats_;
@@ -146,9 +156,16 @@ void Scheduler::loop() {
       std::unique_lock lock(mutex_);
       // Sleep only when there is nothing to run or to answer.
       wake_.wait(lock, [&] {
-        return stop_ || stats_.active > 0 || !queue_.empty() || !cancelled_.empty() || !rejected_.empty();
+        return stop_ || stats_.active > 0 || !queue_.empty() || !cancelled_.empty() || !rejected_.empty() ||
+               rebuild_requested_;
       });
       if (stop_) break;
+      if (rebuild_requested_) {
+        rebuild_requested_ = false;
+        lock.unlock();
+        rebuild(nullptr);
+        continue;
+      }
       for (auto& q : rejected_) done_now_.push_back(std::move(q));
       rejected_.clear();
       cancel_now_.swap(cancelled_);
@@ -164,6 +181,13 @@ void Scheduler::loop() {
         // Anything else already finished: nothing to do.
       }
       cancel_now_.clear();
+      // While the cluster cannot hold the model, nothing waits for it.
+      while (!unavailable_.empty() && !queue_.empty()) {
+        queue_.front().error = unavailable_;
+        queue_.front().unavailable = true;
+        done_now_.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
       // Admission is first come, first served; each takes the free slot
       // whose KV shares the most with its prompt.
       while (!queue_.empty() && stats_.active < stats_.slots) {
@@ -172,7 +196,7 @@ void Scheduler::loop() {
       }
       stats_.queued = static_cast<int>(queue_.size());
     }
-    for (auto& q : done_now_) finish_unstarted(q, q.error.empty() ? "cancelled" : "error");
+    for (auto& q : done_now_) finish_unstarted(q, q.error.empty() ? "cancelled" : q.unavailable ? "unavailable" : "error");
     done_now_.clear();
     for (auto& s : slots_) {
       if (!s->active) continue;
@@ -199,7 +223,7 @@ void Scheduler::loop() {
   }
   for (auto& s : slots_)
     if (s->active) finish(*s, "cancelled");
-  for (auto& q : done_now_) finish_unstarted(q, q.error.empty() ? "cancelled" : "error");
+  for (auto& q : done_now_) finish_unstarted(q, q.error.empty() ? "cancelled" : q.unavailable ? "unavailable" : "error");
   done_now_.clear();
 }
 
@@ -294,9 +318,15 @@ void Scheduler::step() {
     logits = pipeline.forward(batch_);
     busy = seconds_between(t0, Clock::now());
   } catch (const std::exception& e) {
-    // A stage failed (e.g. a worker died): nobody's KV can be trusted, but
-    // the thread lives on to serve the next requests.
     spdlog::error("scheduler: forward failed: {}", e.what());
+    // A cluster rebuilds its stages and this step runs again at the next
+    // turn of the loop, the same bits as if nothing had happened.
+    if (engine_.supervisor()) {
+      rebuild(std::current_exception());
+      return;
+    }
+    // Nobody's KV can be trusted, but the thread lives on to serve the
+    // next requests.
     fail_active(e.what());
     return;
   }
@@ -398,9 +428,90 @@ void Scheduler::finish_unstarted(Queued& q, const char* reason) {
   call_on_done(q.request, r);
 }
 
-void Scheduler::fail_active(const std::string& message) {
+bool Scheduler::rebuild(std::exception_ptr cause) {
+  StageSupervisor* sup = engine_.supervisor();
+  if (!sup) return true;
+  const auto t0 = Clock::now();
+  std::string reason;
+  // A worker may be lost during the replay too: then again, a few times.
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    try {
+      std::vector<std::unique_ptr<Stage>> stages;
+      if (cause) {
+        try {
+          std::rethrow_exception(cause);
+        } catch (const std::exception& e) {
+          stages = sup->rebuild(engine_, &e);
+        }
+      } else {
+        stages = sup->rebuild(engine_, nullptr);
+      }
+      engine_.pipeline().replace_stages(std::move(stages));
+    } catch (const std::exception& e) {
+      reason = e.what();
+      break;
+    }
+    try {
+      ClusterEvent event;
+      replay(event.replayed_tokens);
+      event.rebuild_seconds = seconds_between(t0, Clock::now());
+      {
+        std::lock_guard lock(mutex_);
+        unavailable_.clear();
+        ++stats_.rebuilds;
+        stats_.last_rebuild_seconds = event.rebuild_seconds;
+      }
+      spdlog::warn("scheduler: stages rebuilt, {} tokens replayed, {:.2f} s", event.replayed_tokens,
+                   event.rebuild_seconds);
+      if (observer_) guarded("observer", [&] {
+          observer_(event);
+          return true;
+        });
+      return true;
+    } catch (...) {
+      cause = std::current_exception();
+    }
+  }
+  if (reason.empty()) reason = "the cluster kept failing while it was rebuilt";
+  spdlog::error("scheduler: the model cannot be served now: {}", reason);
+  {
+    std::lock_guard lock(mutex_);
+    unavailable_ = reason;
+  }
+  fail_active(reason, "unavailable");
+  if (observer_) guarded("observer", [&] {
+      observer_(ClusterEvent{false, reason, seconds_between(t0, Clock::now()), 0});
+      return true;
+    });
+  return false;
+}
+
+void Scheduler::replay(int& tokens) {
+  // Each active sequence's KV, rebuilt from the tokens it held, chunk by
+  // chunk: the same bits as before (batch composition never changes them).
+  Pipeline& pipeline = engine_.pipeline();
+  tokens = 0;
+  for (auto& sp : slots_) {
+    Slot& s = *sp;
+    s.truncate = false;  // the new stages hold nothing
+    if (!s.active) {
+      s.cached.clear();
+      continue;
+    }
+    for (size_t at = 0; at < s.cached.size();) {
+      const size_t take = std::min(s.cached.size() - at, static_cast<size_t>(pipeline.max_tokens()));
+      batch_.clear();
+      for (size_t j = 0; j < take; ++j) batch_.add(s.cached[at + j], static_cast<int>(at + j), s.seq, false);
+      pipeline.forward(batch_);
+      at += take;
+      tokens += static_cast<int>(take);
+    }
+  }
+}
+
+void Scheduler::fail_active(const std::string& message, const char* reason) {
   for (auto& s : slots_) {
-    if (s->active) finish(*s, "error", message);
+    if (s->active) finish(*s, reason, message);
     // What the stages hold is unknown now: the next request prefills from
     // scratch (admission truncates to the reused prefix, here none).
     s->cached.clear();

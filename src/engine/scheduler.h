@@ -18,6 +18,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -34,8 +35,8 @@ namespace shoal {
 
 struct RequestResult {
   std::vector<TokenId> tokens;  // generated, end token excluded
-  std::string finish_reason;    // "stop", "length", "cancelled" or "error"
-  std::string error;            // when finish_reason == "error"
+  std::string finish_reason;    // "stop", "length", "cancelled", "error" or "unavailable"
+  std::string error;            // when finish_reason is "error" or "unavailable" (the cluster cannot hold the model)
   int n_prompt = 0;
   int n_reused = 0;             // prompt tokens whose KV the slot already held
   double queue_seconds = 0.0;
@@ -55,6 +56,15 @@ struct Request {
   std::function<void(const RequestResult&)> on_done;
 };
 
+// The stages were rebuilt (a re-plan after a loss or a rejoin) or could not
+// be: what the server shows as ready or degraded.
+struct ClusterEvent {
+  bool available = true;
+  std::string reason;           // why unavailable
+  double rebuild_seconds = 0;   // new stages planned, loaded and every active sequence replayed
+  int replayed_tokens = 0;
+};
+
 struct SchedulerStats {
   int slots = 0;
   int active = 0;
@@ -63,6 +73,8 @@ struct SchedulerStats {
   uint64_t tokens_in = 0;     // prompt tokens processed (reused ones excluded)
   uint64_t tokens_out = 0;    // tokens generated
   double busy_seconds = 0.0;  // time inside forward passes
+  uint64_t rebuilds = 0;      // stage sets rebuilt after a loss or a rejoin
+  double last_rebuild_seconds = 0.0;  // detection to carrying on: re-plan, load, replay
 };
 
 class Scheduler {
@@ -77,6 +89,11 @@ class Scheduler {
   // Thread-safe; the request ends with "cancelled" at the next step.
   void cancel(uint64_t id);
   SchedulerStats stats() const;
+  // Thread-safe: rebuild the stages between steps (the supervisor's wake:
+  // a lost worker answers again, an idle link went silent).
+  void request_rebuild();
+  // Engine thread, after each rebuild; set before the first request.
+  void set_cluster_observer(std::function<void(const ClusterEvent&)> observer) { observer_ = std::move(observer); }
 
  private:
   struct Slot;
@@ -85,13 +102,20 @@ class Scheduler {
     Request request;
     std::chrono::steady_clock::time_point submitted;
     std::string error;  // set: rejected at submit, finished with "error"
+    bool unavailable = false;  // rejected because the cluster cannot hold the model now
   };
   void loop();
   void admit(Queued& q);                // into the best free slot (mutex_ held)
   void step();                          // one forward for every active slot
   void finish(Slot& slot, const char* reason, const std::string& error = {});
   void finish_unstarted(Queued& q, const char* reason);
-  void fail_active(const std::string& message);
+  void fail_active(const std::string& message, const char* reason = "error");
+  // A stage failed (cause) or the cluster changed (null): new stages from
+  // the supervisor, every active sequence's tokens replayed into them, and
+  // the step goes on as if nothing happened. False: the cluster cannot hold
+  // the model now (active requests end "unavailable").
+  bool rebuild(std::exception_ptr cause);
+  void replay(int& tokens);
 
   Engine& engine_;
   std::vector<std::unique_ptr<Slot>> slots_;
@@ -102,6 +126,9 @@ class Scheduler {
   std::vector<Queued> rejected_;  // to finish on the engine thread
   uint64_t next_id_ = 1;
   bool stop_ = false;
+  bool rebuild_requested_ = false;
+  std::string unavailable_;  // non-empty: requests are refused with it
+  std::function<void(const ClusterEvent&)> observer_;
   SchedulerStats stats_;
   // Engine-thread only: reused every step so steady state does not allocate.
   Batch batch_;

@@ -51,6 +51,12 @@ ApiError engine_error(const RequestResult& r) {
   return ApiError(500, "The engine failed while generating: " + r.error, "server_error", "", "engine_error");
 }
 
+// The cluster lost what it needs to hold the model; the server stays up and
+// heals when workers come back.
+ApiError unavailable(const std::string& reason) {
+  return ApiError(503, "The cluster cannot run the model now: " + reason, "server_error", "", "cluster_unavailable");
+}
+
 ApiError shutting_down() {
   return ApiError(503, "The server is shutting down.", "server_error", "", "shutting_down");
 }
@@ -66,6 +72,7 @@ void send_whole(ServingContext& ctx, httplib::Response& res, const std::shared_p
   std::string text = channel->wait_all();
   ctx.in_flight.remove(id);
   const RequestResult r = channel->result();
+  if (r.finish_reason == "unavailable") throw unavailable(r.error);
   if (r.finish_reason == "error") throw engine_error(r);
   if (r.finish_reason == "cancelled") throw shutting_down();
   res.status = 200;
@@ -116,7 +123,9 @@ void send_stream(ServingContext& ctx, httplib::Response& res, std::shared_ptr<Re
 
     const RequestResult r = st->channel->result();
     // Headers are out with 200; OpenAI's clients raise on an "error" event.
-    if (r.finish_reason == "error") {
+    if (r.finish_reason == "unavailable") {
+      write(sse_event(error_body(unavailable(r.error))));
+    } else if (r.finish_reason == "error") {
       write(sse_event(error_body(engine_error(r))));
     } else if (r.finish_reason == "cancelled") {
       write(sse_event(error_body(shutting_down())));  // the server is stopping
@@ -144,6 +153,10 @@ void send_stream(ServingContext& ctx, httplib::Response& res, std::shared_ptr<Re
 
 void handle_generation(ServingContext& ctx, const httplib::Request& req, httplib::Response& res, bool chat) {
   Engine& engine = *ctx.engine.load();
+  if (engine.supervisor()) {
+    const ServerStatus status = ctx.state.status();
+    if (status.phase == Phase::Degraded) throw unavailable(status.reason);
+  }
   const json body = parse_json_body(req.body);
   GenerationRequest g = chat ? parse_chat_request(body, ctx.options.defaults)
                              : parse_completion_request(body, ctx.options.defaults);

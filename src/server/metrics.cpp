@@ -138,27 +138,38 @@ std::string Metrics::prometheus(const ClusterView& view) const {
   out += fmt::format("shoal_busy_seconds_total {:.6f}\n", stats.busy_seconds);
 
   if (!view.engine) return out;
-  Pipeline& pipeline = view.engine->pipeline();
-  const auto& stages = pipeline.stages();
-  // Written by the engine thread after each stage's forward; a read here may
-  // see the previous step's value, which a monitoring scrape tolerates.
-  const std::vector<double>& seconds = pipeline.stage_seconds();
+  // Seconds are written by the engine thread after each stage's forward; a
+  // read here may see the previous step's value, which a scrape tolerates.
+  const std::vector<StageSnapshot> stages = view.engine->pipeline().snapshot();
   metric(out, "shoal_stage_seconds_total", "counter", "seconds spent in each stage's forward (device, layers)");
-  for (size_t i = 0; i < stages.size(); ++i)
+  for (const StageSnapshot& st : stages)
     out += fmt::format("shoal_stage_seconds_total{{device=\"{}\",layers=\"{}-{}\"}} {:.6f}\n",
-                       label(stage_label(stages[i]->devices())), stages[i]->layer_begin(),
-                       stages[i]->layer_end() - 1, i < seconds.size() ? seconds[i] : 0.0);
+                       label(stage_label(st.devices)), st.layer_begin, st.layer_end - 1, st.seconds);
   metric(out, "shoal_link_rtt_ms", "gauge", "round trip from the primary to each worker, measured at connect");
   for (const auto& stage : stages)
-    for (const StageDevice& d : stage->devices())
+    for (const StageDevice& d : stage.devices)
       if (d.remote) out += fmt::format("shoal_link_rtt_ms{{device=\"{}\"}} {:.3f}\n", label(d.address), d.rtt_ms);
   metric(out, "shoal_device_weight_bytes", "gauge", "layer weights held by each device");
   for (const auto& stage : stages)
-    for (const StageDevice& d : stage->devices())
+    for (const StageDevice& d : stage.devices)
       out += fmt::format("shoal_device_weight_bytes{{device=\"{}\"}} {}\n", label(d.address), d.weight_bytes);
+  if (StageSupervisor* sup = view.engine->supervisor()) {
+    const SupervisorStatus ss = sup->status();
+    metric(out, "shoal_worker_up", "gauge", "1 while a worker is connected (active, idle or rejoining), 0 while lost");
+    for (const MemberStatus& m : ss.members)
+      out += fmt::format("shoal_worker_up{{device=\"{}\"}} {}\n", label(m.address), m.state == "lost" ? 0 : 1);
+    metric(out, "shoal_worker_losses_total", "counter", "times each worker was lost");
+    for (const MemberStatus& m : ss.members)
+      out += fmt::format("shoal_worker_losses_total{{device=\"{}\"}} {}\n", label(m.address), m.losses);
+    metric(out, "shoal_replans_total", "counter", "stage sets rebuilt after a loss or a rejoin");
+    out += fmt::format("shoal_replans_total {}\n", stats.rebuilds);
+    metric(out, "shoal_last_recovery_seconds", "gauge",
+           "the last rebuild, from noticing the change to carrying on (re-plan, load, KV replay)");
+    out += fmt::format("shoal_last_recovery_seconds {:.3f}\n", stats.last_rebuild_seconds);
+  }
   metric(out, "shoal_device_kv_bytes", "gauge", "KV cache held by each device");
   for (const auto& stage : stages)
-    for (const StageDevice& d : stage->devices())
+    for (const StageDevice& d : stage.devices)
       out += fmt::format("shoal_device_kv_bytes{{device=\"{}\"}} {}\n", label(d.address), d.kv_bytes);
   return out;
 }
@@ -178,23 +189,22 @@ json Metrics::cluster(const ClusterView& view) const {
     model["n_vocab"] = c.n_vocab;
     model["chat_template"] = engine.chat_template().name();
     model["note"] = "the embedding and the output head run on the primary (local)";
-    const auto& stages = engine.pipeline().stages();
-    const std::vector<double>& seconds = engine.pipeline().stage_seconds();
+    const std::vector<StageSnapshot> stages = engine.pipeline().snapshot();
     // Degraded: the device the reason names ("connection closed by HOST:PORT")
     // is the one at fault; with none named, all of them are suspect.
     bool named = false;
     for (const auto& stage : stages)
-      for (const StageDevice& d : stage->devices())
+      for (const StageDevice& d : stage.devices)
         named = named || (d.remote && view.status.reason.find(d.address) != std::string::npos);
     for (size_t i = 0; i < stages.size(); ++i) {
-      for (const StageDevice& d : stages[i]->devices()) {
+      for (const StageDevice& d : stages[i].devices) {
         const char* device_state = state;
         if (view.status.phase == Phase::Degraded && named && view.status.reason.find(d.address) == std::string::npos)
           device_state = phase_name(Phase::Ready);
         devices.push_back({{"address", d.address}, {"backend", d.backend}, {"layer_begin", d.layer_begin},
                            {"layer_end", d.layer_end}, {"weight_bytes", d.weight_bytes}, {"kv_bytes", d.kv_bytes},
                            {"free_bytes", d.free_after}, {"rtt_ms", d.rtt_ms}, {"remote", d.remote},
-                           {"state", device_state}, {"stage_seconds", i < seconds.size() ? seconds[i] : 0.0}});
+                           {"state", device_state}, {"stage_seconds", stages[i].seconds}});
       }
     }
   } else {
@@ -210,8 +220,20 @@ json Metrics::cluster(const ClusterView& view) const {
   json throughput = {{"tokens_in", stats.tokens_in}, {"tokens_out", stats.tokens_out}, {"requests", stats.requests},
                      {"active", stats.active}, {"queued", stats.queued}, {"slots", stats.slots},
                      {"gen_tok_s", generation_tokens_per_second()}};
+  json members = nullptr;
+  if (view.engine && view.engine->supervisor()) {
+    const SupervisorStatus ss = view.engine->supervisor()->status();
+    members = json::array();
+    for (const MemberStatus& m : ss.members)
+      members.push_back({{"address", m.address}, {"state", m.state}, {"losses", m.losses},
+                         {"last_error", m.last_error.empty() ? json(nullptr) : json(m.last_error)}});
+    throughput["replans"] = ss.replans;
+    throughput["last_loss_unix"] = ss.last_loss_unix;
+    throughput["last_recovery_seconds"] = stats.last_rebuild_seconds;
+  }
   return {{"model", std::move(model)},
           {"state", state},
+          {"workers", std::move(members)},
           {"reason", view.status.reason.empty() ? json(nullptr) : json(view.status.reason)},
           {"progress", progress_json(view.status.progress)},
           {"devices", std::move(devices)},

@@ -72,6 +72,15 @@ class ServerState {
     status_.progress.reset();
   }
 
+  // The cluster cannot hold the model now (or can again: set_ready). Unlike
+  // set_degraded, the newest reason is the one that holds.
+  void set_unavailable(const std::string& reason) {
+    std::lock_guard lock(mutex_);
+    status_.phase = Phase::Degraded;
+    status_.reason = reason;
+    status_.progress.reset();
+  }
+
   // The first reason stays: later failures are usually its consequences.
   void set_degraded(const std::string& reason) {
     std::lock_guard lock(mutex_);

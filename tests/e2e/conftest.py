@@ -1,6 +1,7 @@
 """Shared fixtures for the end-to-end tests: the shoal binary, the shared
 test data beside the repository, and models fetched by scripts/fetch-models."""
 import os
+import signal
 import subprocess
 from pathlib import Path
 
@@ -55,6 +56,7 @@ class ManagedProcess:
 
     def stop(self, timeout=15):
         if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)  # a stopped process hears SIGTERM only once continued
             self.proc.terminate()
             try:
                 self.proc.wait(timeout=timeout)
@@ -70,9 +72,13 @@ class Worker(ManagedProcess):
     """A `shoal worker` process on loopback with its own cache dir; the port
     is chosen by the kernel and read from the worker's first line."""
 
-    def __init__(self, shoal_bin, tmp, *args, key_file=None, threads=1):
-        self.cache = tmp / f"cache-{os.getpid()}-{id(self)}"
-        argv = [shoal_bin, "worker", "--port", "0", "-t", str(threads), "--cache-dir", str(self.cache), *args]
+    def __init__(self, shoal_bin, tmp, *args, key_file=None, threads=1, port=0, cache=None):
+        self.cache = cache or tmp / f"cache-{os.getpid()}-{id(self)}"
+        self.args = (shoal_bin, tmp, *args)
+        self.key_file = key_file
+        self.threads = threads
+        argv = [shoal_bin, "worker", "--port", str(port), "-t", str(threads), "--cache-dir", str(self.cache),
+                *map(str, args)]
         if key_file:
             argv += ["--key-file", str(key_file)]
         self.log = open(tmp / f"worker-{id(self)}.log", "w+")
@@ -84,6 +90,11 @@ class Worker(ManagedProcess):
         self.port = int(line.split()[3].rsplit(":", 1)[1])
         self.address = f"127.0.0.1:{self.port}"
 
+    def restart(self):
+        """The same worker again: same port, same cache dir, same flags."""
+        self.stop()
+        return Worker(*self.args, key_file=self.key_file, threads=self.threads, port=self.port, cache=self.cache)
+
 
 @pytest.fixture
 def workers(shoal_bin, tmp_path):
@@ -94,6 +105,13 @@ def workers(shoal_bin, tmp_path):
         new = [Worker(shoal_bin, tmp_path, *args, key_file=key_file, threads=threads) for _ in range(n)]
         started.extend(new)
         return new
+
+    def restart(worker):
+        new = worker.restart()
+        started.append(new)
+        return new
+
+    start.restart = restart
 
     yield start
     for w in started:

@@ -24,8 +24,9 @@ class Server(ManagedProcess):
         line = self.proc.stdout.readline() if ready else ""
         m = re.match(r"server listening on http://([^\s:]+):(\d+)", line)
         if not m:
+            err = self.stderr()
             self.stop()
-            raise RuntimeError(f"server did not start: {line!r}\n{self.stderr()}")
+            raise RuntimeError(f"server did not start: {line!r}\n{err}")
         self.port = int(m.group(2))
         self.base = f"http://127.0.0.1:{self.port}"
         if wait:

@@ -9,10 +9,11 @@ import socket
 import struct
 
 MAGIC = 0x4C4F4853
-VERSION = 1
+VERSION = 2
 HEADER = struct.Struct("<IHHIIQQ")  # magic, version, type, flags, reserved, request id, payload bytes
 HELLO, AUTH, AUTH_OK, ERROR, PING, PONG, STATS, STATS_REPLY = 1, 2, 3, 4, 5, 6, 7, 8
 FORWARD = 14
+HEARTBEAT = 21
 
 
 def header(msg_type, payload_len, request_id=0, version=VERSION, magic=MAGIC):
@@ -42,10 +43,14 @@ class Peer:
             data += chunk
         return data
 
-    def recv(self):
-        magic, version, msg_type, _, _, request_id, n = HEADER.unpack(self.recv_exact(HEADER.size))
-        payload = self.recv_exact(n)
-        return {"magic": magic, "version": version, "type": msg_type, "id": request_id, "payload": payload}
+    def recv(self, heartbeats=False):
+        """The next frame; HEARTBEATs (an idle worker's "still here") are
+        skipped unless asked for."""
+        while True:
+            magic, version, msg_type, _, _, request_id, n = HEADER.unpack(self.recv_exact(HEADER.size))
+            payload = self.recv_exact(n)
+            if msg_type != HEARTBEAT or heartbeats:
+                return {"magic": magic, "version": version, "type": msg_type, "id": request_id, "payload": payload}
 
     def recv_json(self):
         frame = self.recv()

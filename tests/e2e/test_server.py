@@ -419,21 +419,22 @@ def test_loading_progress_while_weights_stream(serve, workers, shoal_bin, tmp_pa
         relay.wait(timeout=10)
 
 
-def test_lost_worker_degrades_the_server(serve, workers):
+def test_lost_worker_is_planned_around(serve, workers):
+    """The model still fits on the primary alone: a killed worker's layers
+    come home and the answers stay the same (tests/e2e/test_cluster_recovery.py
+    covers mid-stream losses, stalls, cut links and a cluster too small)."""
     [w] = workers(1)
     s = serve("--rpc", w.address, "--tensor-split", "1,1")
-    assert chat(s.client(), QUESTION, n=2).usage.completion_tokens == 2
+    expected = chat(s.client(), QUESTION, n=8).choices[0].message.content
     w.proc.kill()
     w.proc.wait(timeout=10)
-    with pytest.raises(openai.InternalServerError) as e:
-        chat(s.client(), QUESTION, n=2)
-    assert e.value.status_code == 500 and e.value.code == "engine_error"
+    assert chat(s.client(), QUESTION, n=8).choices[0].message.content == expected
     status, health = s.get_json("/health")
-    assert status == 503 and health["status"] == "degraded" and w.address in health["reason"]
+    assert status == 200 and health["status"] == "ready"
     status, c = s.get_json("/v1/cluster")
-    assert c["state"] == "degraded" and w.address in c["reason"]
-    assert {d["address"]: d["state"] for d in c["devices"]} == {"local": "ready", w.address: "degraded"}
-    # A stream that fails says so in an error event, which the client raises.
-    with pytest.raises(openai.APIError):
-        stream_text(chat(s.client(), QUESTION, n=2, stream=True))
+    assert c["state"] == "ready" and c["workers"] == [
+        {"address": w.address, "state": "lost", "losses": 1, "last_error": c["workers"][0]["last_error"]}]
+    assert w.address in c["workers"][0]["last_error"]
+    assert [(d["address"], d["layer_begin"], d["layer_end"]) for d in c["devices"]] == [("local", 0, 30)]
+    assert s.metrics()["shoal_replans_total"] == 1
     assert s.alive()

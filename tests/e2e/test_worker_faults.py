@@ -73,7 +73,7 @@ def test_worker_survives_every_bad_peer(shoal_bin, keyed, tmp_path):
     # Another protocol version: the answer names both versions.
     peer = Peer(w.port)
     peer.send_json(HELLO, {"protocol": 99, "role": "primary", "nonce": "00"}, version=99)
-    expect_error_and_close(peer, "version mismatch", "v1", "v99")
+    expect_error_and_close(peer, "version mismatch", "v2", "v99")
 
     # A frame claiming 100 GB: refused before any allocation.
     peer = Peer(w.port)
@@ -115,7 +115,7 @@ def test_worker_survives_every_bad_peer(shoal_bin, keyed, tmp_path):
 
 
 def test_primary_reports_a_worker_of_another_version(shoal_bin, shared):
-    """A fake worker speaking protocol v2: the primary stops at once with
+    """A fake worker speaking protocol v3: the primary stops at once with
     both versions named."""
     server = socket.create_server(("127.0.0.1", 0))
     port = server.getsockname()[1]
@@ -123,8 +123,8 @@ def test_primary_reports_a_worker_of_another_version(shoal_bin, shared):
     def fake_worker():
         conn, _ = server.accept()
         conn.recv(65536)
-        body = b'{"protocol": 2, "role": "worker", "nonce": "00", "auth": false}'
-        conn.sendall(header(HELLO, len(body), version=2) + body)
+        body = b'{"protocol": 3, "role": "worker", "nonce": "00", "auth": false}'
+        conn.sendall(header(HELLO, len(body), version=3) + body)
         time.sleep(2)
         conn.close()
 
@@ -134,7 +134,7 @@ def test_primary_reports_a_worker_of_another_version(shoal_bin, shared):
     r = run_shoal(shoal_bin, "run", "-m", shared / "models/stories260K.gguf", "-p", "x", "-n", "2",
                   "--rpc", f"127.0.0.1:{port}", timeout=30)
     assert r.returncode == 1
-    assert "version mismatch" in r.stderr and "v1" in r.stderr and "v2" in r.stderr, r.stderr
+    assert "version mismatch" in r.stderr and "v2" in r.stderr and "v3" in r.stderr, r.stderr
     assert time.monotonic() - start < 5  # bounded: the primary does not wait out the peer
     server.close()
 
@@ -142,3 +142,70 @@ def test_primary_reports_a_worker_of_another_version(shoal_bin, shared):
 def test_worker_refuses_open_address_without_key(shoal_bin):
     r = run_shoal(shoal_bin, "worker", "--host", "0.0.0.0", "--port", "0", timeout=30)
     assert r.returncode == 1 and "without a cluster key" in r.stderr and "--insecure" in r.stderr
+
+
+def cpu_seconds(pid):
+    """User + system CPU time of a process so far."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_flood_of_strangers_under_tight_limits(shoal_bin, shared, tmp_path):
+    """A worker with 64 file descriptors and 1.5 GB of address space, hit by
+    a 256 MiB frame header before authentication and 1,000 connections that
+    say nothing: it refuses what it cannot take, stays idle (< 5 % CPU) while
+    they hang on, ends them within its timeout, and then serves a real
+    primary. Bounded: about 15 s."""
+    key = tmp_path / "cluster.key"
+    key.write_text(secrets.token_hex(32))
+    log = open(tmp_path / "worker.log", "w+")
+    proc = subprocess.Popen(["prlimit", "--nofile=64", "--as=1500000000", shoal_bin, "worker", "--port", "0", "-t", "1",
+                             "--no-cache", "--key-file", str(key), "--worker-timeout", "2"],
+                            stdout=subprocess.PIPE, stderr=log, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert "listening on" in line, line
+        port = int(line.split()[3].rsplit(":", 1)[1])
+
+        # 256 MiB promised before authentication: refused, nothing allocated.
+        peer = Peer(port)
+        peer.sock.sendall(header(HELLO, 256 << 20))
+        expect_error_and_close(peer, "exceeds the limit")
+
+        # 1,000 silent connections (most wait in the backlog or are refused).
+        socks = []
+        for _ in range(1000):
+            s = socket.socket()
+            s.setblocking(False)
+            try:
+                s.connect(("127.0.0.1", port))
+            except BlockingIOError:
+                pass
+            socks.append(s)
+        time.sleep(0.5)
+        before, t0 = cpu_seconds(proc.pid), time.monotonic()
+        time.sleep(2.0)
+        share = (cpu_seconds(proc.pid) - before) / (time.monotonic() - t0)
+        print(f"\nworker CPU while 1,000 strangers hang on: {100 * share:.1f} %")
+        assert share < 0.05
+        assert proc.poll() is None
+        for s in socks:
+            s.close()
+
+        # The strangers gone (or timed out), a real primary is served.
+        model = shared / "models/stories260K.gguf"
+        local = run_shoal(shoal_bin, "run", "-m", model, "-p", PROMPT, "-n", "16", "--temp", "0")
+        deadline = time.monotonic() + 10
+        while True:
+            r = run_shoal(shoal_bin, "run", "-m", model, "-p", PROMPT, "-n", "16", "--temp", "0", "--rpc",
+                          f"127.0.0.1:{port}", "--key-file", key, timeout=60)
+            if r.returncode == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == local.stdout
+        assert proc.poll() is None
+    finally:
+        proc.kill()
+        proc.wait()
+        log.close()

@@ -7,10 +7,10 @@
 #include <span>
 #include <vector>
 
-#include "cluster/connection.h"
-#include "cluster/forward_message.h"
-#include "cluster/model_config_json.h"
-#include "cluster/protocol.h"
+#include "cluster/wire/connection.h"
+#include "cluster/wire/forward_message.h"
+#include "cluster/wire/model_config_json.h"
+#include "cluster/wire/protocol.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace shoal::wire;

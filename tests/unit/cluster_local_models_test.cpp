@@ -9,7 +9,7 @@
 #include <fstream>
 #include <thread>
 
-#include "cluster/local_models.h"
+#include "cluster/worker/local_models.h"
 #include "gguf/reader.h"
 #include "gguf/writer.h"
 #include "temp_dir.h"

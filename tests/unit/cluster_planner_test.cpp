@@ -8,8 +8,8 @@
 #include <string>
 
 #include "cluster/device_info.h"
-#include "cluster/plan_input.h"
-#include "cluster/planner.h"
+#include "cluster/primary/plan_input.h"
+#include "cluster/primary/planner.h"
 #include "gguf/reader.h"
 #include "model/config.h"
 #include "model/tensor_names.h"

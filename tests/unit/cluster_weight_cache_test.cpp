@@ -8,7 +8,7 @@
 #include <set>
 #include <thread>
 
-#include "cluster/weight_cache.h"
+#include "cluster/worker/weight_cache.h"
 #include "gguf/reader.h"
 #include "temp_dir.h"
 #include "util/error.h"

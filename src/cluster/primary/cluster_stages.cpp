@@ -1,0 +1,36 @@
+#include "cluster/primary/cluster_stages.h"
+
+#include "cluster/primary/plan_input.h"
+#include "cluster/primary/supervisor.h"
+
+namespace shoal {
+
+ClusterPlan plan_cluster(const gguf::File& file, const ModelConfig& config, int n_ctx, int n_seq, int n_batch,
+                         ThreadPool& pool, const ClusterOptions& options) {
+  ClusterPlan cp;
+  cp.input = plan_input_for_model(file, config, n_ctx, n_seq, n_batch);
+  cp.input.reserve_bytes = options.reserve_bytes;
+  cp.input.tensor_split = options.tensor_split;
+  DeviceInfo local = probe_local_cpu(pool);
+  local.address = "local";
+  if (options.local_mem > 0) local.free_memory = std::min(local.free_memory, options.local_mem);
+  cp.input.devices.push_back(local);
+  for (const auto& address : options.workers) {
+    cp.clients.push_back(std::make_shared<WorkerClient>(address, options.key, options.timeout_ms));
+    cp.input.devices.push_back(cp.clients.back()->device());
+  }
+  cp.plan = make_plan(cp.input);
+  return cp;
+}
+
+StageBuilder cluster_stage_builder(ClusterOptions options) {
+  return [options](Engine& engine) {
+    auto supervisor = std::make_shared<ClusterSupervisor>(options);
+    supervisor->connect_all();
+    auto stages = supervisor->rebuild(engine, nullptr);
+    engine.set_supervisor(supervisor);
+    return stages;
+  };
+}
+
+}  // namespace shoal

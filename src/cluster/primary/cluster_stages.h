@@ -1,0 +1,44 @@
+#pragma once
+// The primary's side of a cluster: connect to the workers, measure, plan the
+// split, load each worker's stage, and hand the Pipeline its stages (a local
+// stage for the primary's own layers, remote stages for the rest).
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cluster/primary/planner.h"
+#include "cluster/primary/worker_client.h"
+#include "engine/engine.h"
+
+namespace shoal {
+
+struct ClusterOptions {
+  std::vector<std::string> workers;  // --rpc host:port,... in order
+  std::optional<std::string> key;
+  bool chain = false;                // worker to worker forwarding
+  std::string wire_dtype = "f32";    // f32 | f16 | bf16 | q8_0
+  std::vector<double> tensor_split;  // llama.cpp --tensor-split
+  uint64_t reserve_bytes = 256ull << 20;
+  uint64_t local_mem = 0;            // --mem: what the primary's own CPU may hold (0: what is free)
+  int timeout_ms = wire::kDefaultPeerTimeoutMs;  // --worker-timeout
+  // Called as weights stream to a worker (address, bytes sent, bytes to send).
+  std::function<void(const std::string&, uint64_t, uint64_t)> on_progress;
+};
+
+// The workers connected and the plan made, nothing loaded (`shoal plan`).
+struct ClusterPlan {
+  std::vector<std::shared_ptr<WorkerClient>> clients;
+  PlanInput input;
+  Plan plan;
+};
+ClusterPlan plan_cluster(const gguf::File& file, const ModelConfig& config, int n_ctx, int n_seq, int n_batch,
+                         ThreadPool& pool, const ClusterOptions& options);
+
+// A StageBuilder for Engine: a ClusterSupervisor (supervisor.h) connects,
+// plans, prints the split and loads the stages, and stays with the engine
+// to rebuild them when a worker is lost.
+StageBuilder cluster_stage_builder(ClusterOptions options);
+
+}  // namespace shoal

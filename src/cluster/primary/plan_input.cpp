@@ -1,0 +1,73 @@
+#include "cluster/primary/plan_input.h"
+
+#include <algorithm>
+#include <charconv>
+#include <string_view>
+
+#include "gguf/reader.h"
+#include "model/config.h"
+#include "backend/cpu/cpu_backend.h"
+#include "model/kv_cache.h"
+#include "model/transformer_layer.h"
+#include "model/tensor_names.h"
+
+namespace shoal {
+namespace {
+
+// The layer a tensor belongs to ("blk.12.attn_q.weight" -> 12), or -1.
+int layer_of(std::string_view name) {
+  constexpr std::string_view prefix = "blk.";
+  if (!name.starts_with(prefix)) return -1;
+  name.remove_prefix(prefix.size());
+  int layer = -1;
+  const auto [end, ec] = std::from_chars(name.data(), name.data() + name.size(), layer);
+  if (ec != std::errc() || end == name.data() + name.size() || *end != '.') return -1;
+  return layer;
+}
+
+uint64_t tensor_bytes(const gguf::File& file, TensorKind kind) {
+  const gguf::TensorInfo* t = file.find_tensor(tensor_name(kind));
+  return t ? t->bytes : 0;
+}
+
+}  // namespace
+
+uint64_t primary_scratch_bytes(const ModelConfig& c, int n_seq, int n_batch) {
+  const uint64_t f = sizeof(float), batch = std::max(1, n_batch);
+  const uint64_t backend = CpuBackend::scratch_bytes(static_cast<int>(batch), c.max_activation_width());
+  const uint64_t pipeline = 2 * batch * c.n_embd * f;                           // hidden + gathered rows
+  const uint64_t logits = static_cast<uint64_t>(std::max(1, n_seq)) * c.n_vocab * f;  // one row per decoding sequence
+  const uint64_t layer = LayerScratch::bytes_for(c, static_cast<int>(batch));
+  return backend + pipeline + logits + layer;
+}
+
+PlanInput plan_input_for_model(const gguf::File& file, const ModelConfig& config, int n_ctx, int n_seq, int n_batch) {
+  PlanInput in;
+  // Every tensor of the layer, not only those the binder knows: what the
+  // file holds for a layer is what a stage would have to take.
+  in.layer_bytes.assign(config.n_layer, 0);
+  for (const gguf::TensorInfo& t : file.tensors()) {
+    const int layer = layer_of(t.name);
+    // Layers past n_layer (none in the supported architectures) belong to
+    // no stage; ignore rather than refuse a file the engine can run.
+    if (layer >= 0 && layer < config.n_layer) in.layer_bytes[layer] += t.bytes;
+  }
+
+  // Same default as Engine: the trained context, capped at 4096.
+  if (n_ctx <= 0) n_ctx = std::min(config.n_ctx_train, 4096);
+  in.kv_bytes_per_layer = KvCache::bytes_for(1, std::max(1, n_seq), n_ctx, config.kv_width());
+
+  const uint64_t embd = tensor_bytes(file, TensorKind::TokenEmbd);
+  const uint64_t norm = tensor_bytes(file, TensorKind::OutputNorm);
+  const uint64_t output = config.tied_output ? 0 : tensor_bytes(file, TensorKind::Output);
+  // rope_freqs is tiny and every stage needs it; count it on the primary only.
+  const uint64_t rope = tensor_bytes(file, TensorKind::RopeFreqs);
+  in.primary_bytes = embd + norm + output + rope + primary_scratch_bytes(config, n_seq, n_batch);
+  // Per token the head streams output.weight (the embedding when tied) and
+  // the norm; the embedding itself is only read one row per token.
+  in.head_bytes = (config.tied_output ? embd : output) + norm;
+  in.activation_bytes = static_cast<uint64_t>(config.n_embd) * sizeof(float);
+  return in;
+}
+
+}  // namespace shoal

@@ -1,0 +1,23 @@
+#pragma once
+// The model side of a PlanInput, measured from the GGUF itself: what each
+// layer weighs, what its KV cache will take, and what stays on the primary.
+#include "cluster/primary/planner.h"
+
+namespace shoal {
+namespace gguf { class File; }
+struct ModelConfig;
+
+// Fills layer_bytes (every tensor named blk.N.*, summed per layer),
+// kv_bytes_per_layer (f32 K and V for n_ctx x n_seq, as KvCache allocates),
+// primary_bytes (token_embd + output_norm + output — the embedding once when
+// the output is tied — + rope_freqs + an estimate of the scratch buffers),
+// head_bytes and activation_bytes. Devices, reserve and tensor_split are
+// left for the caller. n_ctx <= 0 means the engine's default.
+PlanInput plan_input_for_model(const gguf::File& file, const ModelConfig& config, int n_ctx, int n_seq, int n_batch);
+
+// The scratch the primary allocates at load for these sizes (pipeline
+// buffers, logits, backend activation scratch, one stage's layer scratch):
+// an estimate that follows Engine, Pipeline, CpuBackend and LayerScratch.
+uint64_t primary_scratch_bytes(const ModelConfig& config, int n_seq, int n_batch);
+
+}  // namespace shoal

@@ -1,0 +1,122 @@
+#include "cluster/primary/remote_stage.h"
+
+#include <poll.h>
+
+#include <cerrno>
+#include <chrono>
+
+#include "util/error.h"
+
+namespace shoal {
+
+using wire::MessageType;
+
+RemoteStage::RemoteStage(std::vector<RemoteMember> members, int n_embd, wire::WireDType dtype)
+    : members_(std::move(members)), n_embd_(n_embd), dtype_(dtype) {
+  if (members_.empty()) fail("internal: a remote stage needs at least one worker");
+  for (size_t i = 1; i < members_.size(); ++i)
+    route_.push_back({members_[i].client->address(), members_[i].stage_id});
+  wire::wire_bytes(dtype_, 1, n_embd_);  // refuses q8_0 for widths that are not whole blocks
+}
+
+std::string RemoteStage::describe() const {
+  std::string out;
+  for (const auto& m : members_)
+    out += fmt::format("{}{} layers {}-{}", out.empty() ? "" : " -> ", m.client->address(), m.layer_begin,
+                       m.layer_end - 1);
+  return out;
+}
+
+std::vector<StageDevice> RemoteStage::devices() const {
+  std::vector<StageDevice> out;
+  for (const auto& m : members_) {
+    const DeviceInfo& d = m.client->device();
+    out.push_back({m.client->address(), d.backend, m.layer_begin, m.layer_end, m.load.weight_bytes, m.load.kv_bytes,
+                   m.load.free_after, d.rtt_ms, true});
+  }
+  return out;
+}
+
+void RemoteStage::forward(const Batch& batch, float* hidden) {
+  const int n = batch.size();
+  RemoteMember& first = members_.front();
+  // The keeper thread reads heartbeats on idle links; during a step the
+  // links are ours.
+  std::vector<std::unique_lock<std::mutex>> leases;
+  for (auto& m : members_) leases.emplace_back(m.client->io());
+  const uint64_t id = first.client->next_request_id();
+  wire::ForwardHeader h{first.stage_id, static_cast<uint32_t>(n), static_cast<uint32_t>(n_embd_), dtype_};
+  wire::encode_forward_prefix(h, batch.positions, batch.seq_ids, route_, prefix_);
+  std::span<const uint8_t> activations;
+  if (dtype_ == wire::WireDType::F32) {
+    activations = {reinterpret_cast<const uint8_t*>(hidden), static_cast<size_t>(n) * n_embd_ * sizeof(float)};
+  } else {
+    wire::encode_activations(dtype_, hidden, n, n_embd_, encoded_);
+    activations = encoded_;
+  }
+  const std::span<const uint8_t> parts[] = {prefix_, activations};
+  first.client->connection().send(MessageType::Forward, id, parts);
+  receive_result(id);
+  wire::ResultView r = wire::decode_result(frame_.payload);
+  if (r.n_tokens != static_cast<uint32_t>(n) || r.n_embd != static_cast<uint32_t>(n_embd_) || r.dtype != dtype_)
+    throw wire::ProtocolError(wire::ErrorCode::Malformed,
+                              fmt::format("{} answered with a result of the wrong shape", describe()));
+  wire::decode_activations(dtype_, r.activations.data(), n, n_embd_, hidden);
+}
+
+void RemoteStage::receive_result(uint64_t request_id) {
+  using Clock = std::chrono::steady_clock;
+  wire::Connection& last = members_.back().client->connection();
+  if (members_.size() == 1) {
+    // The worker sends HEARTBEATs while it computes: only silence times out.
+    last.expect_reply(frame_, MessageType::ForwardResult, request_id, members_.back().client->timeout_ms());
+    return;
+  }
+  // A chain: the last member answers, any member may report an error about
+  // this step, and every member must keep showing signs of life (HEARTBEATs
+  // when idle or busy): the first one silent past its timeout is the lost one.
+  std::vector<pollfd> fds;
+  for (auto& m : members_) fds.push_back({m.client->connection().fd(), POLLIN, 0});
+  for (;;) {
+    const auto now = Clock::now();
+    int wait_ms = 1 << 30;
+    for (auto& m : members_) {
+      const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - m.client->connection().last_received());
+      const int left = m.client->timeout_ms() - static_cast<int>(silent.count());
+      if (left <= 0)
+        throw wire::LinkError(wire::LinkError::Kind::Timeout, m.client->address(),
+                              fmt::format("{} was silent for {:.1f} s (timeout) during a chain step",
+                                          m.client->address(), silent.count() / 1000.0));
+      wait_ms = std::min(wait_ms, left);
+    }
+    int rc = ::poll(fds.data(), fds.size(), wait_ms);
+    if (rc < 0 && errno == EINTR) continue;
+    if (rc < 0) fail("waiting for the chain {}: poll failed", describe());
+    for (size_t i = 0; i < fds.size(); ++i) {
+      if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      wire::Connection& conn = members_[i].client->connection();
+      if (!conn.receive_one(frame_, members_[i].client->timeout_ms())) continue;  // a HEARTBEAT
+      if (frame_.header.request_id != 0 && frame_.header.request_id < request_id) continue;  // stale
+      conn.check(frame_, MessageType::ForwardResult);  // an ERROR throws with the worker's message
+      if (i != members_.size() - 1)
+        throw wire::ProtocolError(wire::ErrorCode::Malformed,
+                                  fmt::format("{} answered a chain step it does not end", conn.peer()));
+      if (frame_.header.request_id != request_id)
+        throw wire::ProtocolError(wire::ErrorCode::Malformed,
+                                  fmt::format("{} answered request {} while {} was pending", last.peer(),
+                                              frame_.header.request_id, request_id));
+      return;
+    }
+  }
+}
+
+void RemoteStage::truncate_sequence(int seq, int n_pos) {
+  for (auto& m : members_) m.client->kv_op({{"stage", m.stage_id}, {"op", "truncate"}, {"seq", seq}, {"n_pos", n_pos}});
+}
+
+void RemoteStage::copy_sequence(int src, int dst, int n_pos) {
+  for (auto& m : members_)
+    m.client->kv_op({{"stage", m.stage_id}, {"op", "copy"}, {"seq", src}, {"dst", dst}, {"n_pos", n_pos}});
+}
+
+}  // namespace shoal

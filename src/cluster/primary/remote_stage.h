@@ -1,0 +1,52 @@
+#pragma once
+// A Stage run by workers over the wire: the same call as a LocalStage, so
+// the Pipeline cannot tell the difference. With one member it is star mode
+// (there and back); with several consecutive members it is a chain: the
+// activations go worker to worker and the last one answers the primary —
+// N+1 hops instead of 2N.
+#include <memory>
+#include <vector>
+
+#include "cluster/wire/activation_codec.h"
+#include "cluster/wire/connection.h"
+#include "cluster/wire/forward_message.h"
+#include "cluster/primary/worker_client.h"
+#include "engine/stage.h"
+
+namespace shoal {
+
+struct RemoteMember {
+  std::shared_ptr<WorkerClient> client;
+  uint32_t stage_id = 0;
+  int layer_begin = 0;
+  int layer_end = 0;
+  StageLoadReport load;  // what the worker reported when it loaded the stage
+};
+
+class RemoteStage : public Stage {
+ public:
+  RemoteStage(std::vector<RemoteMember> members, int n_embd, wire::WireDType dtype);
+
+  int layer_begin() const override { return members_.front().layer_begin; }
+  int layer_end() const override { return members_.back().layer_end; }
+  std::string describe() const override;
+  std::vector<StageDevice> devices() const override;
+  void forward(const Batch& batch, float* hidden) override;
+  void truncate_sequence(int seq, int n_pos) override;
+  void copy_sequence(int src, int dst, int n_pos) override;
+
+ private:
+  // Waits for the last member's FORWARD_RESULT; an ERROR from any member
+  // (a chain step that failed) ends the wait with that error.
+  void receive_result(uint64_t request_id);
+
+  std::vector<RemoteMember> members_;
+  int n_embd_;
+  wire::WireDType dtype_;
+  std::vector<wire::ChainHop> route_;
+  // Reused every step: no allocation in the token loop.
+  std::vector<uint8_t> prefix_, encoded_;
+  wire::Frame frame_;
+};
+
+}  // namespace shoal

@@ -1,0 +1,331 @@
+#include "cluster/primary/supervisor.h"
+
+#include <cstdio>
+
+#include "cluster/primary/plan_input.h"
+#include "cluster/primary/progress_bar.h"
+#include "cluster/primary/remote_stage.h"
+#include "cluster/wire/activation_codec.h"
+#include "util/log.h"
+
+#include <fmt/ranges.h>
+
+namespace shoal {
+namespace {
+
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+ClusterSupervisor::ClusterSupervisor(ClusterOptions options) : options_(std::move(options)) {
+  for (const auto& address : options_.workers) {
+    Member m;
+    m.address = address;
+    members_.push_back(std::move(m));
+  }
+}
+
+ClusterSupervisor::~ClusterSupervisor() {
+  stop_ = true;
+  if (keeper_.joinable()) keeper_.join();
+  if (rejoiner_.joinable()) rejoiner_.join();
+}
+
+void ClusterSupervisor::connect_all() {
+  for (Member& m : members_) {
+    m.client = std::make_shared<WorkerClient>(m.address, options_.key, options_.timeout_ms);
+    m.state = "idle";
+  }
+  keeper_ = std::thread([this] { keeper_loop(); });
+  rejoiner_ = std::thread([this] { rejoin_loop(); });
+}
+
+void ClusterSupervisor::set_wake(std::function<void()> wake) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  wake_ = std::move(wake);
+}
+
+void ClusterSupervisor::wake() {
+  std::function<void()> w;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    w = wake_;
+  }
+  if (w) w();
+}
+
+ClusterSupervisor::Member* ClusterSupervisor::find(const std::string& address) {
+  for (Member& m : members_)
+    if (m.address == address) return &m;
+  return nullptr;
+}
+
+void ClusterSupervisor::mark_lost(Member& m, const std::string& why) {
+  if (!m.client) return;
+  spdlog::warn("worker {} lost: {}", m.address, why);
+  m.client->close();
+  m.client.reset();
+  m.state = "lost";
+  m.last_error = why;
+  m.stage_ids.clear();
+  ++m.losses;
+  m.backoff_s = 0.25;
+  m.next_try = Clock::now() + std::chrono::milliseconds(250);
+  last_detect_unix_ = unix_now();
+}
+
+SupervisorStatus ClusterSupervisor::status() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  SupervisorStatus s;
+  for (const Member& m : members_) s.members.push_back({m.address, m.state, m.last_error, m.losses});
+  s.replans = std::max(0, builds_ - 1);
+  s.last_loss_unix = last_detect_unix_;
+  s.last_recovery_seconds = last_recovery_seconds_;
+  return s;
+}
+
+void ClusterSupervisor::check_alive() {
+  std::vector<std::pair<std::string, std::shared_ptr<WorkerClient>>> alive;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (Member& m : members_)
+      if (m.client) alive.emplace_back(m.address, m.client);
+  }
+  for (auto& [address, client] : alive) {
+    std::string why;
+    try {
+      {
+        std::lock_guard<std::mutex> lease(client->io());
+        client->connection().drain();  // answers to the failed step, if any
+      }
+      client->ping_ms();
+    } catch (const std::exception& e) {
+      why = e.what();
+    }
+    if (why.empty()) continue;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (Member* m = find(address); m && m->client == client) mark_lost(*m, why);
+  }
+}
+
+std::vector<std::unique_ptr<Stage>> ClusterSupervisor::rebuild(Engine& engine, const std::exception* cause) {
+  const auto t0 = Clock::now();
+  if (cause) {
+    // A link error names its worker; anything else (an ERROR a worker sent
+    // about a chain step) is found out by asking every worker.
+    if (const auto* link = dynamic_cast<const wire::LinkError*>(cause)) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (Member* m = find(link->peer())) mark_lost(*m, link->what());
+    }
+    check_alive();
+  }
+  // A worker may die while its new stage loads: then plan again without it.
+  std::string last_failure;
+  for (size_t attempt = 0; attempt <= members_.size(); ++attempt) {
+    try {
+      auto stages = build_stages(engine);
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (builds_++ > 0) {
+        last_recovery_seconds_ = std::chrono::duration<double>(Clock::now() - t0).count();
+        spdlog::warn("cluster re-planned in {:.2f} s", last_recovery_seconds_);
+      }
+      return stages;
+    } catch (const wire::LinkError& e) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (Member* m = find(e.peer())) mark_lost(*m, e.what());
+      last_failure = e.what();
+    } catch (const wire::ProtocolError& e) {
+      // A worker refused its stage (out of memory, say): plan without it.
+      last_failure = e.what();
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (Member& m : members_)
+        if (m.client && last_failure.find(m.address) != std::string::npos) mark_lost(m, last_failure);
+    }
+  }
+  throw StagesUnavailable(fmt::format("the cluster could not be rebuilt: {}", last_failure));
+}
+
+std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_stages(Engine& engine) {
+  const ModelConfig& config = engine.config();
+  const wire::WireDType dtype = wire::parse_wire_dtype(options_.wire_dtype);
+  if (!have_local_) {
+    local_ = probe_local_cpu(engine.pool());
+    local_.address = "local";
+    if (options_.local_mem > 0) local_.free_memory = std::min(local_.free_memory, options_.local_mem);
+    have_local_ = true;
+  }
+
+  // Who takes part: the primary and every worker connected now.
+  std::vector<Member*> usable;
+  PlanInput input = plan_input_for_model(engine.file(), config, engine.n_ctx(), engine.options().n_seq,
+                                         engine.n_batch());
+  input.reserve_bytes = options_.reserve_bytes;
+  input.devices.push_back(local_);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (Member& m : members_)
+      if (m.client) {
+        usable.push_back(&m);
+        input.devices.push_back(m.client->device());
+      }
+  }
+  // --tensor-split speaks of the devices the user listed; once one is gone
+  // the planner splits by memory again.
+  if (usable.size() == members_.size()) input.tensor_split = options_.tensor_split;
+  Plan plan;
+  try {
+    plan = make_plan(input);
+  } catch (const Error& e) {
+    std::vector<std::string> lost;
+    for (const Member& m : members_)
+      if (!m.client) lost.push_back(m.address);
+    throw StagesUnavailable(fmt::format("the model does not fit on what is left of the cluster (lost: {}): {}",
+                                        lost.empty() ? "none" : fmt::format("{}", fmt::join(lost, ", ")), e.what()));
+  }
+  std::fprintf(stderr, "%s", format_plan(plan, input).c_str());
+
+  TensorHashes hashes(engine.file());
+  std::vector<std::unique_ptr<Stage>> stages;
+  std::vector<RemoteMember> chain;  // consecutive remote stages waiting to become one chain
+  std::vector<std::pair<Member*, uint32_t>> loaded;
+  auto flush_chain = [&] {
+    if (chain.empty()) return;
+    stages.push_back(std::make_unique<RemoteStage>(std::move(chain), config.n_embd, dtype));
+    chain.clear();
+  };
+  for (const StageAssignment& a : plan.stages) {
+    if (a.layer_begin == a.layer_end) continue;
+    if (a.device == 0) {
+      flush_chain();
+      stages.push_back(engine.make_local_stage(a.layer_begin, a.layer_end));
+      continue;
+    }
+    Member& m = *usable[static_cast<size_t>(a.device - 1)];
+    auto client = m.client;
+    if (!client) throw wire::LinkError(wire::LinkError::Kind::Closed, m.address, m.address + " was lost while loading");
+    ProgressBar bar(client->address());
+    StageLoadReport r =
+        client->load_stage(engine.file(), hashes, config, a.layer_begin, a.layer_end, engine.options().n_seq,
+                           engine.n_ctx(), engine.n_batch(), [&](uint64_t sent, uint64_t total) {
+                             bar.update(sent, total);
+                             if (options_.on_progress) options_.on_progress(client->address(), sent, total);
+                           });
+    std::fprintf(stderr,
+                 "%s: layers %d-%d loaded in %.2f s: %.1f MiB sent (%d tensors), %d tensors from its cache, %d from "
+                 "its models dir, %d shared with what it held\n",
+                 client->address().c_str(), a.layer_begin, a.layer_end - 1, r.seconds, r.sent_bytes / 1048576.0,
+                 r.tensors_sent, r.from_cache, r.from_models_dir, r.from_memory);
+    loaded.emplace_back(&m, r.stage_id);
+    RemoteMember member{client, r.stage_id, a.layer_begin, a.layer_end, r};
+    if (!options_.chain) {
+      stages.push_back(std::make_unique<RemoteStage>(std::vector<RemoteMember>{member}, config.n_embd, dtype));
+    } else {
+      chain.push_back(member);
+    }
+  }
+  flush_chain();
+
+  // The new stages stand: the old ones go (their tensors stay where a new
+  // stage shares them).
+  std::vector<std::pair<std::shared_ptr<WorkerClient>, std::vector<uint32_t>>> to_unload;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (Member* m : usable) {
+      if (!m->client) continue;
+      to_unload.emplace_back(m->client, m->stage_ids);
+      m->stage_ids.clear();
+      m->state = "idle";
+    }
+    for (auto& [m, id] : loaded) {
+      m->stage_ids.push_back(id);
+      m->state = "active";
+    }
+  }
+  for (auto& [client, ids] : to_unload)
+    for (uint32_t id : ids) {
+      try {
+        client->unload(id);
+      } catch (const std::exception& e) {
+        spdlog::warn("{}: could not unload stage {}: {}", client->address(), id, e.what());
+      }
+    }
+  return stages;
+}
+
+void ClusterSupervisor::keeper_loop() {
+  const auto interval = std::chrono::milliseconds(std::max(50, options_.timeout_ms / 4));
+  while (!stop_) {
+    std::this_thread::sleep_for(interval / 2);
+    std::vector<std::pair<std::string, std::shared_ptr<WorkerClient>>> alive;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (Member& m : members_)
+        if (m.client) alive.emplace_back(m.address, m.client);
+    }
+    for (auto& [address, client] : alive) {
+      wire::Connection& conn = client->connection();
+      conn.heartbeat_if_idle(interval);
+      // An idle link is read here; during a step the engine thread reads it.
+      std::unique_lock<std::mutex> lease(client->io(), std::try_to_lock);
+      if (!lease.owns_lock()) continue;
+      std::string why;
+      try {
+        conn.drain();
+        const auto silent = Clock::now() - conn.last_received();
+        if (silent > std::chrono::milliseconds(options_.timeout_ms))
+          why = fmt::format("{} was silent for {:.1f} s (timeout)", address,
+                            std::chrono::duration<double>(silent).count());
+      } catch (const std::exception& e) {
+        why = e.what();
+      }
+      lease.unlock();
+      if (why.empty()) continue;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (Member* m = find(address); m && m->client == client) mark_lost(*m, why);
+      }
+      wake();  // re-plan now, not at the next request
+    }
+  }
+}
+
+void ClusterSupervisor::rejoin_loop() {
+  while (!stop_) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::vector<std::string> due;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (Member& m : members_)
+        if (!m.client && Clock::now() >= m.next_try) due.push_back(m.address);
+    }
+    for (const auto& address : due) {
+      if (stop_) return;
+      std::shared_ptr<WorkerClient> client;
+      std::string why;
+      try {
+        client = std::make_shared<WorkerClient>(address, options_.key, options_.timeout_ms);
+      } catch (const std::exception& e) {
+        why = e.what();
+      }
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        Member* m = find(address);
+        if (!m || m->client) continue;
+        if (!client) {
+          m->backoff_s = std::min(m->backoff_s * 2, 4.0);
+          m->next_try = Clock::now() + std::chrono::milliseconds(static_cast<int>(m->backoff_s * 1000));
+          spdlog::debug("worker {} still away: {}", address, why);
+          continue;
+        }
+        m->client = client;
+        m->state = "rejoining";
+        spdlog::warn("worker {} is back; it joins at the next re-plan", address);
+      }
+      wake();
+    }
+  }
+}
+
+}  // namespace shoal

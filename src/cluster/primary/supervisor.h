@@ -1,0 +1,74 @@
+#pragma once
+// The cluster supervisor: keeps the workers, the plan and the stages, and
+// keeps them healthy. It sends HEARTBEATs on idle links and reads theirs,
+// so a stalled worker is noticed within --worker-timeout even between
+// requests; on a loss it re-plans over what is left (the primary
+// included), loads the moved layers (workers share what they already hold,
+// then their caches, then the primary streams the rest) and hands the
+// Scheduler new stages, which replays every active sequence into them. It
+// keeps retrying lost workers with backoff; one that answers again is taken
+// into the next re-plan.
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cluster/device_info.h"
+#include "cluster/primary/cluster_stages.h"
+#include "cluster/primary/worker_client.h"
+#include "engine/stage_supervisor.h"
+
+namespace shoal {
+
+class ClusterSupervisor : public StageSupervisor {
+ public:
+  explicit ClusterSupervisor(ClusterOptions options);
+  ~ClusterSupervisor() override;
+
+  // Connects to every worker; the first load needs them all, so any that
+  // cannot be reached is an error naming it.
+  void connect_all();
+  std::vector<std::unique_ptr<Stage>> rebuild(Engine& engine, const std::exception* cause) override;
+  void set_wake(std::function<void()> wake) override;
+  SupervisorStatus status() const override;
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Member {
+    std::string address;
+    std::shared_ptr<WorkerClient> client;  // null while lost
+    std::string state = "idle";
+    std::string last_error;
+    int losses = 0;
+    std::vector<uint32_t> stage_ids;       // loaded on it for the current stages
+    Clock::time_point next_try{};
+    double backoff_s = 0.25;
+  };
+  // mutex_ held. Closes the link and schedules the first retry.
+  void mark_lost(Member& m, const std::string& why);
+  Member* find(const std::string& address);  // mutex_ held
+  // Checks the members still thought alive (after a failure): a drain and a
+  // PING each, within the timeout.
+  void check_alive();
+  std::vector<std::unique_ptr<Stage>> build_stages(Engine& engine);
+  void keeper_loop();
+  void rejoin_loop();
+  void wake();
+
+  ClusterOptions options_;
+  mutable std::mutex mutex_;
+  std::vector<Member> members_;
+  std::function<void()> wake_;
+  bool have_local_ = false;
+  DeviceInfo local_;
+  int builds_ = 0;
+  double last_detect_unix_ = 0, last_recovery_seconds_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread keeper_, rejoiner_;
+};
+
+}  // namespace shoal

@@ -1,0 +1,140 @@
+#include "cluster/primary/worker_client.h"
+
+#include <chrono>
+#include <cstring>
+
+#include "cluster/wire/handshake.h"
+#include "cluster/wire/model_config_json.h"
+#include "gguf/reader.h"
+#include "model/weights.h"
+
+namespace shoal {
+
+using wire::MessageType;
+
+namespace {
+constexpr size_t kChunkBytes = 8u << 20;  // one TENSOR_DATA frame
+}
+
+ContentHash TensorHashes::get(const std::string& name) {
+  auto it = hashes_.find(name);
+  if (it != hashes_.end()) return it->second;
+  const gguf::TensorInfo& t = file_.tensor(name);
+  return hashes_[name] = hash_bytes(t.data, t.bytes);
+}
+
+WorkerClient::WorkerClient(const std::string& address, const std::optional<std::string>& key, int timeout_ms)
+    : address_(address), timeout_ms_(timeout_ms) {
+  conn_ = wire::Connection::connect(address, std::min(timeout_ms, 5000));
+  conn_->set_timeout(timeout_ms);
+  nlohmann::json hello = wire::client_handshake(*conn_, wire::Role::Primary, key);
+  try {
+    const auto& d = hello.at("device");
+    device_.address = address;
+    device_.backend = d.at("backend").get<std::string>();
+    device_.total_memory = d.at("total_memory").get<uint64_t>();
+    device_.free_memory = d.at("free_memory").get<uint64_t>();
+    device_.threads = d.at("threads").get<int>();
+    device_.matvec_gbps = d.at("matvec_gbps").get<double>();
+    device_.matmul_gflops = d.at("matmul_gflops").get<double>();
+  } catch (const nlohmann::json::exception& e) {
+    throw wire::ProtocolError(wire::ErrorCode::Malformed, fmt::format("{}: bad device report: {}", address, e.what()));
+  }
+  device_.rtt_ms = ping_ms();
+}
+
+nlohmann::json WorkerClient::request(MessageType type, const nlohmann::json& body, MessageType reply) {
+  std::lock_guard<std::mutex> lease(io_);
+  const uint64_t id = next_request_id();
+  conn_->send_json(type, id, body);
+  wire::Frame frame;
+  conn_->expect_reply(frame, reply, id, timeout_ms_);
+  return wire::parse_json(frame);
+}
+
+double WorkerClient::ping_ms() {
+  // Best of a few round trips: the link's latency, not the scheduler's.
+  double best = 1e9;
+  for (int i = 0; i < 3; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    request(MessageType::Ping, {{"t", i}}, MessageType::Pong);
+    best = std::min(best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
+nlohmann::json WorkerClient::stats() { return request(MessageType::Stats, nlohmann::json::object(), MessageType::StatsReply); }
+
+void WorkerClient::kv_op(const nlohmann::json& op) { request(MessageType::KvOp, op, MessageType::KvOk); }
+
+void WorkerClient::unload(uint32_t stage_id) {
+  request(MessageType::Unload, {{"stage", stage_id}}, MessageType::UnloadOk);
+}
+
+StageLoadReport WorkerClient::load_stage(const gguf::File& file, TensorHashes& hashes, const ModelConfig& config,
+                                         int begin, int end, int n_seq, int n_ctx, int max_tokens,
+                                         const std::function<void(uint64_t, uint64_t)>& progress) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<std::string> names = tensor_names_for(config, BindRange{begin, end, false});
+  nlohmann::json tensors = nlohmann::json::array();
+  for (const auto& name : names) {
+    const gguf::TensorInfo& t = file.tensor(name);
+    tensors.push_back({{"name", name},
+                       {"type", static_cast<uint32_t>(t.type)},
+                       {"shape", t.shape},
+                       {"hash", hashes.get(name).hex()},
+                       {"bytes", t.bytes}});
+  }
+  std::lock_guard<std::mutex> lease(io_);
+  const uint64_t id = next_request_id();
+  conn_->send_json(MessageType::LoadStage, id,
+                   {{"config", wire::config_to_json(config)},
+                    {"layer_begin", begin},
+                    {"layer_end", end},
+                    {"n_seq", n_seq},
+                    {"n_ctx", n_ctx},
+                    {"max_tokens", max_tokens},
+                    {"tensors", tensors}});
+  // The worker looks through its cache and models dir meanwhile; it sends
+  // HEARTBEATs, so a slow disk is not mistaken for a lost worker.
+  wire::Frame frame;
+  conn_->expect_reply(frame, MessageType::LoadNeeds, id, timeout_ms_);
+  nlohmann::json needs = wire::parse_json(frame);
+
+  StageLoadReport report;
+  std::vector<size_t> missing = needs.at("missing").get<std::vector<size_t>>();
+  uint64_t total = 0;
+  for (size_t i : missing) {
+    if (i >= names.size()) throw wire::ProtocolError(wire::ErrorCode::Malformed, "LOAD_NEEDS names an unknown tensor");
+    total += file.tensor(names[i]).bytes;
+  }
+  for (size_t i : missing) {
+    const gguf::TensorInfo& t = file.tensor(names[i]);
+    for (uint64_t offset = 0; offset < t.bytes; offset += kChunkBytes) {
+      const size_t len = std::min<uint64_t>(kChunkBytes, t.bytes - offset);
+      uint8_t head[16] = {};
+      const uint32_t index = static_cast<uint32_t>(i);
+      std::memcpy(head, &index, 4);
+      std::memcpy(head + 8, &offset, 8);
+      const std::span<const uint8_t> parts[] = {{head, 16}, {t.data + offset, len}};
+      conn_->send(MessageType::TensorData, id, parts);
+      report.sent_bytes += len;
+      if (progress) progress(report.sent_bytes, total);
+    }
+  }
+  report.tensors_sent = static_cast<int>(missing.size());
+  conn_->send_json(MessageType::LoadCommit, id, nlohmann::json::object());
+  conn_->expect_reply(frame, MessageType::StageReady, id, timeout_ms_);
+  nlohmann::json ready = wire::parse_json(frame);
+  report.stage_id = ready.at("stage_id").get<uint32_t>();
+  report.weight_bytes = ready.at("weight_bytes").get<uint64_t>();
+  report.kv_bytes = ready.at("kv_bytes").get<uint64_t>();
+  report.from_cache = ready.at("from_cache").get<int>();
+  report.from_memory = ready.value("from_memory", 0);
+  report.from_models_dir = ready.at("from_models_dir").get<int>();
+  report.free_after = ready.at("free_after").get<uint64_t>();
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return report;
+}
+
+}  // namespace shoal

@@ -1,0 +1,85 @@
+#pragma once
+// The primary's side of one worker connection: handshake, device report,
+// stage loading with progress, KV operations, ping and stats.
+#include <functional>
+#include <map>
+#include <memory>
+#include <atomic>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "cluster/wire/connection.h"
+#include "cluster/content_hash.h"
+#include "cluster/device_info.h"
+#include "model/config.h"
+
+namespace shoal {
+namespace gguf { class File; }
+
+// Content hashes of a file's tensors, computed once each on first need.
+class TensorHashes {
+ public:
+  explicit TensorHashes(const gguf::File& file) : file_(file) {}
+  ContentHash get(const std::string& name);
+
+ private:
+  const gguf::File& file_;
+  std::map<std::string, ContentHash> hashes_;
+};
+
+struct StageLoadReport {
+  uint32_t stage_id = 0;
+  uint64_t weight_bytes = 0;
+  uint64_t kv_bytes = 0;
+  uint64_t sent_bytes = 0;
+  int tensors_sent = 0;
+  int from_cache = 0;
+  int from_memory = 0;  // shared with a stage the worker already held
+  int from_models_dir = 0;
+  uint64_t free_after = 0;
+  double seconds = 0.0;
+};
+
+class WorkerClient {
+ public:
+  // Connects and authenticates; throws shoal::Error / ProtocolError with the
+  // reason (unreachable, busy, key, version). Every later wait on this
+  // worker ends after timeout_ms of silence with a LinkError naming it.
+  WorkerClient(const std::string& address, const std::optional<std::string>& key,
+               int timeout_ms = wire::kDefaultPeerTimeoutMs);
+
+  const std::string& address() const { return address_; }
+  const DeviceInfo& device() const { return device_; }
+  wire::Connection& connection() { return *conn_; }
+  uint64_t next_request_id() { return ++request_id_; }
+  int timeout_ms() const { return timeout_ms_; }
+  // Whoever talks to the worker (the engine thread, or the supervisor's
+  // keeper reading heartbeats on an idle link) holds this meanwhile.
+  std::mutex& io() { return io_; }
+  // Ends the connection (a lost worker); a reader blocked on it wakes.
+  void close() { conn_->shutdown(); }
+
+  double ping_ms();
+  nlohmann::json stats();
+  // Loads layers [begin, end): the worker says which tensors it lacks and
+  // only those are streamed, in chunks; `progress(sent, total)` is called
+  // as bytes go out.
+  StageLoadReport load_stage(const gguf::File& file, TensorHashes& hashes, const ModelConfig& config, int begin,
+                             int end, int n_seq, int n_ctx, int max_tokens,
+                             const std::function<void(uint64_t, uint64_t)>& progress);
+  void kv_op(const nlohmann::json& op);
+  void unload(uint32_t stage_id);
+
+ private:
+  nlohmann::json request(wire::MessageType type, const nlohmann::json& body, wire::MessageType reply);
+
+  std::string address_;
+  std::unique_ptr<wire::Connection> conn_;
+  DeviceInfo device_;
+  std::atomic<uint64_t> request_id_{0};
+  int timeout_ms_;
+  std::mutex io_;
+};
+
+}  // namespace shoal

@@ -1,0 +1,121 @@
+#pragma once
+// One TCP connection speaking the frame protocol: gathered writes with
+// TCP_NODELAY, bounded reads that refuse an oversized frame before
+// allocating, and timeouts so nothing waits forever on a silent peer.
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cluster/wire/protocol.h"
+
+namespace shoal::wire {
+
+struct Frame {
+  FrameHeader header;
+  std::vector<uint8_t> payload;  // capacity is reused between receives
+  MessageType type() const { return static_cast<MessageType>(header.type); }
+};
+
+// The link to a peer failed: closed, reset, or silent past its deadline.
+// It names the peer, so whoever holds several links knows which one died
+// without matching strings.
+class LinkError : public Error {
+ public:
+  enum class Kind { Closed, Timeout, Failed };
+  LinkError(Kind kind, std::string peer, const std::string& message)
+      : Error(message), kind_(kind), peer_(std::move(peer)) {}
+  Kind kind() const { return kind_; }
+  const std::string& peer() const { return peer_; }
+
+ private:
+  Kind kind_;
+  std::string peer_;
+};
+
+class Connection {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  Connection(int fd, std::string peer);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // Connects to "host:port"; throws shoal::Error naming the address.
+  static std::unique_ptr<Connection> connect(const std::string& address, int timeout_ms = 5000);
+
+  // One frame from payload parts, written with one sendmsg (no copies).
+  void send(MessageType type, uint64_t request_id, std::span<const std::span<const uint8_t>> parts);
+  void send_json(MessageType type, uint64_t request_id, const nlohmann::json& body);
+  // Best effort: an ERROR frame; never throws.
+  void send_error(ErrorCode code, const std::string& message, uint64_t request_id = 0) noexcept;
+
+  // Reads one frame into `frame`, waiting at most timeout_ms for it to
+  // begin (< 0: as long as it takes, blocking, never spinning). HEARTBEATs
+  // are consumed here and restart the wait: a peer that keeps saying "busy"
+  // is slow, not lost. A big payload may take longer, as long as bytes keep
+  // coming. A frame with a bad magic, another protocol version or an
+  // oversized payload is answered with ERROR and throws ProtocolError; end of
+  // stream, a reset or a deadline throws LinkError.
+  void receive(Frame& frame, int timeout_ms);
+  // One frame, or one HEARTBEAT (then false, and `frame` is untouched):
+  // for a caller that watches several links and must not wait on one.
+  bool receive_one(Frame& frame, int timeout_ms);
+  // receive(), then: an ERROR frame throws ProtocolError with the peer's
+  // message; any type but `expected` throws ProtocolError (Malformed).
+  void expect(Frame& frame, MessageType expected, int timeout_ms);
+  // expect() for the answer to request `request_id`: answers to earlier
+  // requests (abandoned when a step failed elsewhere) are skipped.
+  void expect_reply(Frame& frame, MessageType expected, uint64_t request_id, int timeout_ms);
+  // The checks of expect() on a frame already received.
+  void check(const Frame& frame, MessageType expected) const;
+  nlohmann::json expect_json(MessageType expected, int timeout_ms);
+
+  // Liveness. A send that makes no progress for timeout_ms fails (a stalled
+  // peer with a full buffer cannot block us), and the kernel's keepalive
+  // probes an idle link too.
+  void set_timeout(int timeout_ms);
+  // A HEARTBEAT if nothing was sent for `idle`; skipped (false) when another
+  // thread is writing (then the link is not idle anyway). Never throws.
+  bool heartbeat_if_idle(std::chrono::milliseconds idle) noexcept;
+  // Reads whatever frames are already waiting without blocking; returns
+  // false if one of them was anything but a HEARTBEAT (a stale answer).
+  // Throws LinkError if the peer closed.
+  bool drain();
+  Clock::time_point last_received() const { return Clock::time_point(Clock::duration(last_received_.load())); }
+  Clock::time_point last_sent() const { return Clock::time_point(Clock::duration(last_sent_.load())); }
+
+  void set_max_payload(uint64_t bytes) { max_payload_ = bytes; }
+  uint64_t max_payload() const { return max_payload_; }
+  const std::string& peer() const { return peer_; }
+  int fd() const { return fd_; }
+  // Wakes a reader blocked in another thread (it sees end of stream).
+  void shutdown() noexcept;
+
+ private:
+  // Fills dst; each wait for bytes ends at `deadline` (none when unset).
+  // With `progress`, every byte that arrives moves the deadline on by
+  // timeout_ms (a big payload on a slow link).
+  void read_exact(uint8_t* dst, size_t n, int timeout_ms, bool progress);
+  void send_frame(MessageType type, uint64_t request_id, std::span<const std::span<const uint8_t>> parts);
+  static int64_t now_ticks() { return Clock::now().time_since_epoch().count(); }
+
+  int fd_;
+  std::string peer_;
+  uint64_t max_payload_ = kDefaultMaxPayload;
+  std::mutex write_mutex_;  // frames from several threads never interleave
+  std::atomic<int64_t> last_received_{now_ticks()}, last_sent_{now_ticks()};
+};
+
+// Parses a JSON payload; throws ProtocolError (Malformed) on bad JSON.
+nlohmann::json parse_json(const Frame& frame);
+// "host:port" → (host, port); throws shoal::Error on bad syntax.
+std::pair<std::string, int> split_address(const std::string& address);
+
+}  // namespace shoal::wire

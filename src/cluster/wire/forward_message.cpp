@@ -1,0 +1,146 @@
+#include "cluster/wire/forward_message.h"
+
+#include <cstring>
+
+#include "cluster/wire/protocol.h"
+
+namespace shoal::wire {
+namespace {
+
+constexpr uint32_t kMaxTokens = 1u << 16;
+constexpr uint32_t kMaxWidth = 1u << 16;
+constexpr uint16_t kMaxRoute = 64;
+
+template <typename T>
+void put(std::vector<uint8_t>& out, T v) {
+  const size_t at = out.size();
+  out.resize(at + sizeof(T));
+  std::memcpy(out.data() + at, &v, sizeof(T));
+}
+
+class Reader {
+ public:
+  explicit Reader(std::span<const uint8_t> p) : p_(p) {}
+  template <typename T>
+  T get() {
+    need(sizeof(T));
+    T v;
+    std::memcpy(&v, p_.data() + at_, sizeof(T));
+    at_ += sizeof(T);
+    return v;
+  }
+  std::span<const uint8_t> take(size_t n) {
+    need(n);
+    auto s = p_.subspan(at_, n);
+    at_ += n;
+    return s;
+  }
+  size_t left() const { return p_.size() - at_; }
+
+ private:
+  void need(size_t n) const {
+    if (n > p_.size() - at_) throw ProtocolError(ErrorCode::Malformed, "FORWARD payload is truncated");
+  }
+  std::span<const uint8_t> p_;
+  size_t at_ = 0;
+};
+
+void check_shape(uint32_t n_tokens, uint32_t n_embd, uint8_t dtype) {
+  if (n_tokens == 0 || n_tokens > kMaxTokens || n_embd == 0 || n_embd > kMaxWidth ||
+      dtype >= static_cast<uint8_t>(WireDType::COUNT))
+    throw ProtocolError(ErrorCode::Malformed, "FORWARD has an impossible shape or dtype");
+}
+
+}  // namespace
+
+void encode_forward_prefix(const ForwardHeader& h, std::span<const int32_t> positions,
+                           std::span<const int32_t> seq_ids, std::span<const ChainHop> route,
+                           std::vector<uint8_t>& out) {
+  out.clear();
+  put(out, h.stage_id);
+  put(out, h.n_tokens);
+  put(out, h.n_embd);
+  put(out, static_cast<uint8_t>(h.dtype));
+  put(out, uint8_t{0});
+  put(out, static_cast<uint16_t>(route.size()));
+  for (int32_t p : positions) put(out, p);
+  for (int32_t s : seq_ids) put(out, s);
+  for (const auto& hop : route) {
+    put(out, hop.stage_id);
+    put(out, static_cast<uint16_t>(hop.address.size()));
+    out.insert(out.end(), hop.address.begin(), hop.address.end());
+  }
+}
+
+ForwardView decode_forward(std::span<const uint8_t> payload, std::vector<int32_t>& positions,
+                           std::vector<int32_t>& seq_ids) {
+  Reader r(payload);
+  ForwardView v;
+  v.header.stage_id = r.get<uint32_t>();
+  v.header.n_tokens = r.get<uint32_t>();
+  v.header.n_embd = r.get<uint32_t>();
+  const uint8_t dtype = r.get<uint8_t>();
+  r.get<uint8_t>();
+  const uint16_t n_route = r.get<uint16_t>();
+  check_shape(v.header.n_tokens, v.header.n_embd, dtype);
+  if (n_route > kMaxRoute) throw ProtocolError(ErrorCode::Malformed, "FORWARD chain route is too long");
+  v.header.dtype = static_cast<WireDType>(dtype);
+  const size_t n = v.header.n_tokens;
+  positions.resize(n);
+  seq_ids.resize(n);
+  std::memcpy(positions.data(), r.take(n * 4).data(), n * 4);
+  std::memcpy(seq_ids.data(), r.take(n * 4).data(), n * 4);
+  v.positions = positions;
+  v.seq_ids = seq_ids;
+  for (uint16_t i = 0; i < n_route; ++i) {
+    ChainHop hop;
+    hop.stage_id = r.get<uint32_t>();
+    const uint16_t len = r.get<uint16_t>();
+    auto addr = r.take(len);
+    hop.address.assign(addr.begin(), addr.end());
+    v.route.push_back(std::move(hop));
+  }
+  size_t expected;
+  try {
+    expected = wire_bytes(v.header.dtype, n, v.header.n_embd);
+  } catch (const Error& e) {
+    throw ProtocolError(ErrorCode::Malformed, e.what());
+  }
+  if (r.left() != expected)
+    throw ProtocolError(ErrorCode::Malformed, fmt::format("FORWARD carries {} activation bytes, expected {}",
+                                                          r.left(), expected));
+  v.activations = r.take(expected);
+  return v;
+}
+
+void encode_result_prefix(uint32_t n_tokens, uint32_t n_embd, WireDType dtype, std::vector<uint8_t>& out) {
+  out.clear();
+  put(out, n_tokens);
+  put(out, n_embd);
+  put(out, static_cast<uint8_t>(dtype));
+  put(out, uint8_t{0});
+  put(out, uint16_t{0});
+}
+
+ResultView decode_result(std::span<const uint8_t> payload) {
+  Reader r(payload);
+  ResultView v;
+  v.n_tokens = r.get<uint32_t>();
+  v.n_embd = r.get<uint32_t>();
+  const uint8_t dtype = r.get<uint8_t>();
+  r.get<uint8_t>();
+  r.get<uint16_t>();
+  check_shape(v.n_tokens, v.n_embd, dtype);
+  v.dtype = static_cast<WireDType>(dtype);
+  size_t expected;
+  try {
+    expected = wire_bytes(v.dtype, v.n_tokens, v.n_embd);
+  } catch (const Error& e) {
+    throw ProtocolError(ErrorCode::Malformed, e.what());
+  }
+  if (r.left() != expected) throw ProtocolError(ErrorCode::Malformed, "FORWARD_RESULT has the wrong size");
+  v.activations = r.take(expected);
+  return v;
+}
+
+}  // namespace shoal::wire

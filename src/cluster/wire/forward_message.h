@@ -1,0 +1,53 @@
+#pragma once
+// The binary messages of the token loop: FORWARD (batch metadata, an
+// optional chain route, activations) and FORWARD_RESULT (activations).
+// Decoding checks every length against the payload before touching it.
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cluster/wire/activation_codec.h"
+
+namespace shoal::wire {
+
+struct ChainHop {
+  std::string address;  // host:port of the next worker
+  uint32_t stage_id = 0;
+};
+
+struct ForwardHeader {
+  uint32_t stage_id = 0;
+  uint32_t n_tokens = 0;
+  uint32_t n_embd = 0;
+  WireDType dtype = WireDType::F32;
+};
+
+// Encodes everything but the activations into `out` (reused buffer).
+void encode_forward_prefix(const ForwardHeader& h, std::span<const int32_t> positions,
+                           std::span<const int32_t> seq_ids, std::span<const ChainHop> route,
+                           std::vector<uint8_t>& out);
+
+struct ForwardView {
+  ForwardHeader header;
+  std::span<const int32_t> positions;  // views into the payload (unaligned-safe copies below)
+  std::span<const int32_t> seq_ids;
+  std::vector<ChainHop> route;
+  std::span<const uint8_t> activations;
+};
+// Throws ProtocolError (Malformed) on any inconsistency. positions/seq_ids
+// are copied into the given vectors (the payload may be unaligned).
+ForwardView decode_forward(std::span<const uint8_t> payload, std::vector<int32_t>& positions,
+                           std::vector<int32_t>& seq_ids);
+
+// FORWARD_RESULT: a fixed 12-byte prefix then the activations.
+void encode_result_prefix(uint32_t n_tokens, uint32_t n_embd, WireDType dtype, std::vector<uint8_t>& out);
+struct ResultView {
+  uint32_t n_tokens = 0;
+  uint32_t n_embd = 0;
+  WireDType dtype = WireDType::F32;
+  std::span<const uint8_t> activations;
+};
+ResultView decode_result(std::span<const uint8_t> payload);
+
+}  // namespace shoal::wire

@@ -1,0 +1,180 @@
+#include "cluster/wire/handshake.h"
+
+#include <chrono>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+namespace shoal::wire {
+namespace {
+
+constexpr int kNonceBytes = 32;
+
+std::string to_hex(const unsigned char* p, size_t n) {
+  static const char* digits = "0123456789abcdef";
+  std::string s;
+  for (size_t i = 0; i < n; ++i) {
+    s += digits[p[i] >> 4];
+    s += digits[p[i] & 15];
+  }
+  return s;
+}
+
+std::string fresh_nonce() {
+  unsigned char buf[kNonceBytes];
+  if (RAND_bytes(buf, kNonceBytes) != 1) fail("cannot draw a random nonce");
+  return to_hex(buf, kNonceBytes);
+}
+
+// HMAC-SHA256(key, label | first nonce | second nonce), hex. The label
+// binds the proof to its direction so one side's proof is never valid for
+// the other.
+std::string proof(const std::string& key, const char* label, const std::string& a, const std::string& b) {
+  std::string msg = std::string(label) + "|" + a + "|" + b;
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(msg.data()),
+       msg.size(), mac, &len);
+  return to_hex(mac, len);
+}
+
+bool same_proof(const std::string& a, const std::string& b) {
+  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+std::string field(const nlohmann::json& j, const char* name) {
+  auto it = j.find(name);
+  if (it == j.end() || !it->is_string()) throw ProtocolError(ErrorCode::Malformed, fmt::format("HELLO lacks '{}'", name));
+  return it->get<std::string>();
+}
+
+}  // namespace
+
+const char* role_name(Role role) {
+  switch (role) {
+    case Role::Primary: return "primary";
+    case Role::Worker: return "worker";
+    case Role::Peer: return "peer";
+  }
+  return "?";
+}
+
+std::optional<std::string> load_cluster_key(const std::string& key_file) {
+  std::string key;
+  if (!key_file.empty()) {
+    std::ifstream in(key_file, std::ios::binary);
+    if (!in) fail("cannot read key file {}", key_file);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    key = ss.str();
+  } else if (const char* env = std::getenv("SHOAL_CLUSTER_KEY")) {
+    key = env;
+  } else {
+    return std::nullopt;
+  }
+  while (!key.empty() && (key.back() == '\n' || key.back() == '\r' || key.back() == ' ')) key.pop_back();
+  if (key.size() < 16) fail("the cluster key must be at least 16 bytes (got {})", key.size());
+  return key;
+}
+
+namespace {
+// Until the handshake is over, frames are small; the caller's limit returns after.
+class PreAuthLimit {
+ public:
+  explicit PreAuthLimit(Connection& conn) : conn_(conn), saved_(conn.max_payload()) {
+    conn_.set_max_payload(kPreAuthMaxPayload);
+  }
+  ~PreAuthLimit() { conn_.set_max_payload(saved_); }
+
+ private:
+  Connection& conn_;
+  uint64_t saved_;
+};
+}  // namespace
+
+nlohmann::json client_handshake(Connection& conn, Role role, const std::optional<std::string>& key,
+                                const nlohmann::json& extra) {
+  PreAuthLimit limit(conn);
+  const std::string nonce = fresh_nonce();
+  nlohmann::json hello = extra.is_object() ? extra : nlohmann::json::object();
+  hello["protocol"] = kProtocolVersion;
+  hello["build"] = "shoal 0.1.0";
+  hello["role"] = role_name(role);
+  hello["nonce"] = nonce;
+  conn.send_json(MessageType::Hello, 0, hello);
+  nlohmann::json reply = conn.expect_json(MessageType::Hello, kHandshakeTimeoutMs);
+  const std::string worker_nonce = field(reply, "nonce");
+  const bool wants_key = reply.value("auth", false);
+  if (!wants_key) {
+    if (key)
+      throw ProtocolError(ErrorCode::AuthFailed,
+                          fmt::format("{} runs without a cluster key but we have one: refusing an unauthenticated "
+                                      "worker (start it with the same --key-file)",
+                                      conn.peer()));
+    return reply;
+  }
+  if (!key)
+    throw ProtocolError(ErrorCode::AuthRequired,
+                        fmt::format("{} requires a cluster key: pass --key-file or set SHOAL_CLUSTER_KEY", conn.peer()));
+  conn.send_json(MessageType::Auth, 0, {{"proof", proof(*key, "client", worker_nonce, nonce)}});
+  nlohmann::json ok = conn.expect_json(MessageType::AuthOk, kHandshakeTimeoutMs);
+  if (!same_proof(ok.value("proof", std::string()), proof(*key, "worker", nonce, worker_nonce)))
+    throw ProtocolError(ErrorCode::AuthFailed, fmt::format("{} failed to prove it holds the cluster key", conn.peer()));
+  return reply;
+}
+
+nlohmann::json server_handshake(Connection& conn, const std::optional<std::string>& key, const nlohmann::json& info,
+                                int timeout_ms) {
+  PreAuthLimit limit(conn);
+  // One deadline for the whole handshake: a stranger trickling bytes cannot
+  // hold a connection longer than this.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  auto left = [&] {
+    return static_cast<int>(std::max<int64_t>(
+        0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count()));
+  };
+  Frame frame;
+  conn.receive(frame, left());
+  if (frame.type() != MessageType::Hello) {
+    conn.send_error(ErrorCode::Malformed, "expected HELLO first");
+    throw ProtocolError(ErrorCode::Malformed,
+                        fmt::format("{} sent {} before HELLO", conn.peer(), message_name(frame.type())));
+  }
+  nlohmann::json client = parse_json(frame);
+  const std::string client_nonce = field(client, "nonce");
+  const std::string role = field(client, "role");
+  if (role != "primary" && role != "peer") {
+    conn.send_error(ErrorCode::Malformed, "unknown role");
+    throw ProtocolError(ErrorCode::Malformed, fmt::format("{} claims unknown role '{}'", conn.peer(), role));
+  }
+  const std::string nonce = fresh_nonce();
+  nlohmann::json hello = info;
+  hello["protocol"] = kProtocolVersion;
+  hello["build"] = "shoal 0.1.0";
+  hello["role"] = "worker";
+  hello["nonce"] = nonce;
+  hello["auth"] = key.has_value();
+  conn.send_json(MessageType::Hello, 0, hello);
+  if (!key) return client;
+  conn.receive(frame, left());
+  if (frame.type() != MessageType::Auth) {
+    conn.send_error(ErrorCode::AuthRequired, "this worker requires a cluster key (--key-file or SHOAL_CLUSTER_KEY)");
+    throw ProtocolError(ErrorCode::AuthRequired, fmt::format("{} did not authenticate", conn.peer()));
+  }
+  nlohmann::json auth = parse_json(frame);
+  if (!auth.contains("proof") || !auth["proof"].is_string() ||
+      !same_proof(auth["proof"].get<std::string>(), proof(*key, "client", nonce, client_nonce))) {
+    conn.send_error(ErrorCode::AuthFailed, "wrong cluster key");
+    throw ProtocolError(ErrorCode::AuthFailed, fmt::format("{} presented a wrong cluster key", conn.peer()));
+  }
+  conn.send_json(MessageType::AuthOk, 0, {{"proof", proof(*key, "worker", client_nonce, nonce)}});
+  return client;
+}
+
+}  // namespace shoal::wire

@@ -1,0 +1,35 @@
+#pragma once
+// The first exchange on every connection: HELLO both ways (protocol
+// version, build, role, device, a fresh nonce), then, when the worker has a
+// cluster key, mutual HMAC-SHA256 challenge-response over both nonces.
+// Neither side learns the key; a replayed proof fails on the fresh nonce.
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+
+#include "cluster/wire/connection.h"
+
+namespace shoal::wire {
+
+// The cluster key: from --key-file, else SHOAL_CLUSTER_KEY, else none.
+// Throws shoal::Error for an unreadable file or a key under 16 bytes.
+std::optional<std::string> load_cluster_key(const std::string& key_file);
+
+enum class Role { Primary, Worker, Peer };  // Peer: a worker forwarding to the next in a chain
+const char* role_name(Role role);
+
+// Client side (primary or peer). Returns the worker's HELLO. Throws
+// ProtocolError with a clear message: version mismatch, busy, the worker
+// wants a key we lack, wrong key, a worker without a key while we have one.
+nlohmann::json client_handshake(Connection& conn, Role role, const std::optional<std::string>& key,
+                                const nlohmann::json& extra = {});
+
+// Server side (worker). `hello` is what the worker tells about itself.
+// Returns the client's HELLO (with its "role"). Throws ProtocolError after
+// telling the client why.
+// The whole handshake must be over within timeout_ms.
+nlohmann::json server_handshake(Connection& conn, const std::optional<std::string>& key, const nlohmann::json& hello,
+                                int timeout_ms = kHandshakeTimeoutMs);
+
+}  // namespace shoal::wire

@@ -1,0 +1,90 @@
+#pragma once
+// The wire protocol between the primary and its workers (docs/protocol.md is
+// the specification). Every frame is a fixed 32-byte little-endian header and
+// a payload. Control messages carry a JSON object; the hot path (FORWARD,
+// tensor data) is binary.
+#include <cstdint>
+#include <string>
+
+#include "util/error.h"
+
+namespace shoal::wire {
+
+constexpr uint32_t kMagic = 0x4C4F4853;  // "SHOL" little-endian
+constexpr uint16_t kProtocolVersion = 2;  // v2: HEARTBEAT, deadlines on every wait
+constexpr size_t kHeaderBytes = 32;
+constexpr uint64_t kDefaultMaxPayload = 256ull << 20;  // refused before any allocation
+constexpr int kHandshakeTimeoutMs = 5000;
+// Until AUTH_OK a frame is at most this big (HELLO, AUTH, ERROR are small):
+// an unauthenticated peer cannot make the worker allocate.
+constexpr uint64_t kPreAuthMaxPayload = 4096;
+// --worker-timeout's default: a peer silent this long is lost.
+constexpr int kDefaultPeerTimeoutMs = 5000;
+
+enum class MessageType : uint16_t {
+  Hello = 1,         // JSON, both ways, first
+  Auth = 2,          // JSON: primary's HMAC proof
+  AuthOk = 3,        // JSON: worker's HMAC proof
+  Error = 4,         // JSON {code, message}; the sender closes after a fatal one
+  Ping = 5,          // JSON {t}
+  Pong = 6,
+  Stats = 7,         // JSON request / reply
+  StatsReply = 8,
+  LoadStage = 9,     // JSON: config, layer range, tensor list with content hashes
+  LoadNeeds = 10,    // JSON: which tensors the worker still needs
+  TensorData = 11,   // binary: one chunk of one tensor
+  LoadCommit = 12,   // JSON: all chunks sent
+  StageReady = 13,   // JSON: stage id, memory, sources
+  Forward = 14,      // binary: batch metadata + activations (+ chain route)
+  ForwardResult = 15,// binary: activations
+  KvOp = 16,         // JSON {stage, op, seq, ...}
+  KvOk = 17,
+  Unload = 18,       // JSON {stage}
+  UnloadOk = 19,
+  LoadProgress = 20, // JSON: bytes received so far (worker → primary, informational)
+  Heartbeat = 21,    // empty, both ways: "still here" on an idle or busy link; never answered
+  COUNT
+};
+
+const char* message_name(MessageType type);
+
+enum class ErrorCode : uint16_t {
+  VersionMismatch = 1,
+  AuthRequired = 2,
+  AuthFailed = 3,
+  Busy = 4,
+  FrameTooLarge = 5,
+  Malformed = 6,
+  UnknownStage = 7,
+  OutOfMemory = 8,
+  HashMismatch = 9,
+  BadRequest = 10,
+  Internal = 11,
+  Timeout = 12,      // the peer was silent past the deadline
+  TooManyConnections = 13,
+};
+
+struct FrameHeader {
+  uint32_t magic = kMagic;
+  uint16_t version = kProtocolVersion;
+  uint16_t type = 0;
+  uint32_t flags = 0;
+  uint32_t reserved = 0;
+  uint64_t request_id = 0;
+  uint64_t payload_bytes = 0;
+};
+
+void encode_header(const FrameHeader& h, uint8_t out[kHeaderBytes]);
+FrameHeader decode_header(const uint8_t in[kHeaderBytes]);
+
+// A protocol violation or an error reported by the peer.
+class ProtocolError : public Error {
+ public:
+  ProtocolError(ErrorCode code, const std::string& message) : Error(message), code_(code) {}
+  ErrorCode code() const { return code_; }
+
+ private:
+  ErrorCode code_;
+};
+
+}  // namespace shoal::wire

@@ -1,0 +1,227 @@
+// LOAD_STAGE on the worker: find each tensor in memory, the weight cache or
+// the worker's own GGUF files (by content hash); ask the primary for the
+// rest; check every hash before use; build the stage.
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <map>
+
+#include "cluster/wire/model_config_json.h"
+#include "cluster/worker/worker_session.h"
+#include "model/kv_cache.h"
+#include "util/log.h"
+
+namespace shoal {
+
+using wire::ErrorCode;
+using wire::MessageType;
+using wire::ProtocolError;
+
+namespace {
+
+struct WantedTensor {
+  std::string name;
+  DType type = DType::F32;
+  std::vector<int64_t> shape;
+  ContentHash hash;
+  size_t bytes = 0;
+  TensorBytes data;
+  std::vector<uint8_t> received;  // owned buffer for a tensor the primary sends
+  size_t received_bytes = 0;
+  bool needed = false;
+};
+
+WantedTensor parse_tensor(const nlohmann::json& t) {
+  WantedTensor w;
+  w.name = t.at("name").get<std::string>();
+  const DTypeInfo* info = find_dtype(t.at("type").get<uint32_t>());
+  if (!info || info->type == DType::Q8_K || info->type == DType::Q8_1)
+    throw ProtocolError(ErrorCode::Malformed, fmt::format("tensor '{}' has an unsupported type", w.name));
+  w.type = info->type;
+  w.shape = t.at("shape").get<std::vector<int64_t>>();
+  if (w.shape.empty() || w.shape.size() > 4) throw ProtocolError(ErrorCode::Malformed, "bad tensor shape");
+  int64_t n = 1;
+  for (int64_t d : w.shape) {
+    if (d <= 0 || d > (1ll << 32) || n > (1ll << 40) / d) throw ProtocolError(ErrorCode::Malformed, "bad tensor shape");
+    n *= d;
+  }
+  if (w.shape[0] % info->block_size != 0)
+    throw ProtocolError(ErrorCode::Malformed, fmt::format("tensor '{}' rows are not whole blocks", w.name));
+  w.bytes = static_cast<size_t>(n / info->block_size) * info->block_bytes;
+  w.hash = ContentHash::from_hex(t.at("hash").get<std::string>());
+  return w;
+}
+
+}  // namespace
+
+void WorkerSession::load_stage(const wire::Frame& request) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const uint64_t request_id = request.header.request_id;
+  nlohmann::json body = wire::parse_json(request);
+  auto stage = std::make_shared<WorkerStage>();
+  stage->config = wire::config_from_json(body.at("config"));
+  const ModelConfig& c = stage->config;
+  const int begin = body.at("layer_begin").get<int>(), end = body.at("layer_end").get<int>();
+  const int n_seq = body.at("n_seq").get<int>(), n_ctx = body.at("n_ctx").get<int>();
+  const int max_tokens = body.at("max_tokens").get<int>();
+  if (begin < 0 || end > c.n_layer || begin >= end || n_seq < 1 || n_seq > 256 || n_ctx < 1 || n_ctx > (1 << 20) ||
+      max_tokens < 1 || max_tokens > 4096)
+    throw ProtocolError(ErrorCode::BadRequest, "LOAD_STAGE has an impossible layer range or size");
+
+  // The tensors must be exactly those the layer range needs.
+  const BindRange range{begin, end, false};
+  const std::vector<std::string> expected = tensor_names_for(c, range);
+  const auto& listed = body.at("tensors");
+  if (!listed.is_array() || listed.size() != expected.size())
+    throw ProtocolError(ErrorCode::BadRequest, fmt::format("LOAD_STAGE lists {} tensors, layers {}-{} need {}",
+                                                           listed.size(), begin, end - 1, expected.size()));
+  std::vector<WantedTensor> tensors;
+  for (size_t i = 0; i < listed.size(); ++i) {
+    tensors.push_back(parse_tensor(listed[i]));
+    if (tensors.back().name != expected[i])
+      throw ProtocolError(ErrorCode::BadRequest, fmt::format("LOAD_STAGE tensor {} is '{}', expected '{}'", i,
+                                                             tensors.back().name, expected[i]));
+    stage->weight_bytes += tensors.back().bytes;
+  }
+
+  // Tensors another stage here holds already (the same primary re-planning
+  // after a loss) are shared, not fetched again: their hash is their name.
+  uint64_t shared_bytes = 0;
+  int from_memory = 0;
+  {
+    std::lock_guard<std::mutex> lock(s_.mutex_);
+    for (WantedTensor& w : tensors)
+      for (const auto& [id, held] : s_.stages_) {
+        auto it = std::find(held->hashes.begin(), held->hashes.end(), w.hash);
+        if (it == held->hashes.end()) continue;
+        const TensorBytes& b = held->tensors[static_cast<size_t>(it - held->hashes.begin())];
+        if (b.size != w.bytes) continue;
+        w.data = b;
+        shared_bytes += w.bytes;
+        ++from_memory;
+        break;
+      }
+  }
+
+  // Memory: what --mem lends, less what other stages hold.
+  stage->kv_bytes = KvCache::bytes_for(end - begin, n_seq, n_ctx, c.kv_width());
+  const uint64_t scratch = LayerScratch::bytes_for(c, max_tokens) +
+                           CpuBackend::scratch_bytes(max_tokens, c.max_activation_width());
+  const uint64_t need = stage->weight_bytes - shared_bytes + stage->kv_bytes + scratch;
+  const uint64_t used = s_.memory_in_use(), lent = s_.device_.free_memory;
+  if (need + used > lent)
+    throw ProtocolError(ErrorCode::OutOfMemory,
+                        fmt::format("layers {}-{} need {} MiB (weights {} + KV {} + buffers {}); this worker lends {} "
+                                    "MiB and {} MiB are in use",
+                                    begin, end - 1, need >> 20, stage->weight_bytes >> 20, stage->kv_bytes >> 20,
+                                    scratch >> 20, lent >> 20, used >> 20));
+
+  // Find what is here already; every found tensor is re-hashed before use.
+  int from_cache = 0, from_models = 0, missing = 0;
+  nlohmann::json missing_list = nlohmann::json::array();
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    WantedTensor& w = tensors[i];
+    if (w.data.data) continue;  // shared with a stage in memory
+    if (s_.cache_) {
+      TensorBytes b = s_.cache_->find(w.hash, w.bytes);
+      if (b.data && hash_bytes(b.data, b.size) == w.hash) {
+        w.data = std::move(b);
+        ++from_cache;
+        continue;
+      }
+      if (b.data) s_.cache_->remove(w.hash);  // corrupt on disk: fetch it again
+    }
+    if (s_.local_models_) {
+      TensorBytes b = s_.local_models_->find(w.type, w.shape, w.hash);
+      if (b.data && b.size == w.bytes) {
+        w.data = std::move(b);
+        ++from_models;
+        continue;
+      }
+    }
+    w.needed = true;
+    w.received.resize(w.bytes);
+    missing_list.push_back(i);
+    ++missing;
+  }
+  conn_->send_json(MessageType::LoadNeeds, request_id,
+                   {{"missing", missing_list},
+                    {"from_cache", from_cache},
+                    {"from_models_dir", from_models},
+                    {"from_memory", from_memory}});
+
+  // Chunks until LOAD_COMMIT.
+  wire::Frame frame;
+  uint64_t received_total = 0;
+  for (;;) {
+    conn_->receive(frame, s_.options_.timeout_ms);
+    if (frame.type() == MessageType::LoadCommit) break;
+    if (frame.type() != MessageType::TensorData)
+      throw ProtocolError(ErrorCode::Malformed, fmt::format("{} during a load", wire::message_name(frame.type())));
+    if (frame.payload.size() < 16) throw ProtocolError(ErrorCode::Malformed, "TENSOR_DATA is truncated");
+    uint32_t index;
+    uint64_t offset;
+    std::memcpy(&index, frame.payload.data(), 4);
+    std::memcpy(&offset, frame.payload.data() + 8, 8);
+    const size_t len = frame.payload.size() - 16;
+    if (index >= tensors.size() || !tensors[index].needed || offset > tensors[index].bytes ||
+        len > tensors[index].bytes - offset)
+      throw ProtocolError(ErrorCode::Malformed, "TENSOR_DATA outside the tensors this load asked for");
+    std::memcpy(tensors[index].received.data() + offset, frame.payload.data() + 16, len);
+    tensors[index].received_bytes += len;
+    received_total += len;
+    s_.stats_.weight_bytes_received += len;
+  }
+
+  // Check every received tensor, keep it in the cache, bind the weights.
+  std::map<std::string, TensorRef> refs;
+  for (WantedTensor& w : tensors) {
+    if (w.needed) {
+      if (w.received_bytes != w.bytes || hash_bytes(w.received.data(), w.bytes) != w.hash)
+        throw ProtocolError(ErrorCode::HashMismatch,
+                            fmt::format("tensor '{}' arrived incomplete or with the wrong content hash", w.name));
+      if (s_.cache_) s_.cache_->put(w.hash, w.received.data(), w.bytes);
+      auto owned = std::make_shared<std::vector<uint8_t>>(std::move(w.received));
+      w.data = TensorBytes{owned->data(), owned->size(), owned};
+      ++s_.stats_.tensors_received;
+    }
+    refs[w.name] = TensorRef{w.type, w.shape, w.data.data};
+    stage->tensors.push_back(w.data);
+    stage->hashes.push_back(w.hash);
+  }
+  s_.stats_.tensors_from_cache += from_cache;
+  s_.stats_.tensors_from_models_dir += from_models;
+  TensorLookup lookup = [&](const std::string& name) -> const TensorRef* {
+    auto it = refs.find(name);
+    return it == refs.end() ? nullptr : &it->second;
+  };
+  stage->weights = bind_weights(lookup, "LOAD_STAGE", c, range);
+  stage->backend = std::make_unique<CpuBackend>(*s_.pool_, max_tokens, c.max_activation_width());
+  stage->stage = std::make_unique<LocalStage>(*stage->backend, stage->config, stage->weights, begin, end, n_seq,
+                                              n_ctx, max_tokens);
+  {
+    std::lock_guard<std::mutex> lock(s_.mutex_);
+    stage->id = s_.next_stage_id_++;
+    s_.stages_[stage->id] = stage;
+  }
+  owned_.push_back(stage->id);
+  ++s_.stats_.stages_loaded;
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  spdlog::info("stage {}: layers {}-{} of {} ({} MiB; {} tensors received, {} from cache, {} from models dir, {} "
+               "shared with stages in memory)",
+               stage->id, begin, end - 1, c.name, stage->weight_bytes >> 20, missing, from_cache, from_models,
+               from_memory);
+  conn_->send_json(MessageType::StageReady, request_id,
+                   {{"stage_id", stage->id},
+                    {"weight_bytes", stage->weight_bytes},
+                    {"kv_bytes", stage->kv_bytes},
+                    {"received_bytes", received_total},
+                    {"tensors_received", missing},
+                    {"from_cache", from_cache},
+                    {"from_models_dir", from_models},
+                    {"from_memory", from_memory},
+                    {"free_after", s_.device_.free_memory - std::min(s_.device_.free_memory, s_.memory_in_use())},
+                    {"seconds", seconds}});
+}
+
+}  // namespace shoal

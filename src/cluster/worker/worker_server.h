@@ -1,0 +1,102 @@
+#pragma once
+// `shoal worker`: lends this machine's CPU and memory to one primary at a
+// time. Each connection has its own thread, within caps (handshakes and
+// sessions counted apart, so idle strangers cannot crowd out a primary); a
+// second primary is told the worker is busy; chain peers (other workers) may
+// forward to its stages. A peer silent past the timeout is gone: its session
+// ends and frees what it held. Any failure of a connection ends that
+// connection only.
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cluster/wire/connection.h"
+#include "cluster/device_info.h"
+#include "cluster/worker/local_models.h"
+#include "cluster/worker/weight_cache.h"
+#include "cluster/worker/worker_stage.h"
+#include "util/thread_pool.h"
+
+namespace shoal {
+
+struct WorkerOptions {
+  std::string host = "127.0.0.1";
+  int port = 50052;               // 0: any free port (printed)
+  uint64_t mem_limit = 0;         // bytes lent; 0: what is free
+  std::optional<std::string> key;
+  std::string cache_dir;          // empty: no weight cache
+  uint64_t cache_max = 0;
+  std::string models_dir;         // empty: none
+  int threads = 0;
+  uint64_t max_payload = wire::kDefaultMaxPayload;
+  int timeout_ms = wire::kDefaultPeerTimeoutMs;  // --worker-timeout
+  int max_handshakes = 64;        // connections not yet authenticated
+  int max_sessions = 64;          // authenticated connections (primary + chain peers)
+};
+
+struct WorkerStats {
+  std::atomic<uint64_t> weight_bytes_received{0};
+  std::atomic<uint64_t> tensors_received{0};
+  std::atomic<uint64_t> tensors_from_cache{0};
+  std::atomic<uint64_t> tensors_from_models_dir{0};
+  std::atomic<uint64_t> stages_loaded{0};
+  std::atomic<uint64_t> forwards{0};
+  std::atomic<uint64_t> connections{0};
+  std::atomic<uint64_t> refused{0};
+  std::atomic<uint64_t> timed_out{0};  // sessions ended by silence
+};
+
+class WorkerServer {
+ public:
+  explicit WorkerServer(WorkerOptions options);
+  ~WorkerServer();
+
+  int port() const { return port_; }
+  // Accepts connections until stop(); each runs on its own thread.
+  void run();
+  void stop();
+
+ private:
+  friend class WorkerSession;
+  // Starts a session thread; false (connection refused) over the caps or
+  // when no thread can be made.
+  bool start_session(std::shared_ptr<wire::Connection> conn);
+  // Every link we must keep alive gets a HEARTBEAT when it has been quiet a
+  // while: our primary's (also while a long FORWARD computes) and our
+  // chain hops'.
+  void heartbeat_loop();
+  void keep_alive(const std::shared_ptr<wire::Connection>& conn);
+  nlohmann::json hello_info();
+  nlohmann::json stats_json();
+  uint64_t memory_in_use();
+
+  WorkerOptions options_;
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stopping_{false};
+  std::atomic<int> handshakes_{0}, sessions_{0};
+  std::thread heartbeat_thread_;
+  std::unique_ptr<ThreadPool> pool_;
+  DeviceInfo device_;
+  std::unique_ptr<WeightCache> cache_;
+  std::unique_ptr<LocalModels> local_models_;
+  WorkerStats stats_;
+
+  std::mutex mutex_;  // guards everything below
+  std::map<uint32_t, std::shared_ptr<WorkerStage>> stages_;
+  uint32_t next_stage_id_ = 1;
+  bool primary_active_ = false;
+  std::string primary_peer_;
+  std::shared_ptr<wire::Connection> primary_conn_;  // where chain results go
+  std::map<std::string, std::shared_ptr<wire::Connection>> next_hops_;  // chain peers we forward to
+  std::vector<std::weak_ptr<wire::Connection>> kept_alive_;
+  std::mutex compute_mutex_;  // one stage computes at a time: they share the thread pool
+};
+
+}  // namespace shoal

@@ -1,0 +1,239 @@
+#include "cluster/worker/worker_session.h"
+
+#include <atomic>
+
+#include "cluster/wire/handshake.h"
+#include "util/log.h"
+
+namespace shoal {
+
+using wire::ErrorCode;
+using wire::MessageType;
+using wire::ProtocolError;
+
+namespace {
+// Moves a connection from the handshake count to the session count, and
+// out of both when it ends, however it ends.
+class SessionSlot {
+ public:
+  SessionSlot(std::atomic<int>& handshakes, std::atomic<int>& sessions) : h_(handshakes), s_(sessions) {}
+  ~SessionSlot() { authenticated_ ? --s_ : --h_; }
+  void authenticated() {
+    ++s_;
+    --h_;
+    authenticated_ = true;
+  }
+
+ private:
+  std::atomic<int>& h_;
+  std::atomic<int>& s_;
+  bool authenticated_ = false;
+};
+}  // namespace
+
+void WorkerSession::run() {
+  SessionSlot slot(s_.handshakes_, s_.sessions_);
+  try {
+    nlohmann::json hello = wire::server_handshake(*conn_, s_.options_.key, s_.hello_info(),
+                                                    std::min(s_.options_.timeout_ms, wire::kHandshakeTimeoutMs));
+    slot.authenticated();
+    is_primary_ = hello.value("role", "") == "primary";
+    if (is_primary_) {
+      std::lock_guard<std::mutex> lock(s_.mutex_);
+      if (s_.primary_active_) {
+        ++s_.stats_.refused;
+        conn_->send_error(ErrorCode::Busy,
+                          fmt::format("worker busy: it serves the primary at {} already", s_.primary_peer_));
+        spdlog::warn("refused a second primary from {}: busy", conn_->peer());
+        return;
+      }
+      s_.primary_active_ = true;
+      s_.primary_peer_ = conn_->peer();
+      s_.primary_conn_ = conn_;
+    }
+    if (is_primary_) s_.keep_alive(conn_);
+    spdlog::info("{} {} connected", hello.value("role", "?"), conn_->peer());
+    serve();
+  } catch (const ProtocolError& e) {
+    ++s_.stats_.refused;
+    spdlog::warn("{}", e.what());
+  } catch (const wire::LinkError& e) {
+    if (e.kind() == wire::LinkError::Kind::Timeout) ++s_.stats_.timed_out;
+    spdlog::info("{}", e.what());
+  } catch (const std::exception& e) {
+    spdlog::info("{}: {}", conn_->peer(), e.what());
+  }
+  if (is_primary_) {
+    release_stages();
+    std::lock_guard<std::mutex> lock(s_.mutex_);
+    s_.primary_active_ = false;
+    s_.primary_conn_.reset();
+    s_.next_hops_.clear();
+    spdlog::info("primary {} left; stages freed, waiting for the next", conn_->peer());
+  }
+}
+
+void WorkerSession::serve() {
+  wire::Frame frame;
+  for (;;) {
+    // Blocks in poll/recv while the primary thinks (no spinning), but not
+    // for ever: an idle primary sends HEARTBEATs, so silence means it is gone.
+    conn_->receive(frame, s_.options_.timeout_ms);
+    try {
+      handle(frame);
+    } catch (const ProtocolError& e) {
+      conn_->send_error(e.code(), e.what(), frame.header.request_id);
+      if (e.code() == ErrorCode::Malformed) throw;  // the stream cannot be trusted any more
+    } catch (const nlohmann::json::exception& e) {
+      conn_->send_error(ErrorCode::Malformed, e.what(), frame.header.request_id);
+      throw ProtocolError(ErrorCode::Malformed, fmt::format("{} sent a malformed request: {}", conn_->peer(), e.what()));
+    } catch (const Error& e) {
+      conn_->send_error(ErrorCode::BadRequest, e.what(), frame.header.request_id);  // the session goes on
+    }
+  }
+}
+
+void WorkerSession::handle(wire::Frame& frame) {
+  const uint64_t id = frame.header.request_id;
+  // A peer (a chain neighbour, or a monitor) reads; only the primary changes anything.
+  if (!is_primary_ && frame.type() != MessageType::Forward && frame.type() != MessageType::Ping &&
+      frame.type() != MessageType::Stats)
+    throw ProtocolError(ErrorCode::Malformed, fmt::format("a chain peer may only send FORWARD, PING or STATS, not {}",
+                                                          wire::message_name(frame.type())));
+  switch (frame.type()) {
+    case MessageType::Ping: conn_->send_json(MessageType::Pong, id, wire::parse_json(frame)); return;
+    case MessageType::Stats: conn_->send_json(MessageType::StatsReply, id, s_.stats_json()); return;
+    case MessageType::LoadStage: load_stage(frame); return;
+    case MessageType::Forward: forward(frame); return;
+    case MessageType::KvOp: kv_op(frame); return;
+    case MessageType::Unload: unload(frame); return;
+    default:
+      throw ProtocolError(ErrorCode::Malformed,
+                          fmt::format("unexpected {} from {}", wire::message_name(frame.type()), conn_->peer()));
+  }
+}
+
+std::shared_ptr<WorkerStage> WorkerSession::find_stage(uint32_t id) {
+  std::lock_guard<std::mutex> lock(s_.mutex_);
+  auto it = s_.stages_.find(id);
+  if (it == s_.stages_.end()) throw ProtocolError(ErrorCode::UnknownStage, fmt::format("no stage {} here", id));
+  return it->second;
+}
+
+void WorkerSession::forward(const wire::Frame& request) {
+  const uint64_t id = request.header.request_id;
+  wire::ForwardView view = wire::decode_forward(request.payload, positions_, seq_ids_);
+  try {
+    auto stage = find_stage(view.header.stage_id);
+    const int n = static_cast<int>(view.header.n_tokens), width = stage->config.n_embd;
+    if (static_cast<int>(view.header.n_embd) != width)
+      throw ProtocolError(ErrorCode::BadRequest,
+                          fmt::format("FORWARD rows are {} wide, stage {} expects {}", view.header.n_embd, stage->id, width));
+    hidden_.resize(static_cast<size_t>(n) * width);
+    wire::decode_activations(view.header.dtype, view.activations.data(), n, width, hidden_.data());
+    batch_.clear();
+    for (int t = 0; t < n; ++t) batch_.add(0, positions_[t], seq_ids_[t], false);
+    {
+      std::lock_guard<std::mutex> run(stage->run_mutex);
+      std::lock_guard<std::mutex> compute(s_.compute_mutex_);
+      stage->stage->forward(batch_, hidden_.data());
+    }
+    ++s_.stats_.forwards;
+    send_on(id, view, stage);
+  } catch (const Error& e) {
+    if (is_primary_) throw;
+    // A chain peer's request failed: the primary waits for this step, so it is told.
+    std::shared_ptr<wire::Connection> primary;
+    {
+      std::lock_guard<std::mutex> lock(s_.mutex_);
+      primary = s_.primary_conn_;
+    }
+    if (primary) primary->send_error(ErrorCode::BadRequest, fmt::format("chain step failed: {}", e.what()), id);
+  }
+}
+
+void WorkerSession::send_on(uint64_t request_id, const wire::ForwardView& view,
+                            const std::shared_ptr<WorkerStage>& stage) {
+  const int n = static_cast<int>(view.header.n_tokens), width = stage->config.n_embd;
+  std::span<const uint8_t> activations;
+  if (view.header.dtype == wire::WireDType::F32) {
+    activations = {reinterpret_cast<const uint8_t*>(hidden_.data()), hidden_.size() * sizeof(float)};
+  } else {
+    wire::encode_activations(view.header.dtype, hidden_.data(), n, width, encoded_);
+    activations = encoded_;
+  }
+  if (view.route.empty()) {
+    // The end of the line: back to the primary (directly, or from the chain's last worker).
+    wire::encode_result_prefix(n, width, view.header.dtype, prefix_);
+    std::shared_ptr<wire::Connection> target = conn_;
+    if (!is_primary_) {
+      std::lock_guard<std::mutex> lock(s_.mutex_);
+      target = s_.primary_conn_;
+    }
+    if (!target) throw Error("chain result has no primary to go to");
+    const std::span<const uint8_t> parts[] = {prefix_, activations};
+    target->send(MessageType::ForwardResult, request_id, parts);
+    return;
+  }
+  wire::ForwardHeader h{view.route[0].stage_id, view.header.n_tokens, view.header.n_embd, view.header.dtype};
+  wire::encode_forward_prefix(h, positions_, seq_ids_, std::span(view.route).subspan(1), prefix_);
+  const std::span<const uint8_t> parts[] = {prefix_, activations};
+  try {
+    next_hop(view.route[0].address, false)->send(MessageType::Forward, request_id, parts);
+  } catch (const ProtocolError&) {
+    throw;
+  } catch (const Error&) {
+    // A cached hop may have gone stale (the next worker restarted): reconnect once.
+    next_hop(view.route[0].address, true)->send(MessageType::Forward, request_id, parts);
+  }
+}
+
+std::shared_ptr<wire::Connection> WorkerSession::next_hop(const std::string& address, bool fresh) {
+  {
+    std::lock_guard<std::mutex> lock(s_.mutex_);
+    auto it = s_.next_hops_.find(address);
+    if (it != s_.next_hops_.end() && !fresh) return it->second;
+  }
+  std::shared_ptr<wire::Connection> conn = wire::Connection::connect(address, s_.options_.timeout_ms);
+  conn->set_timeout(s_.options_.timeout_ms);
+  wire::client_handshake(*conn, wire::Role::Peer, s_.options_.key);
+  s_.keep_alive(conn);
+  std::lock_guard<std::mutex> lock(s_.mutex_);
+  s_.next_hops_[address] = conn;
+  return conn;
+}
+
+void WorkerSession::kv_op(const wire::Frame& request) {
+  nlohmann::json body = wire::parse_json(request);
+  auto stage = find_stage(body.at("stage").get<uint32_t>());
+  const std::string op = body.at("op").get<std::string>();
+  {
+    std::lock_guard<std::mutex> run(stage->run_mutex);
+    if (op == "truncate")
+      stage->stage->truncate_sequence(body.at("seq").get<int>(), body.at("n_pos").get<int>());
+    else if (op == "copy")
+      stage->stage->copy_sequence(body.at("seq").get<int>(), body.at("dst").get<int>(), body.at("n_pos").get<int>());
+    else
+      throw ProtocolError(ErrorCode::BadRequest, fmt::format("unknown KV operation '{}'", op));
+  }
+  conn_->send_json(MessageType::KvOk, request.header.request_id, nlohmann::json::object());
+}
+
+void WorkerSession::unload(const wire::Frame& request) {
+  const uint32_t id = wire::parse_json(request).at("stage").get<uint32_t>();
+  find_stage(id);
+  {
+    std::lock_guard<std::mutex> lock(s_.mutex_);
+    s_.stages_.erase(id);
+  }
+  std::erase(owned_, id);
+  conn_->send_json(MessageType::UnloadOk, request.header.request_id, nlohmann::json::object());
+}
+
+void WorkerSession::release_stages() {
+  std::lock_guard<std::mutex> lock(s_.mutex_);
+  for (uint32_t id : owned_) s_.stages_.erase(id);
+  owned_.clear();
+}
+
+}  // namespace shoal

@@ -1,0 +1,44 @@
+#pragma once
+// One connection to a worker: the handshake, then requests until the peer
+// leaves. A primary's session owns the stages it loads and frees them when
+// it ends, however it ends.
+#include <memory>
+#include <vector>
+
+#include "cluster/wire/connection.h"
+#include "cluster/wire/forward_message.h"
+#include "cluster/worker/worker_server.h"
+#include "model/batch.h"
+
+namespace shoal {
+
+class WorkerSession {
+ public:
+  WorkerSession(WorkerServer& server, std::shared_ptr<wire::Connection> conn) : s_(server), conn_(std::move(conn)) {}
+  void run();
+
+ private:
+  void serve();
+  void handle(wire::Frame& frame);
+  void load_stage(const wire::Frame& request);
+  void forward(const wire::Frame& request);
+  void kv_op(const wire::Frame& request);
+  void unload(const wire::Frame& request);
+  void release_stages();
+  std::shared_ptr<WorkerStage> find_stage(uint32_t id);
+  // Sends the activations in hidden_ on to the next hop, or back as the result.
+  void send_on(uint64_t request_id, const wire::ForwardView& view, const std::shared_ptr<WorkerStage>& stage);
+  std::shared_ptr<wire::Connection> next_hop(const std::string& address, bool fresh);
+
+  WorkerServer& s_;
+  std::shared_ptr<wire::Connection> conn_;
+  bool is_primary_ = false;
+  std::vector<uint32_t> owned_;
+  // Reused across FORWARDs: no allocation in the steady token loop.
+  std::vector<int32_t> positions_, seq_ids_;
+  std::vector<float> hidden_;
+  std::vector<uint8_t> prefix_, encoded_;
+  Batch batch_;
+};
+
+}  // namespace shoal

@@ -1,0 +1,31 @@
+#pragma once
+// A stage a worker holds for its primary: the tensors (received, cached or
+// from its own GGUF files), the weights bound to them, a CPU backend and the
+// LocalStage that runs the layers. Shared so that a chain peer still using
+// it keeps it alive after the primary leaves.
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "cluster/worker/weight_cache.h"
+#include "engine/local_stage.h"
+#include "model/config.h"
+#include "model/weights.h"
+
+namespace shoal {
+
+struct WorkerStage {
+  uint32_t id = 0;
+  ModelConfig config;
+  std::vector<TensorBytes> tensors;  // keep the bytes the weights point into alive
+  std::vector<ContentHash> hashes;   // of each tensor: a later stage may share it
+  ModelWeights weights;
+  std::unique_ptr<CpuBackend> backend;
+  std::unique_ptr<LocalStage> stage;
+  uint64_t weight_bytes = 0;
+  uint64_t kv_bytes = 0;
+  std::mutex run_mutex;  // one forward or KV operation at a time
+};
+
+}  // namespace shoal

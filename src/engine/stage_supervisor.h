@@ -1,0 +1,55 @@
+#pragma once
+// Who rebuilds the stages when one fails. A cluster's stages can lose a
+// worker; the Scheduler then asks the supervisor for a new set (re-planned
+// over what is left), replays each active sequence's tokens into it and
+// carries on. The engine knows only this interface: the cluster's
+// supervisor (cluster/primary/supervisor.h) implements it.
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/stage.h"
+#include "util/error.h"
+
+namespace shoal {
+
+class Engine;
+
+// What is left cannot hold the model now. The message names what is
+// missing; requests end with it (HTTP 503) until a rebuild succeeds.
+class StagesUnavailable : public Error {
+ public:
+  using Error::Error;
+};
+
+// One member of the cluster as the supervisor sees it, for /v1/cluster.
+struct MemberStatus {
+  std::string address;
+  std::string state;        // "active", "idle" (connected, no layers), "lost", "rejoining"
+  std::string last_error;   // why it was lost, if it was
+  int losses = 0;
+};
+
+struct SupervisorStatus {
+  std::vector<MemberStatus> members;
+  int replans = 0;               // stage sets built after the first
+  double last_loss_unix = 0;        // when the last loss was noticed (seconds since the epoch; 0: none)
+  double last_recovery_seconds = 0; // the last rebuild: stages planned and loaded (the replay is the Scheduler's)
+};
+
+class StageSupervisor {
+ public:
+  virtual ~StageSupervisor() = default;
+  // On the engine thread, between steps. `cause` is what failed (null: a
+  // re-plan because the cluster changed, e.g. a worker came back). Returns
+  // stages covering every layer, with empty KV caches; throws
+  // StagesUnavailable when the model cannot be held.
+  virtual std::vector<std::unique_ptr<Stage>> rebuild(Engine& engine, const std::exception* cause) = 0;
+  // `wake` is called, from any thread, when a rebuild is worth trying
+  // (a lost worker answers again, a new one appeared).
+  virtual void set_wake(std::function<void()> wake) = 0;
+  virtual SupervisorStatus status() const = 0;
+};
+
+}  // namespace shoal
