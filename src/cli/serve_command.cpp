@@ -31,6 +31,7 @@ struct ServeOptions {
   server::ServerOptions server;
   std::string api_key_file;
   std::string body_limit = "1M";
+  double head_timeout_s = 10, body_timeout_s = 30;
   int n_predict = -1;
 };
 
@@ -76,6 +77,10 @@ int serve(ServeOptions& o) {
   else if (s.host != "127.0.0.1" && s.host != "localhost" && s.host != "::1")
     spdlog::warn("listening on {} without --api-key-file: anyone who can reach it can use the model", s.host);
   s.body_limit = parse_size(o.body_limit);
+  if (o.head_timeout_s < 0.1 || o.body_timeout_s < 0.1 || s.limits.max_connections < 1 || s.limits.max_per_address < 1)
+    fail("the --http-* limits must be positive");
+  s.limits.head_timeout_ms = static_cast<int>(o.head_timeout_s * 1000);
+  s.limits.body_timeout_ms = static_cast<int>(o.body_timeout_s * 1000);
   if (s.body_limit < 1024) fail("--body-limit {} is too small (at least 1K)", o.body_limit);
   s.model_path = o.common.engine.model_path;
   s.workers = o.common.cluster.workers;
@@ -161,6 +166,15 @@ Command add_serve_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--api-key-file", o->api_key_file, "file holding the key that /v1/* requires as a Bearer token");
   cmd->add_option("--body-limit", o->body_limit, "largest request body (larger ones get 413)")
+      ->capture_default_str();
+  server::HttpLimits& l = o->server.limits;
+  cmd->add_option("--http-head-timeout", o->head_timeout_s, "seconds for a request's whole head (408 after)")
+      ->capture_default_str();
+  cmd->add_option("--http-body-timeout", o->body_timeout_s, "seconds for a request's whole body (408 after)")
+      ->capture_default_str();
+  cmd->add_option("--http-max-connections", l.max_connections, "connections open at once (503 over it)")
+      ->capture_default_str();
+  cmd->add_option("--http-max-per-address", l.max_per_address, "connections from one client address (429 over it)")
       ->capture_default_str();
   return [o] { return serve(*o); };
 }

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "server/http_front.h"
 #include "server/request_channel.h"
 #include "server/serving_context.h"
 #include "util/error.h"
@@ -20,6 +21,9 @@ namespace {
 // An SSE comment every so often while nothing else is sent (queued, long
 // prefill): clients ignore it, and writing it finds a client that went away.
 constexpr auto kKeepAlive = std::chrono::milliseconds(1000);
+// How often a non-streaming request looks whether its client is still there:
+// about a decode step.
+constexpr auto kClientCheck = std::chrono::milliseconds(10);
 
 // The prompt the engine sees: the chat rendered with the model's template
 // (its end-of-turn markers become stop strings), or the completion prompt,
@@ -67,9 +71,18 @@ Usage usage_of(const RequestResult& r) {
 
 void send_whole(ServingContext& ctx, httplib::Response& res, const std::shared_ptr<RequestChannel>& channel,
                 uint64_t id, const ResponseMeta& meta) {
-  // The client cannot be watched while it waits for a whole answer; the
-  // request runs to its end (max_tokens or the context bounds it).
-  std::string text = channel->wait_all();
+  // The client is watched while it waits for the whole answer: one that
+  // leaves frees its slot at the next step, as a stream's does.
+  std::string text;
+  while (!channel->wait_done(kClientCheck)) {
+    if (HttpFront::client_gone()) {
+      channel->close();
+      ctx.scheduler.load()->cancel(id);
+      ctx.in_flight.remove(id);
+      return;  // nobody to answer
+    }
+  }
+  text = channel->take(std::chrono::milliseconds(0)).text;
   ctx.in_flight.remove(id);
   const RequestResult r = channel->result();
   if (r.finish_reason == "unavailable") throw unavailable(r.error);

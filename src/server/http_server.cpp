@@ -1,6 +1,5 @@
 #include "server/http_server.h"
 
-#include <httplib.h>
 #include <openssl/crypto.h>
 
 #include <algorithm>
@@ -49,35 +48,36 @@ void ServingContext::check_model(const std::string& name) const {
                  "invalid_request_error", "model", "model_not_found");
 }
 
-HttpServer::HttpServer(ServerOptions options, ServerState& state)
-    : ctx_(std::move(options), state), server_(std::make_unique<httplib::Server>()) {
-  // Every request in flight holds an HTTP thread (streams for their whole
-  // length, queued ones while they wait), and idle keep-alive connections
-  // hold one too: size the pool well above the slots.
-  const size_t threads = static_cast<size_t>(std::max(32, 4 * ctx_.options.parallel + 16));
-  server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  server_->set_payload_max_length(ctx_.options.body_limit);
-  server_->set_keep_alive_max_count(1000);
+HttpServer::HttpServer(ServerOptions options, ServerState& state) : ctx_(std::move(options), state) {
+  HttpLimits limits = ctx_.options.limits;
+  limits.max_body_bytes = ctx_.options.body_limit;
+  // A request being answered holds a handler thread (a stream for its whole
+  // length, a queued one while it waits); connections still being read hold
+  // none. Size the pool well above the slots.
+  limits.handler_threads = std::max(limits.handler_threads, 4 * ctx_.options.parallel + 16);
+  Metrics& metrics = ctx_.metrics;
+  front_ = std::make_unique<HttpFront>(
+      limits, [this](httplib::Request& req, httplib::Response& res) { dispatch(req, res); },
+      [](int status, const std::string& message) {
+        const char* code = status == 413   ? "request_too_large"
+                           : status == 408 ? "request_timeout"
+                           : status == 431 ? "headers_too_large"
+                           : status == 429 ? "too_many_connections"
+                                           : "";
+        return dump(error_body(status, message, status >= 500 ? "server_error" : "invalid_request_error", "", code));
+      },
+      [&metrics](const httplib::Request& req, int status) {
+        metrics.count_http(status);
+        spdlog::debug("{} {} -> {}", req.method, req.path, status);
+      });
   add_routes();
 }
 
 HttpServer::~HttpServer() { stop(); }
 
-int HttpServer::bind() {
-  const ServerOptions& o = ctx_.options;
-  int port = o.port;
-  if (port == 0) {
-    port = server_->bind_to_any_port(o.host);
-    if (port < 0) fail("cannot listen on {}: no free port", o.host);
-  } else if (!server_->bind_to_port(o.host, port)) {
-    fail("cannot listen on {}:{} (in use, or not an address of this machine)", o.host, port);
-  }
-  return port;
-}
+int HttpServer::bind() { return front_->bind(ctx_.options.host, ctx_.options.port); }
 
-void HttpServer::start() {
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
-}
+void HttpServer::start() { front_->start(); }
 
 void HttpServer::attach(Engine& engine, Scheduler& scheduler) {
   ctx_.engine.store(&engine);
@@ -87,13 +87,25 @@ void HttpServer::attach(Engine& engine, Scheduler& scheduler) {
 
 void HttpServer::stop() {
   if (Scheduler* s = ctx_.scheduler.load()) ctx_.in_flight.cancel_all(*s);
-  server_->stop();
-  if (thread_.joinable()) thread_.join();
+  front_->stop();
   ctx_.metrics.stop_rate_sampling();
 }
 
+void HttpServer::add(const std::string& method, const std::string& path, Handler handler) {
+  routes_.push_back({method, std::regex(path), std::move(handler)});
+}
+
+void HttpServer::dispatch(httplib::Request& req, httplib::Response& res) {
+  for (const Route& r : routes_) {
+    if (r.method != req.method || !std::regex_match(req.path, req.matches, r.path)) continue;
+    r.handler(req, res);
+    return;
+  }
+  send_error(res, ApiError(404, fmt::format("Invalid URL ({} {})", req.method, req.path), "invalid_request_error",
+                           "", "not_found"));
+}
+
 void HttpServer::add_routes() {
-  httplib::Server& svr = *server_;
   ServingContext& ctx = ctx_;
 
   // Wraps a /v1 route: the API key, loading state and errors in OpenAI's shape.
@@ -126,16 +138,14 @@ void HttpServer::add_routes() {
       } catch (const Error& e) {
         send_error(res, ApiError(400, e.what()));
       } catch (const std::exception& e) {
+        // A library's message is for the log, not for the client.
         spdlog::error("{} {}: {}", req.method, req.path, e.what());
-        send_error(res, ApiError(500, e.what(), "server_error"));
+        send_error(res, ApiError(500, "The server had an internal error.", "server_error"));
       }
     };
   };
-  auto both = [&svr](const char* method, const std::string& path, const Handler& h) {
-    for (const std::string& p : {path, path.substr(3)}) {  // "/v1/x" and "/x"
-      if (std::string_view(method) == "GET") svr.Get(p, h);
-      else svr.Post(p, h);
-    }
+  auto both = [this](const char* method, const std::string& path, const Handler& h) {
+    for (const std::string& p : {path, path.substr(3)}) add(method, p, h);  // "/v1/x" and "/x"
   };
 
   both("POST", "/v1/chat/completions",
@@ -170,16 +180,16 @@ void HttpServer::add_routes() {
     return v;
   };
   // Only under /v1: "/cluster" is the dashboard page.
-  svr.Get("/v1/cluster", api([&ctx, view](const auto&, auto& res) {
+  add("GET", "/v1/cluster", api([&ctx, view](const auto&, auto& res) {
             SchedulerStats stats;
             send_json(res, 200, ctx.metrics.cluster(view(stats)));
           }, false));
-  svr.Get("/metrics", [&ctx, view](const httplib::Request&, httplib::Response& res) {
+  add("GET", "/metrics", [&ctx, view](const httplib::Request&, httplib::Response& res) {
     SchedulerStats stats;
     res.set_content(ctx.metrics.prometheus(view(stats)), "text/plain; version=0.0.4; charset=utf-8");
   });
 
-  svr.Get("/health", [&ctx](const httplib::Request&, httplib::Response& res) {
+  add("GET", "/health", [&ctx](const httplib::Request&, httplib::Response& res) {
     const ServerStatus s = ctx.state.status();
     json body = {{"status", phase_name(s.phase)}};
     if (s.phase == Phase::Loading) {
@@ -206,33 +216,10 @@ void HttpServer::add_routes() {
     }
     res.set_content(std::string(a->body), std::string(a->content_type));
   };
-  svr.Get("/", asset);
-  svr.Get("/cluster", asset);
-  svr.Get(R"(/static/.+)", asset);
+  add("GET", "/", asset);
+  add("GET", "/cluster", asset);
+  add("GET", R"(/static/.+)", asset);
 
-  // What httplib answers by itself (no route, body over the limit, a broken
-  // request line) gets a body in OpenAI's error shape too.
-  svr.set_error_handler([&ctx](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;
-    std::string message;
-    std::string code;
-    switch (res.status) {
-      case 404: message = fmt::format("Invalid URL ({} {})", req.method, req.path); code = "not_found"; break;
-      case 413:
-        message = fmt::format("The request body is too large: the limit is {} bytes.", ctx.options.body_limit);
-        code = "request_too_large";
-        break;
-      case 400: message = "Malformed HTTP request."; break;
-      default: message = fmt::format("HTTP status {}", res.status); break;
-    }
-    send_json(res, res.status, error_body(res.status, message, res.status >= 500 ? "server_error"
-                                                                                 : "invalid_request_error",
-                                          "", code));
-  });
-  svr.set_logger([&ctx](const httplib::Request& req, const httplib::Response& res) {
-    ctx.metrics.count_http(res.status);
-    spdlog::debug("{} {} -> {}", req.method, req.path, res.status);
-  });
 }
 
 }  // namespace shoal::server

@@ -1,6 +1,7 @@
 #pragma once
-// The HTTP side of `shoal serve` (cpp-httplib): routes, API-key check, body
-// limit, OpenAI-shaped errors, and the static web UI. It listens before the
+// The HTTP side of `shoal serve`: routes, API-key check, OpenAI-shaped
+// errors, and the static web UI, behind HttpFront (http_front.h), which
+// accepts and reads requests under limits. It listens before the
 // model loads, so /health and /v1/cluster can report loading progress; the
 // model is attached when ready.
 //
@@ -13,14 +14,14 @@
 // The /v1 routes also answer without the prefix. With an API key, /v1/*
 // needs "Authorization: Bearer KEY"; /health, /metrics and the UI's pages
 // stay open (the pages carry no data; the UI sends the key it is given).
+#include <functional>
 #include <memory>
-#include <thread>
+#include <regex>
+#include <string>
+#include <vector>
 
+#include "server/http_front.h"
 #include "server/serving_context.h"
-
-namespace httplib {
-class Server;
-}
 
 namespace shoal::server {
 
@@ -41,15 +42,25 @@ class HttpServer {
   // Cancels every request in flight, stops listening and joins the HTTP
   // threads. Must run before the Scheduler and Engine are destroyed.
   void stop();
+  // Connections open now (for tests of the limits, via /metrics).
+  int open_connections() const { return front_->open_connections(); }
 
   const std::string& model_id() const { return ctx_.model_id; }
 
  private:
+  using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
+  struct Route {
+    std::string method;
+    std::regex path;
+    Handler handler;
+  };
   void add_routes();
+  void add(const std::string& method, const std::string& path, Handler handler);
+  void dispatch(httplib::Request& req, httplib::Response& res);
 
   ServingContext ctx_;
-  std::unique_ptr<httplib::Server> server_;
-  std::thread thread_;
+  std::vector<Route> routes_;
+  std::unique_ptr<HttpFront> front_;
 };
 
 }  // namespace shoal::server

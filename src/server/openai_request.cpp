@@ -4,6 +4,7 @@
 // fix instead of getting a silently different generation.
 #include <cmath>
 #include <limits>
+#include <regex>
 
 #include <fmt/format.h>
 
@@ -184,16 +185,41 @@ std::string message_content(const json& content, const std::string& role, size_t
 
 }  // namespace
 
+namespace {
+// The object key whose value begins just before byte `pos`: which parameter
+// a client's encoder broke (NaN, Infinity, 1e400), so the 400 can name it.
+std::string key_before(const std::string& body, size_t pos) {
+  static const std::regex key(R"rx("((?:[^"\\]|\\.){1,64})"\s*:\s*[^,:{}\[\]"]*$)rx");
+  const size_t end = std::min(pos, body.size());
+  const size_t begin = end > 256 ? end - 256 : 0;
+  const std::string prefix = body.substr(begin, end - begin);
+  std::smatch m;
+  return std::regex_search(prefix, m, key) ? m[1].str() : std::string();
+}
+}  // namespace
+
 json parse_json_body(const std::string& body) {
   json value;
   try {
     value = json::parse(body);
   } catch (const json::parse_error& e) {
-    // "[json.exception.parse_error.101] parse error at line 1, column 5: ..." without the tag.
-    std::string detail = e.what();
-    if (size_t p = detail.find("] "); p != std::string::npos) detail = detail.substr(p + 2);
-    throw ApiError(400, "We could not parse the JSON body of your request: " + detail, "invalid_request_error", "",
-                   "invalid_json");
+    // Our words, not the library's: where it broke, and which field.
+    const size_t at = e.byte > 0 ? e.byte - 1 : 0;
+    const std::string param = key_before(body, at);
+    throw ApiError(400,
+                   param.empty() ? fmt::format("We could not parse the JSON body of your request (at byte {}).", at)
+                                 : fmt::format("Invalid '{}': not a valid JSON value (at byte {}).", param, at),
+                   "invalid_request_error", param, param.empty() ? "invalid_json" : "invalid_value");
+  } catch (const json::exception&) {
+    // A number too large for a double (1e400): find it and name its field.
+    static const std::regex huge(R"rx([-+]?\d+(?:\.\d+)?[eE][-+]?\d{3,})rx");
+    std::smatch m;
+    std::string param;
+    if (std::regex_search(body, m, huge)) param = key_before(body, static_cast<size_t>(m.position(0)));
+    throw ApiError(400,
+                   param.empty() ? std::string("A number in the JSON body is too large to represent.")
+                                 : fmt::format("Invalid '{}': the number is too large to represent.", param),
+                   "invalid_request_error", param, "invalid_value");
   }
   if (!value.is_object())
     throw ApiError(400, fmt::format("The request body must be a JSON object, but got {}.", type_name(value)),

@@ -46,6 +46,11 @@ class RequestChannel {
     pending_.clear();
     return t;
   }
+  // Waits up to `timeout` for the end; true once the request has ended.
+  bool wait_done(std::chrono::milliseconds timeout) {
+    std::unique_lock lock(mutex_);
+    return ready_.wait_for(lock, timeout, [&] { return done_; });
+  }
   // Waits for the end; returns all the text not taken before.
   std::string wait_all() {
     std::unique_lock lock(mutex_);

@@ -12,6 +12,7 @@
 
 #include "engine/engine.h"
 #include "engine/scheduler.h"
+#include "server/http_front.h"
 #include "server/in_flight.h"
 #include "server/metrics.h"
 #include "server/openai_types.h"
@@ -33,6 +34,7 @@ struct ServerOptions {
   std::string model_path;
   std::vector<std::string> workers;   // --rpc, for /v1/cluster while loading
   RequestDefaults defaults;
+  HttpLimits limits;                  // connections, deadlines, head size (body: body_limit)
 };
 
 struct ServingContext {

@@ -167,6 +167,17 @@ def test_flood_of_strangers_under_tight_limits(shoal_bin, shared, tmp_path):
         assert "listening on" in line, line
         port = int(line.split()[3].rsplit(":", 1)[1])
 
+        # A chain peer that says HELLO and nothing more is let go after the timeout.
+        key_text = key.read_text()
+        peer = Peer(port)
+        assert peer.handshake(key=key_text, role="peer")["type"] != ERROR
+        start = time.monotonic()
+        peer.sock.settimeout(5)
+        while not peer.closed():
+            assert time.monotonic() - start < 4, "a silent peer session was kept"
+        print(f"\nsilent peer session ended after {time.monotonic() - start:.1f} s")
+        peer.close()
+
         # 256 MiB promised before authentication: refused, nothing allocated.
         peer = Peer(port)
         peer.sock.sendall(header(HELLO, 256 << 20))
