@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Across machines: `shoal bench --rpc` vs llama.cpp's `llama-bench --rpc`.
 
-    sudo bench/cluster_bench.py [-m MODEL] [-p 128] [-n 64] [-r 3] [--parts local,veth,delay]
+    sudo bench/cluster_bench.py [-m MODEL] [-p 128] [-n 64] [-r 3] [--parts local,veth,delay,aead]
                                 [--time-limit MINUTES] [--no-idle-wait]
 
 Hosts are network namespaces on a private bridge (tests/tools/netns.py): the
@@ -9,7 +9,8 @@ primary in host 0, workers (`shoal worker` / `ggml-rpc-server`) in hosts 1..3,
 every process -t 1. Parts: "local" (no workers, in host 0), "veth" (1-3
 workers straight over the veth links; Shoal star and chain) and "delay" (one
 worker behind build/shoal_delay_relay, run in host 0, at 0.1, 1 and 5 ms round
-trip). llama.cpp gets the same layer split as Shoal's plan: -ngl counts the
+trip); "aead" (Shoal only: 1 and 3 workers over veth with the sealed link,
+the default with a key, against --insecure plain frames, alternated). llama.cpp gets the same layer split as Shoal's plan: -ngl counts the
 output head as a 31st layer, so it offloads one more layer than the workers
 hold and -ot keeps the (tied) output head on the primary, as Shoal does.
 
@@ -151,14 +152,15 @@ class Bench:
             wait_port(self.net, 0, ready[1], ready[2])
         return p
 
-    def workers(self, tool, n):
+    def workers(self, tool, n, insecure=False):
         """Start n workers in hosts 1..n; their host:port list."""
         eps = []
         for i in range(1, n + 1):
             a = self.net.addr(i)
             if tool == "shoal":
                 self.start(i, [self.shoal, "worker", "--host", a, "--port", PORT, "-t", "1", "--no-cache",
-                               "--key-file", self.key], ("line", "worker listening"))
+                               "--key-file", self.key] + (["--insecure"] if insecure else []),
+                           ("line", "worker listening"))
             else:
                 self.start(i, [LLAMA / "ggml-rpc-server", "-H", a, "-p", PORT, "-t", "1"], ("port", a, PORT))
             eps.append(f"{a}:{PORT}")
@@ -183,18 +185,19 @@ class Bench:
         self.procs.clear()
         self.logs.clear()
 
-    def run(self, tool, n_workers=0, chain=False, delay_ms=None, layers=None):
+    def run(self, tool, n_workers=0, chain=False, delay_ms=None, layers=None, insecure=False):
         """One measurement: servers up, idle CPUs, bench in host 0, servers down.
         layers: llama.cpp's layers per worker (Shoal's plan). Returns {"pp": row,
         "tg": row, "split": [(device, layers, count)], "note": text}."""
         try:
-            eps = self.workers(tool, n_workers)
+            eps = self.workers(tool, n_workers, insecure)
             if delay_ms is not None:
                 eps = self.relay(eps[0], delay_ms)
             if tool == "shoal":
                 argv = [self.shoal, "bench", *self.common]
                 if eps:
-                    argv += ["--rpc", ",".join(eps), "--key-file", self.key] + (["--chain"] if chain else [])
+                    argv += ["--rpc", ",".join(eps), "--key-file", self.key] + (["--chain"] if chain else []) + \
+                        (["--insecure"] if insecure else [])
             else:
                 argv = [LLAMA / "llama-bench", *self.common]
                 if eps:
@@ -262,10 +265,11 @@ def main():
     ap.add_argument("--no-idle-wait", action="store_true", help="a quick check: no idle wait, no repeats")
     ap.add_argument("--time-limit", type=float, default=120, help="minutes; later settings are skipped")
     args = ap.parse_args()
-    for f in (SHOAL, RELAY, LLAMA / "llama-bench", LLAMA / "ggml-rpc-server", Path(args.model)):
+    parts = args.parts.split(",")
+    needs_llama = any(p in parts for p in ("local", "veth", "delay"))
+    for f in (SHOAL, RELAY, Path(args.model)) + ((LLAMA / "llama-bench", LLAMA / "ggml-rpc-server") if needs_llama else ()):
         if not f.exists():
             sys.exit(f"error: not found: {f}")
-    parts = args.parts.split(",")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: cleanup below runs
 
     # Jobs in order: (label, shoal options, llama.cpp options or the label whose llama.cpp row it shares).
@@ -278,6 +282,10 @@ def main():
     for d in DELAYS_MS if "delay" in parts else ():
         jobs.append((f"relay {2 * d:g} ms RTT, 1 worker", {"n_workers": 1, "delay_ms": d},
                      {"n_workers": 1, "delay_ms": d}))
+
+    aead_jobs = [(n, insecure) for n in (1, 3) for _ in range(2) for insecure in (False, True)] \
+        if "aead" in parts else []
+    aead = {}  # (n, insecure) -> [tg rows]
 
     head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     built = time.strftime("%Y-%m-%d %H:%M", time.gmtime(SHOAL.stat().st_mtime))
@@ -295,12 +303,29 @@ def main():
             results[label] = (s, l)
             print(f"  tg: shoal {ts(s['tg'])}, llama.cpp {ts(l['tg'])}; "
                   f"pp: shoal {ts(s['pp'])}, llama.cpp {ts(l['pp'])}", file=sys.stderr)
+        for n, insecure in aead_jobs:  # alternated: sealed, plain, sealed, plain
+            if time.time() > deadline:
+                break
+            print(f"aead: {n} worker(s), {'--insecure' if insecure else 'sealed'} ...", file=sys.stderr)
+            aead.setdefault((n, insecure), []).append(b.run("shoal", n_workers=n, insecure=insecure))
 
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
     print(f"Machine: {cpu}, {os.cpu_count()} CPUs; model {Path(args.model).name}; every process -t 1")
     print(f"build/shoal built {built} UTC (HEAD then: {head.stdout.strip()}), copied at start")
     for test in ("tg", "pp"):
-        table(results, test, args)
+        if results:
+            table(results, test, args)
+    if aead:
+        print(f"\nSealed link (AES-256-GCM, the default with a key) vs --insecure plain frames, Shoal star over veth, "
+              f"tg{args.n} and pp{args.p} tokens/s, each the best of the alternated runs' means\n")
+        print("| workers | tg sealed | tg plain | sealed / plain | pp sealed | pp plain | sealed / plain |")
+        print("| ------: | --------: | -------: | -------------: | --------: | -------: | -------------: |")
+        for n in sorted({n for n, _ in aead}):
+            best = {ins: {t: max(r[t]["avg_ts"] for r in aead.get((n, ins), [])) for t in ("tg", "pp")}
+                    for ins in (False, True) if (n, ins) in aead}
+            if len(best) == 2:
+                print(f"| {n} | {best[False]['tg']:.1f} | {best[True]['tg']:.1f} | {best[False]['tg'] / best[True]['tg']:.3f} "
+                      f"| {best[False]['pp']:.1f} | {best[True]['pp']:.1f} | {best[False]['pp'] / best[True]['pp']:.3f} |")
     print("\nSplits (Shoal's plan, printed by shoal bench; llama.cpp given the same) and conditions:\n")
     for label, (s, l) in results.items():
         split = ", ".join(f"{d} {r}" for d, r, _ in s["split"]) or "all local"

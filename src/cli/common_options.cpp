@@ -14,7 +14,12 @@ void add_engine_options(CLI::App& cmd, CommonOptions& o) {
 }
 
 void add_cluster_options(CLI::App& cmd, CommonOptions& o) {
-  cmd.add_option("--rpc,--workers", o.cluster.workers, "workers as host:port,host:port,...")->delimiter(',');
+  cmd.add_option("--rpc,--workers", o.cluster.workers,
+                 "workers as host:port,host:port,... ('auto': those advertising on the LAN with our key)")
+      ->delimiter(',');
+  cmd.add_option("--discover-port", o.cluster.beacon_port, "UDP port of the workers' beacons")->capture_default_str();
+  cmd.add_option("--discover-wait", o.discover_wait_s, "seconds to listen for beacons before the first plan")
+      ->capture_default_str();
   cmd.add_option("--key-file", o.key_file, "cluster key file (or set SHOAL_CLUSTER_KEY)");
   cmd.add_flag("--chain", o.cluster.chain, "forward activations worker to worker instead of via the primary");
   cmd.add_option("--wire-dtype", o.cluster.wire_dtype, "activations on the wire: f32, f16, bf16 or q8_0")
@@ -25,16 +30,28 @@ void add_cluster_options(CLI::App& cmd, CommonOptions& o) {
   cmd.add_option("--worker-timeout", o.worker_timeout_s,
                  "seconds of silence after which a worker counts as lost (it is re-planned around)")
       ->capture_default_str();
+  cmd.add_flag("--insecure", o.cluster.insecure,
+               "plain frames to the workers (a trusted network; they must run with --insecure too)");
   cmd.add_option("--mem", o.local_mem, "memory the primary's own CPU may hold, e.g. 8G (0: what is free)")
       ->capture_default_str();
 }
 
-StageBuilder stage_builder(CommonOptions& o) {
-  if (o.worker_timeout_s < 0.1 || o.worker_timeout_s > 3600) fail("--worker-timeout {} is out of range 0.1..3600", o.worker_timeout_s);
+void resolve_cluster_options(CommonOptions& o) {
+  // "auto" among the workers: find them by their beacons.
+  auto& w = o.cluster.workers;
+  if (std::erase(w, std::string("auto")) > 0) o.cluster.discover = true;
+  if (o.discover_wait_s < 0 || o.discover_wait_s > 600) fail("--discover-wait {} is out of range 0..600", o.discover_wait_s);
+  o.cluster.discover_wait_ms = static_cast<int>(o.discover_wait_s * 1000);
+  if (o.worker_timeout_s < 0.1 || o.worker_timeout_s > 3600)
+    fail("--worker-timeout {} is out of range 0.1..3600", o.worker_timeout_s);
   o.cluster.timeout_ms = static_cast<int>(o.worker_timeout_s * 1000);
   o.cluster.local_mem = parse_size(o.local_mem);
-  if (o.cluster.workers.empty() && o.cluster.tensor_split.empty()) return {};
   o.cluster.key = wire::load_cluster_key(o.key_file);
+}
+
+StageBuilder stage_builder(CommonOptions& o) {
+  resolve_cluster_options(o);
+  if (o.cluster.workers.empty() && o.cluster.tensor_split.empty() && !o.cluster.discover) return {};
   return cluster_stage_builder(o.cluster);
 }
 

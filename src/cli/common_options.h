@@ -15,6 +15,7 @@ struct CommonOptions {
   ClusterOptions cluster;
   std::string key_file;
   double worker_timeout_s = 5.0;
+  double discover_wait_s = 2.0;
   std::string local_mem = "0";
   int verbosity = 0;
 };
@@ -24,6 +25,8 @@ void add_engine_options(CLI::App& cmd, CommonOptions& o);
 // --rpc/--workers, --key-file, --chain, --wire-dtype, --tensor-split,
 // --worker-timeout, --mem
 void add_cluster_options(CLI::App& cmd, CommonOptions& o);
+// The key file read, the timeout and --mem parsed into o.cluster.
+void resolve_cluster_options(CommonOptions& o);
 // The stage builder the options ask for: every layer local without --rpc.
 StageBuilder stage_builder(CommonOptions& o);
 // Parses "8G", "512M", "1024" (bytes); throws shoal::Error.

@@ -2,7 +2,10 @@
 // the predicted speed. Connects to the workers; loads nothing.
 #include <cstdio>
 
+#include <algorithm>
+
 #include "cli/common_options.h"
+#include "cluster/primary/discovery.h"
 #include "cluster/wire/handshake.h"
 #include "gguf/reader.h"
 #include "util/log.h"
@@ -19,7 +22,7 @@ Command add_plan_command(CLI::App& app) {
     set_verbosity(o->verbosity);
     auto file = gguf::File::open(o->engine.model_path);
     ModelConfig config = ModelConfig::from_gguf(*file);
-    o->cluster.key = wire::load_cluster_key(o->key_file);
+    resolve_cluster_options(*o);
     ThreadPool pool(o->engine.threads > 0 ? o->engine.threads : ThreadPool::default_threads());
     const int n_ctx = o->engine.n_ctx > 0 ? o->engine.n_ctx : default_context_size(config);
     ClusterPlan cp = plan_cluster(*file, config, n_ctx, o->engine.n_seq, o->engine.n_batch, pool, o->cluster);
@@ -33,14 +36,28 @@ Command add_plan_command(CLI::App& app) {
 Command add_ping_command(CLI::App& app) {
   auto o = std::make_shared<CommonOptions>();
   auto stats = std::make_shared<bool>(false);
+  auto discover = std::make_shared<bool>(false);
   auto* cmd = app.add_subcommand("ping", "check workers: round trip, device, and with --stats their counters");
   add_cluster_options(*cmd, *o);
   cmd->add_flag("--stats", *stats, "print each worker's STATS as JSON");
-  return [o, stats] {
-    if (o->cluster.workers.empty()) fail("name the workers with --rpc host:port,...");
-    auto key = wire::load_cluster_key(o->key_file);
+  cmd->add_flag("--discover", *discover, "list the workers advertising on the LAN with our key (same as --rpc auto)");
+  return [o, stats, discover] {
+    resolve_cluster_options(*o);
+    if (*discover || o->cluster.discover) {
+      if (!o->cluster.key) fail("discovery needs the cluster key (--key-file or SHOAL_CLUSTER_KEY)");
+      const auto found = Discovery::listen_for(*o->cluster.key, o->cluster.beacon_port, o->cluster.discover_wait_ms);
+      std::printf("%zu worker(s) advertising with this key in %.1f s\n", found.size(),
+                  o->cluster.discover_wait_ms / 1000.0);
+      for (const auto& a : found)
+        if (std::find(o->cluster.workers.begin(), o->cluster.workers.end(), a) == o->cluster.workers.end())
+          o->cluster.workers.push_back(a);
+    }
+    if (o->cluster.workers.empty()) {
+      if (*discover || o->cluster.discover) return 1;  // said above: none advertise with this key
+      fail("name the workers with --rpc host:port,... (or --discover)");
+    }
     for (const auto& address : o->cluster.workers) {
-      WorkerClient client(address, key);
+      WorkerClient client(address, o->cluster.link());
       const DeviceInfo& d = client.device();
       std::printf("%s: %.3f ms, %s, %d threads, %.0f MiB free, matvec %.1f GB/s\n", address.c_str(), d.rtt_ms,
                   d.backend.c_str(), d.threads, d.free_memory / 1048576.0, d.matvec_gbps);

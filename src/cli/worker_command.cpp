@@ -5,6 +5,7 @@
 
 #include "cli/common_options.h"
 #include "cluster/wire/handshake.h"
+#include "cluster/worker/advertiser.h"
 #include "cluster/worker/worker_server.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -19,6 +20,8 @@ struct WorkerCliOptions {
   std::string key_file;
   bool insecure = false;
   bool no_cache = false;
+  bool advertise = false;
+  int beacon_port = 50053;
   double timeout_s = 5.0;
   int verbosity = 1;
 };
@@ -41,6 +44,7 @@ int run_worker(WorkerCliOptions& o) {
          "--key-file (or set SHOAL_CLUSTER_KEY), or --insecure if the network is trusted",
          w.host);
   w.mem_limit = parse_size(o.mem);
+  w.plain_frames = o.insecure;
   if (o.timeout_s < 0.1 || o.timeout_s > 3600) fail("--worker-timeout {} is out of range 0.1..3600", o.timeout_s);
   w.timeout_ms = static_cast<int>(o.timeout_s * 1000);
   if (o.no_cache) {
@@ -50,8 +54,12 @@ int run_worker(WorkerCliOptions& o) {
     w.cache_dir = std::string(home ? home : "/tmp") + "/.cache/shoal/worker";
   }
   w.cache_max = parse_size(o.cache_max);
+  if (o.advertise && !w.key)
+    fail("--advertise needs the cluster key (--key-file or SHOAL_CLUSTER_KEY): only key holders may hear of this worker");
   WorkerServer server(w);
   g_server = &server;
+  std::unique_ptr<Advertiser> advertiser;
+  if (o.advertise) advertiser = std::make_unique<Advertiser>(*w.key, w.host, server.port(), o.beacon_port);
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   std::signal(SIGPIPE, SIG_IGN);
@@ -84,7 +92,10 @@ Command add_worker_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--max-connections", o->worker.max_sessions, "authenticated connections at once")
       ->capture_default_str();
-  cmd->add_flag("--insecure", o->insecure, "allow a non-loopback address without a cluster key");
+  cmd->add_flag("--advertise", o->advertise, "announce this worker on the LAN (for a primary's --rpc auto)");
+  cmd->add_option("--advertise-port", o->beacon_port, "UDP port the beacons go to")->capture_default_str();
+  cmd->add_flag("--insecure", o->insecure,
+                "a trusted network: allow a non-loopback address without a key, and plain frames with one");
   cmd->add_flag("-v,--verbose", o->verbosity, "more log output");
   return [o] { return run_worker(*o); };
 }

@@ -9,7 +9,8 @@ import socket
 import struct
 
 MAGIC = 0x4C4F4853
-VERSION = 2
+VERSION = 3
+TAG = 16  # AES-256-GCM tag on every frame of an encrypted link
 HEADER = struct.Struct("<IHHIIQQ")  # magic, version, type, flags, reserved, request id, payload bytes
 HELLO, AUTH, AUTH_OK, ERROR, PING, PONG, STATS, STATS_REPLY = 1, 2, 3, 4, 5, 6, 7, 8
 FORWARD = 14
@@ -20,16 +21,33 @@ def header(msg_type, payload_len, request_id=0, version=VERSION, magic=MAGIC):
     return HEADER.pack(magic, version, msg_type, 0, 0, request_id, payload_len)
 
 
+def session_key(key, direction, client_nonce, worker_nonce):
+    return hmac.new(key.encode(), f"shoal frame key|{direction}|{client_nonce}|{worker_nonce}".encode(),
+                    hashlib.sha256).digest()
+
+
+def iv(seq):
+    return b"\0" * 4 + struct.pack("<Q", seq)
+
+
 class Peer:
     def __init__(self, port, host="127.0.0.1", timeout=5.0):
         self.sock = socket.create_connection((host, port), timeout=timeout)
         self.sock.settimeout(timeout)
+        self.seal = self.unseal = None  # AESGCM per direction once the handshake is over
+        self.sent = self.received = 0
 
     def close(self):
         self.sock.close()
 
     def send(self, msg_type, payload=b"", request_id=0, version=VERSION):
-        self.sock.sendall(header(msg_type, len(payload), request_id, version) + payload)
+        if self.seal is None:
+            self.sock.sendall(header(msg_type, len(payload), request_id, version) + payload)
+            return
+        head = header(msg_type, len(payload) + TAG, request_id, version)
+        sealed = self.seal.encrypt(iv(self.sent), payload, head)
+        self.sent += 1
+        self.sock.sendall(head + sealed)
 
     def send_json(self, msg_type, body, request_id=0, version=VERSION):
         self.send(msg_type, json.dumps(body).encode(), request_id, version)
@@ -47,8 +65,12 @@ class Peer:
         """The next frame; HEARTBEATs (an idle worker's "still here") are
         skipped unless asked for."""
         while True:
-            magic, version, msg_type, _, _, request_id, n = HEADER.unpack(self.recv_exact(HEADER.size))
+            head = self.recv_exact(HEADER.size)
+            magic, version, msg_type, _, _, request_id, n = HEADER.unpack(head)
             payload = self.recv_exact(n)
+            if self.unseal is not None and magic == MAGIC and version == VERSION:
+                payload = self.unseal.decrypt(iv(self.received), payload, head)  # raises InvalidTag
+                self.received += 1
             if msg_type != HEARTBEAT or heartbeats:
                 return {"magic": magic, "version": version, "type": msg_type, "id": request_id, "payload": payload}
 
@@ -67,20 +89,26 @@ class Peer:
         except socket.timeout:
             return False
 
-    def handshake(self, key=None, role="primary"):
-        """HELLO both ways, then the HMAC proofs if the worker asks for them.
+    def handshake(self, key=None, role="primary", frames=None):
+        """HELLO both ways, then the HMAC proofs if the worker asks for them,
+        then (with a key, unless frames="plain") sealed frames both ways.
         Returns the worker's HELLO frame (or its ERROR frame)."""
         nonce = os.urandom(32).hex()
-        self.send_json(HELLO, {"protocol": VERSION, "build": "test", "role": role, "nonce": nonce})
+        mode = frames or ("aead" if key else "plain")
+        self.send_json(HELLO, {"protocol": VERSION, "build": "test", "role": role, "nonce": nonce, "frames": mode})
         hello = self.recv_json()
         if hello["type"] != HELLO or not hello["json"].get("auth") or key is None:
             return hello
         worker_nonce = hello["json"]["nonce"]
-        proof = proof_of(key, "client", worker_nonce, nonce)
+        proof = proof_of(key, "client", worker_nonce, f"{nonce}|{mode}")
         self.send_json(AUTH, {"proof": proof})
         reply = self.recv_json()
         if reply["type"] == AUTH_OK:
-            assert reply["json"]["proof"] == proof_of(key, "worker", nonce, worker_nonce)
+            assert reply["json"]["proof"] == proof_of(key, "worker", nonce, f"{worker_nonce}|{mode}")
+            if mode == "aead":
+                from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+                self.seal = AESGCM(session_key(key, "to-worker", nonce, worker_nonce))
+                self.unseal = AESGCM(session_key(key, "to-client", nonce, worker_nonce))
         return reply
 
 

@@ -1,5 +1,8 @@
 #include "cluster/primary/cluster_stages.h"
 
+#include <algorithm>
+
+#include "cluster/primary/discovery.h"
 #include "cluster/primary/plan_input.h"
 #include "cluster/primary/supervisor.h"
 
@@ -15,8 +18,14 @@ ClusterPlan plan_cluster(const gguf::File& file, const ModelConfig& config, int 
   local.address = "local";
   if (options.local_mem > 0) local.free_memory = std::min(local.free_memory, options.local_mem);
   cp.input.devices.push_back(local);
-  for (const auto& address : options.workers) {
-    cp.clients.push_back(std::make_shared<WorkerClient>(address, options.key, options.timeout_ms));
+  std::vector<std::string> workers = options.workers;
+  if (options.discover) {
+    if (!options.key) fail("--rpc auto needs the cluster key (--key-file or SHOAL_CLUSTER_KEY)");
+    for (const auto& a : Discovery::listen_for(*options.key, options.beacon_port, options.discover_wait_ms))
+      if (std::find(workers.begin(), workers.end(), a) == workers.end()) workers.push_back(a);
+  }
+  for (const auto& address : workers) {
+    cp.clients.push_back(std::make_shared<WorkerClient>(address, options.link()));
     cp.input.devices.push_back(cp.clients.back()->device());
   }
   cp.plan = make_plan(cp.input);

@@ -23,6 +23,11 @@ struct ClusterOptions {
   uint64_t reserve_bytes = 256ull << 20;
   uint64_t local_mem = 0;            // --mem: what the primary's own CPU may hold (0: what is free)
   int timeout_ms = wire::kDefaultPeerTimeoutMs;  // --worker-timeout
+  bool insecure = false;             // --insecure: plain frames on a trusted network
+  bool discover = false;             // --rpc auto: workers found by their beacons (discovery.h)
+  int beacon_port = 50053;           // --discover-port
+  int discover_wait_ms = 2000;       // --discover-wait: how long to listen before the first plan
+  LinkOptions link() const { return {key, timeout_ms, insecure}; }
   // Called as weights stream to a worker (address, bytes sent, bytes to send).
   std::function<void(const std::string&, uint64_t, uint64_t)> on_progress;
 };

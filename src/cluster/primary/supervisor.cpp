@@ -28,6 +28,7 @@ ClusterSupervisor::ClusterSupervisor(ClusterOptions options) : options_(std::mov
 }
 
 ClusterSupervisor::~ClusterSupervisor() {
+  discovery_.reset();
   stop_ = true;
   if (keeper_.joinable()) keeper_.join();
   if (rejoiner_.joinable()) rejoiner_.join();
@@ -35,11 +36,48 @@ ClusterSupervisor::~ClusterSupervisor() {
 
 void ClusterSupervisor::connect_all() {
   for (Member& m : members_) {
-    m.client = std::make_shared<WorkerClient>(m.address, options_.key, options_.timeout_ms);
+    m.client = std::make_shared<WorkerClient>(m.address, options_.link());
     m.state = "idle";
+  }
+  if (options_.discover) {
+    if (!options_.key) fail("--rpc auto needs the cluster key (--key-file or SHOAL_CLUSTER_KEY): beacons carry a tag made with it");
+    discovery_ = std::make_unique<Discovery>(*options_.key, options_.beacon_port,
+                                             [this](const std::string& a) { add_discovered(a); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(options_.discover_wait_ms));
+    // What answered in the window is in the first plan; a discovered worker
+    // that cannot be reached is only left for later (it may be starting).
+    std::vector<Member*> heard;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (Member& m : members_)
+        if (!m.client) heard.push_back(&m);
+    }
+    for (Member* m : heard) {
+      std::shared_ptr<WorkerClient> client;
+      try {
+        client = std::make_shared<WorkerClient>(m->address, options_.link());
+      } catch (const std::exception& e) {
+        spdlog::warn("discovered worker {} cannot be used yet: {}", m->address, e.what());
+        continue;
+      }
+      std::lock_guard<std::mutex> lock(mutex_);
+      m->client = client;
+      m->state = "idle";
+    }
+    spdlog::info("--rpc auto: {} worker(s) found in {:.1f} s", heard.size(), options_.discover_wait_ms / 1000.0);
   }
   keeper_ = std::thread([this] { keeper_loop(); });
   rejoiner_ = std::thread([this] { rejoin_loop(); });
+}
+
+void ClusterSupervisor::add_discovered(const std::string& address) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (find(address)) return;
+  Member m;
+  m.address = address;
+  m.state = "discovered";
+  m.next_try = Clock::now();
+  members_.push_back(std::move(m));
 }
 
 void ClusterSupervisor::set_wake(std::function<void()> wake) {
@@ -123,7 +161,12 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::rebuild(Engine& engine, c
   }
   // A worker may die while its new stage loads: then plan again without it.
   std::string last_failure;
-  for (size_t attempt = 0; attempt <= members_.size(); ++attempt) {
+  size_t n_members;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    n_members = members_.size();
+  }
+  for (size_t attempt = 0; attempt <= n_members; ++attempt) {
     try {
       auto stages = build_stages(engine);
       std::lock_guard<std::mutex> lock(mutex_);
@@ -172,8 +215,9 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_stages(Engine& engi
       }
   }
   // --tensor-split speaks of the devices the user listed; once one is gone
-  // the planner splits by memory again.
-  if (usable.size() == members_.size()) input.tensor_split = options_.tensor_split;
+  // (or a discovered one came) the planner splits by memory again.
+  if (usable.size() == options_.workers.size() && usable.size() == members_.size())
+    input.tensor_split = options_.tensor_split;
   Plan plan;
   try {
     plan = make_plan(input);
@@ -305,7 +349,7 @@ void ClusterSupervisor::rejoin_loop() {
       std::shared_ptr<WorkerClient> client;
       std::string why;
       try {
-        client = std::make_shared<WorkerClient>(address, options_.key, options_.timeout_ms);
+        client = std::make_shared<WorkerClient>(address, options_.link());
       } catch (const std::exception& e) {
         why = e.what();
       }

@@ -10,6 +10,7 @@
 // into the next re-plan.
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -19,6 +20,7 @@
 
 #include "cluster/device_info.h"
 #include "cluster/primary/cluster_stages.h"
+#include "cluster/primary/discovery.h"
 #include "cluster/primary/worker_client.h"
 #include "engine/stage_supervisor.h"
 
@@ -30,7 +32,8 @@ class ClusterSupervisor : public StageSupervisor {
   ~ClusterSupervisor() override;
 
   // Connects to every worker; the first load needs them all, so any that
-  // cannot be reached is an error naming it.
+  // cannot be reached is an error naming it. With --rpc auto it first
+  // listens for beacons (--discover-wait) and keeps listening after.
   void connect_all();
   std::vector<std::unique_ptr<Stage>> rebuild(Engine& engine, const std::exception* cause) override;
   void set_wake(std::function<void()> wake) override;
@@ -51,6 +54,9 @@ class ClusterSupervisor : public StageSupervisor {
   // mutex_ held. Closes the link and schedules the first retry.
   void mark_lost(Member& m, const std::string& why);
   Member* find(const std::string& address);  // mutex_ held
+  // A worker heard of by its beacon: tried by the rejoin thread, taken in
+  // at the next re-plan.
+  void add_discovered(const std::string& address);
   // Checks the members still thought alive (after a failure): a drain and a
   // PING each, within the timeout.
   void check_alive();
@@ -61,7 +67,7 @@ class ClusterSupervisor : public StageSupervisor {
 
   ClusterOptions options_;
   mutable std::mutex mutex_;
-  std::vector<Member> members_;
+  std::deque<Member> members_;  // a deque: rebuild() holds pointers while discovery adds
   std::function<void()> wake_;
   bool have_local_ = false;
   DeviceInfo local_;
@@ -69,6 +75,7 @@ class ClusterSupervisor : public StageSupervisor {
   double last_detect_unix_ = 0, last_recovery_seconds_ = 0;
   std::atomic<bool> stop_{false};
   std::thread keeper_, rejoiner_;
+  std::unique_ptr<Discovery> discovery_;  // last: it calls add_discovered until it is gone
 };
 
 }  // namespace shoal

@@ -23,11 +23,11 @@ ContentHash TensorHashes::get(const std::string& name) {
   return hashes_[name] = hash_bytes(t.data, t.bytes);
 }
 
-WorkerClient::WorkerClient(const std::string& address, const std::optional<std::string>& key, int timeout_ms)
-    : address_(address), timeout_ms_(timeout_ms) {
-  conn_ = wire::Connection::connect(address, std::min(timeout_ms, 5000));
-  conn_->set_timeout(timeout_ms);
-  nlohmann::json hello = wire::client_handshake(*conn_, wire::Role::Primary, key);
+WorkerClient::WorkerClient(const std::string& address, const LinkOptions& link)
+    : address_(address), timeout_ms_(link.timeout_ms) {
+  conn_ = wire::Connection::connect(address, std::min(timeout_ms_, 5000));
+  conn_->set_timeout(timeout_ms_);
+  nlohmann::json hello = wire::client_handshake(*conn_, wire::Role::Primary, link.key, {}, link.insecure);
   try {
     const auto& d = hello.at("device");
     device_.address = address;

@@ -41,13 +41,20 @@ struct StageLoadReport {
   double seconds = 0.0;
 };
 
+// How the primary talks to its workers: the cluster key, the silence that
+// counts as lost, and whether frames are plain (--insecure) or sealed.
+struct LinkOptions {
+  std::optional<std::string> key;
+  int timeout_ms = wire::kDefaultPeerTimeoutMs;
+  bool insecure = false;
+};
+
 class WorkerClient {
  public:
   // Connects and authenticates; throws shoal::Error / ProtocolError with the
   // reason (unreachable, busy, key, version). Every later wait on this
   // worker ends after timeout_ms of silence with a LinkError naming it.
-  WorkerClient(const std::string& address, const std::optional<std::string>& key,
-               int timeout_ms = wire::kDefaultPeerTimeoutMs);
+  WorkerClient(const std::string& address, const LinkOptions& link);
 
   const std::string& address() const { return address_; }
   const DeviceInfo& device() const { return device_; }

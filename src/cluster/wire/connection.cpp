@@ -87,14 +87,20 @@ void Connection::send_frame(MessageType type, uint64_t request_id, std::span<con
   h.type = static_cast<uint16_t>(type);
   h.request_id = request_id;
   for (const auto& p : parts) h.payload_bytes += p.size();
+  if (cipher_) h.payload_bytes += kTagBytes;
   uint8_t header[kHeaderBytes];
   encode_header(h, header);
   iovec iov[16];
   if (parts.size() + 1 > 16) fail("internal: too many frame parts");
   iov[0] = {header, kHeaderBytes};
   size_t n_iov = 1;
-  for (const auto& p : parts)
-    if (!p.empty()) iov[n_iov++] = {const_cast<uint8_t*>(p.data()), p.size()};
+  if (cipher_) {
+    cipher_->seal(header, parts, sealed_);
+    iov[n_iov++] = {sealed_.data(), sealed_.size()};
+  } else {
+    for (const auto& p : parts)
+      if (!p.empty()) iov[n_iov++] = {const_cast<uint8_t*>(p.data()), p.size()};
+  }
   size_t first = 0;
   while (first < n_iov) {
     msghdr msg{};
@@ -120,6 +126,11 @@ void Connection::send_frame(MessageType type, uint64_t request_id, std::span<con
     }
   }
   last_sent_ = now_ticks();
+}
+
+void Connection::encrypt(const uint8_t send_key[kKeyBytes], const uint8_t recv_key[kKeyBytes]) {
+  std::lock_guard<std::mutex> lock(write_mutex_);
+  cipher_ = std::make_unique<FrameCipher>(send_key, recv_key);
 }
 
 void Connection::set_timeout(int timeout_ms) {
@@ -208,9 +219,6 @@ bool Connection::receive_one(Frame& frame, int timeout_ms) {
   uint8_t header[kHeaderBytes];
   read_exact(header, kHeaderBytes, timeout_ms, false);
   const FrameHeader h = decode_header(header);
-  if (h.magic == kMagic && h.version == kProtocolVersion && h.type == static_cast<uint16_t>(MessageType::Heartbeat) &&
-      h.payload_bytes == 0)
-    return false;
   frame.header = h;
   if (h.magic != kMagic) {
     std::string msg = fmt::format("{} is not a Shoal peer (bad frame magic 0x{:08x})", peer_, h.magic);
@@ -224,7 +232,8 @@ bool Connection::receive_one(Frame& frame, int timeout_ms) {
                fmt::format("protocol version mismatch: peer speaks v{}, you speak v{}", kProtocolVersion, h.version));
     throw ProtocolError(ErrorCode::VersionMismatch, msg);
   }
-  if (h.payload_bytes > max_payload_) {
+  const uint64_t overhead = cipher_ ? kTagBytes : 0;
+  if (h.payload_bytes > max_payload_ + overhead) {
     std::string msg = fmt::format("{} sent a {} frame of {} bytes, over the limit of {}", peer_,
                                   message_name(frame.type()), h.payload_bytes, max_payload_);
     send_error(ErrorCode::FrameTooLarge, fmt::format("frame of {} bytes exceeds the limit of {} bytes",
@@ -237,6 +246,16 @@ bool Connection::receive_one(Frame& frame, int timeout_ms) {
   const bool big = h.payload_bytes > (64u << 10);
   const int payload_timeout = timeout_ms < 0 ? kDefaultPeerTimeoutMs * 12 : std::max(timeout_ms, 1000);
   read_exact(frame.payload.data(), frame.payload.size(), payload_timeout, big);
+  if (cipher_ && !cipher_->open(header, frame.payload)) {
+    const std::string msg = fmt::format(
+        "integrity check failed on a {} frame from {}: it was altered, replayed, dropped or injected on the way; the "
+        "connection is closed",
+        message_name(frame.type()), peer_);
+    send_error(ErrorCode::Integrity, "integrity check failed on a frame you sent (altered, replayed, dropped or "
+                                     "injected on the way); the connection is closed");
+    throw ProtocolError(ErrorCode::Integrity, msg);
+  }
+  if (frame.type() == MessageType::Heartbeat && frame.payload.empty()) return false;
   return true;
 }
 

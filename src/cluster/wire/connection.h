@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "cluster/wire/frame_cipher.h"
 #include "cluster/wire/protocol.h"
 
 namespace shoal::wire {
@@ -91,6 +92,11 @@ class Connection {
   Clock::time_point last_received() const { return Clock::time_point(Clock::duration(last_received_.load())); }
   Clock::time_point last_sent() const { return Clock::time_point(Clock::duration(last_sent_.load())); }
 
+  // From now on every frame both ways is sealed (frame_cipher.h). Called by
+  // the handshake once both sides have proved the key.
+  void encrypt(const uint8_t send_key[kKeyBytes], const uint8_t recv_key[kKeyBytes]);
+  bool encrypted() const { return cipher_ != nullptr; }
+
   void set_max_payload(uint64_t bytes) { max_payload_ = bytes; }
   uint64_t max_payload() const { return max_payload_; }
   const std::string& peer() const { return peer_; }
@@ -111,6 +117,8 @@ class Connection {
   uint64_t max_payload_ = kDefaultMaxPayload;
   std::mutex write_mutex_;  // frames from several threads never interleave
   std::atomic<int64_t> last_received_{now_ticks()}, last_sent_{now_ticks()};
+  std::unique_ptr<FrameCipher> cipher_;
+  std::vector<uint8_t> sealed_;  // the frame being sent, encrypted (under write_mutex_)
 };
 
 // Parses a JSON payload; throws ProtocolError (Malformed) on bad JSON.

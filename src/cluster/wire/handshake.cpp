@@ -44,6 +44,23 @@ std::string proof(const std::string& key, const char* label, const std::string& 
   return to_hex(mac, len);
 }
 
+// One direction's frame key: HMAC-SHA256(cluster key, label | both nonces),
+// fresh for every connection since both nonces are.
+void session_key(const std::string& key, const char* direction, const std::string& client_nonce,
+                 const std::string& worker_nonce, uint8_t out[kKeyBytes]) {
+  const std::string msg = std::string("shoal frame key|") + direction + "|" + client_nonce + "|" + worker_nonce;
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(msg.data()),
+       msg.size(), out, &len);
+}
+
+// Frames after the handshake: sealed with the key ("aead"), or plain for a
+// trusted link (--insecure). The proofs cover the choice, so nobody on the
+// path can talk the two sides down to plain frames.
+const char* frame_mode(const std::optional<std::string>& key, bool insecure) {
+  return key && !insecure ? "aead" : "plain";
+}
+
 bool same_proof(const std::string& a, const std::string& b) {
   return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
@@ -99,14 +116,16 @@ class PreAuthLimit {
 }  // namespace
 
 nlohmann::json client_handshake(Connection& conn, Role role, const std::optional<std::string>& key,
-                                const nlohmann::json& extra) {
+                                const nlohmann::json& extra, bool insecure) {
   PreAuthLimit limit(conn);
   const std::string nonce = fresh_nonce();
+  const std::string mode = frame_mode(key, insecure);
   nlohmann::json hello = extra.is_object() ? extra : nlohmann::json::object();
   hello["protocol"] = kProtocolVersion;
   hello["build"] = "shoal 0.1.0";
   hello["role"] = role_name(role);
   hello["nonce"] = nonce;
+  hello["frames"] = mode;
   conn.send_json(MessageType::Hello, 0, hello);
   nlohmann::json reply = conn.expect_json(MessageType::Hello, kHandshakeTimeoutMs);
   const std::string worker_nonce = field(reply, "nonce");
@@ -122,15 +141,27 @@ nlohmann::json client_handshake(Connection& conn, Role role, const std::optional
   if (!key)
     throw ProtocolError(ErrorCode::AuthRequired,
                         fmt::format("{} requires a cluster key: pass --key-file or set SHOAL_CLUSTER_KEY", conn.peer()));
-  conn.send_json(MessageType::Auth, 0, {{"proof", proof(*key, "client", worker_nonce, nonce)}});
+  const std::string worker_mode = reply.value("frames", std::string("?"));
+  if (worker_mode != mode)
+    throw ProtocolError(ErrorCode::AuthFailed,
+                        fmt::format("{} sends {} frames but this side {}: start both with --insecure (trusted "
+                                    "network, plain frames) or both without (encrypted)",
+                                    conn.peer(), worker_mode, mode == "aead" ? "encrypts them" : "sends plain ones"));
+  conn.send_json(MessageType::Auth, 0, {{"proof", proof(*key, "client", worker_nonce, nonce + "|" + mode)}});
   nlohmann::json ok = conn.expect_json(MessageType::AuthOk, kHandshakeTimeoutMs);
-  if (!same_proof(ok.value("proof", std::string()), proof(*key, "worker", nonce, worker_nonce)))
+  if (!same_proof(ok.value("proof", std::string()), proof(*key, "worker", nonce, worker_nonce + "|" + mode)))
     throw ProtocolError(ErrorCode::AuthFailed, fmt::format("{} failed to prove it holds the cluster key", conn.peer()));
+  if (mode == std::string("aead")) {
+    uint8_t send[kKeyBytes], recv[kKeyBytes];
+    session_key(*key, "to-worker", nonce, worker_nonce, send);
+    session_key(*key, "to-client", nonce, worker_nonce, recv);
+    conn.encrypt(send, recv);
+  }
   return reply;
 }
 
 nlohmann::json server_handshake(Connection& conn, const std::optional<std::string>& key, const nlohmann::json& info,
-                                int timeout_ms) {
+                                int timeout_ms, bool insecure) {
   PreAuthLimit limit(conn);
   // One deadline for the whole handshake: a stranger trickling bytes cannot
   // hold a connection longer than this.
@@ -160,6 +191,8 @@ nlohmann::json server_handshake(Connection& conn, const std::optional<std::strin
   hello["role"] = "worker";
   hello["nonce"] = nonce;
   hello["auth"] = key.has_value();
+  const std::string mode = frame_mode(key, insecure);
+  hello["frames"] = mode;
   conn.send_json(MessageType::Hello, 0, hello);
   if (!key) return client;
   conn.receive(frame, left());
@@ -169,11 +202,24 @@ nlohmann::json server_handshake(Connection& conn, const std::optional<std::strin
   }
   nlohmann::json auth = parse_json(frame);
   if (!auth.contains("proof") || !auth["proof"].is_string() ||
-      !same_proof(auth["proof"].get<std::string>(), proof(*key, "client", nonce, client_nonce))) {
-    conn.send_error(ErrorCode::AuthFailed, "wrong cluster key");
-    throw ProtocolError(ErrorCode::AuthFailed, fmt::format("{} presented a wrong cluster key", conn.peer()));
+      !same_proof(auth["proof"].get<std::string>(), proof(*key, "client", nonce, client_nonce + "|" + mode))) {
+    // A client of the other frame mode fails here too; it has been told
+    // the mode in HELLO, so the message can say which.
+    const bool other_mode = client.value("frames", std::string()) != mode;
+    conn.send_error(ErrorCode::AuthFailed, other_mode ? fmt::format("this worker sends {} frames; start both sides "
+                                                                    "with --insecure or both without", mode)
+                                                      : std::string("wrong cluster key"));
+    throw ProtocolError(ErrorCode::AuthFailed, other_mode ? fmt::format("{} wants {} frames, this worker {}",
+                                                                        conn.peer(), client.value("frames", "?"), mode)
+                                                          : fmt::format("{} presented a wrong cluster key", conn.peer()));
   }
-  conn.send_json(MessageType::AuthOk, 0, {{"proof", proof(*key, "worker", client_nonce, nonce)}});
+  conn.send_json(MessageType::AuthOk, 0, {{"proof", proof(*key, "worker", client_nonce, nonce + "|" + mode)}});
+  if (mode == std::string("aead")) {
+    uint8_t send[kKeyBytes], recv[kKeyBytes];
+    session_key(*key, "to-client", client_nonce, nonce, send);
+    session_key(*key, "to-worker", client_nonce, nonce, recv);
+    conn.encrypt(send, recv);
+  }
   return client;
 }
 

@@ -1,8 +1,10 @@
 #pragma once
 // The first exchange on every connection: HELLO both ways (protocol
 // version, build, role, device, a fresh nonce), then, when the worker has a
-// cluster key, mutual HMAC-SHA256 challenge-response over both nonces.
-// Neither side learns the key; a replayed proof fails on the fresh nonce.
+// cluster key, mutual HMAC-SHA256 challenge-response over both nonces and
+// the frame mode; then, unless --insecure, per-direction session keys from
+// the key and both nonces seal every frame. Neither side learns the key; a
+// replayed proof fails on the fresh nonce.
 #include <nlohmann/json.hpp>
 
 #include <optional>
@@ -22,14 +24,17 @@ const char* role_name(Role role);
 // Client side (primary or peer). Returns the worker's HELLO. Throws
 // ProtocolError with a clear message: version mismatch, busy, the worker
 // wants a key we lack, wrong key, a worker without a key while we have one.
+// With a key, every later frame is encrypted and authenticated
+// (frame_cipher.h) unless `insecure` (a trusted link: plain frames); both
+// sides must agree, and the proofs cover the choice.
 nlohmann::json client_handshake(Connection& conn, Role role, const std::optional<std::string>& key,
-                                const nlohmann::json& extra = {});
+                                const nlohmann::json& extra = {}, bool insecure = false);
 
 // Server side (worker). `hello` is what the worker tells about itself.
 // Returns the client's HELLO (with its "role"). Throws ProtocolError after
 // telling the client why.
 // The whole handshake must be over within timeout_ms.
 nlohmann::json server_handshake(Connection& conn, const std::optional<std::string>& key, const nlohmann::json& hello,
-                                int timeout_ms = kHandshakeTimeoutMs);
+                                int timeout_ms = kHandshakeTimeoutMs, bool insecure = false);
 
 }  // namespace shoal::wire

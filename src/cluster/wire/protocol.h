@@ -11,7 +11,7 @@
 namespace shoal::wire {
 
 constexpr uint32_t kMagic = 0x4C4F4853;  // "SHOL" little-endian
-constexpr uint16_t kProtocolVersion = 2;  // v2: HEARTBEAT, deadlines on every wait
+constexpr uint16_t kProtocolVersion = 3;  // v2: HEARTBEAT, deadlines; v3: AEAD frames after a keyed handshake
 constexpr size_t kHeaderBytes = 32;
 constexpr uint64_t kDefaultMaxPayload = 256ull << 20;  // refused before any allocation
 constexpr int kHandshakeTimeoutMs = 5000;
@@ -62,6 +62,7 @@ enum class ErrorCode : uint16_t {
   Internal = 11,
   Timeout = 12,      // the peer was silent past the deadline
   TooManyConnections = 13,
+  Integrity = 14,    // a frame failed its authentication tag: altered, replayed, dropped or injected
 };
 
 struct FrameHeader {

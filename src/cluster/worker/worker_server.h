@@ -36,6 +36,7 @@ struct WorkerOptions {
   int threads = 0;
   uint64_t max_payload = wire::kDefaultMaxPayload;
   int timeout_ms = wire::kDefaultPeerTimeoutMs;  // --worker-timeout
+  bool plain_frames = false;      // --insecure: no encryption even with a key (trusted network)
   int max_handshakes = 64;        // connections not yet authenticated
   int max_sessions = 64;          // authenticated connections (primary + chain peers)
 };

@@ -35,7 +35,8 @@ void WorkerSession::run() {
   SessionSlot slot(s_.handshakes_, s_.sessions_);
   try {
     nlohmann::json hello = wire::server_handshake(*conn_, s_.options_.key, s_.hello_info(),
-                                                    std::min(s_.options_.timeout_ms, wire::kHandshakeTimeoutMs));
+                                                    std::min(s_.options_.timeout_ms, wire::kHandshakeTimeoutMs),
+                                                    s_.options_.plain_frames);
     slot.authenticated();
     is_primary_ = hello.value("role", "") == "primary";
     if (is_primary_) {
@@ -196,7 +197,7 @@ std::shared_ptr<wire::Connection> WorkerSession::next_hop(const std::string& add
   }
   std::shared_ptr<wire::Connection> conn = wire::Connection::connect(address, s_.options_.timeout_ms);
   conn->set_timeout(s_.options_.timeout_ms);
-  wire::client_handshake(*conn, wire::Role::Peer, s_.options_.key);
+  wire::client_handshake(*conn, wire::Role::Peer, s_.options_.key, {}, s_.options_.plain_frames);
   s_.keep_alive(conn);
   std::lock_guard<std::mutex> lock(s_.mutex_);
   s_.next_hops_[address] = conn;
