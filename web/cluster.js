@@ -276,6 +276,38 @@
       devices.length + (devices.length === 1 ? " device" : " devices") + (nLayer ? " · " + total + " / " + nLayer + " layers placed" : "");
   }
 
+  // The cluster supervisor's view: every worker it knows, and whether it is
+  // in use (active), connected without layers (idle), gone (lost), back and
+  // waiting for the next re-plan (rejoining) or just heard of (discovered).
+  function renderMembers(members, t) {
+    const section = $("members-section");
+    if (!Array.isArray(members)) {
+      section.hidden = true;
+      return;
+    }
+    section.hidden = false;
+    t = t || {};
+    const replans = num(t.replans);
+    const rec = num(t.last_recovery_seconds);
+    $("members-summary").textContent =
+      (Number.isFinite(replans) ? replans + (replans === 1 ? " re-plan" : " re-plans") : "") +
+      (replans > 0 && Number.isFinite(rec) ? " · last recovery " + rec.toFixed(2) + " s" : "");
+    const list = $("members");
+    list.textContent = "";
+    members.forEach((m) => {
+      const li = h("li", "member");
+      li.dataset.address = m.address;
+      li.dataset.state = m.state || "";
+      li.appendChild(h("span", "member-address", m.address));
+      const st = h("span", "tag state", m.state || "?");
+      st.dataset.state = m.state || "";
+      li.appendChild(st);
+      if (m.losses) li.appendChild(h("span", "muted", m.losses + (m.losses === 1 ? " loss" : " losses")));
+      if (m.last_error && m.state !== "active") li.appendChild(h("span", "muted member-error", m.last_error));
+      list.appendChild(li);
+    });
+  }
+
   // ---------- polling ----------
 
   let lastDevicesKey = "";
@@ -299,6 +331,7 @@
         renderDevices(devices, nLayer);
       }
       renderThroughput(j.throughput);
+      renderMembers(j.workers, j.throughput);
       document.body.dataset.loaded = "true";
     } catch (e) {
       const box = $("cluster-error");

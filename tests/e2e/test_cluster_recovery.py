@@ -194,7 +194,20 @@ def test_cut_link_mid_stream_gives_the_same_text(shoal_bin, smollm2, tmp_path):
         primary_log = log.read()
         assert f"worker {net.addr(2)}:50052 lost" in primary_log, primary_log
         print(f"\nlink cut: the stream finished {took:.2f} s after the cut (timeout {TIMEOUT} s)")
+
+        # The link back: the worker is used again at the next re-plan.
         net.restore(2)
+        victim = f"{net.addr(2)}:50052"
+
+        def state_of_victim():
+            r = net.run(0, ["python3", "-c", "import urllib.request,sys; sys.stdout.write(urllib.request.urlopen("
+                                             f"'{base}/v1/cluster').read().decode())"], timeout=10)
+            members = json.loads(r.stdout)["workers"] if r.returncode == 0 else []
+            return {m["address"]: m["state"] for m in members}.get(victim)
+
+        wait_for("the restored worker is active again", lambda: state_of_victim() == "active", timeout=30)
+        again = net.run(0, client, timeout=120).stdout.splitlines()
+        assert "".join(json.loads(line).get("text", "") for line in again) == expected
     finally:
         net.close()
 

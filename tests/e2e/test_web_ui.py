@@ -162,6 +162,25 @@ def test_web_ui(shoal_bin, smollm2, workers, tmp_path):
         text = chat_round_trip(driver, server.base, "What is the capital of France?", tmp_path / "chat.png")
         print(f"answer: {text!r}")
         check_cluster_page(driver, server.base, cluster, tmp_path / "cluster.png")
+        # The supervisor's view: both workers active; one killed shows as lost
+        # and its layers come back to the others after the next request.
+        def member_states(d):
+            return {m.get_attribute("data-address"): m.get_attribute("data-state")
+                    for m in d.find_elements(By.CSS_SELECTOR, ".member")}
+
+        WebDriverWait(driver, 10).until(
+            lambda d: member_states(d) == {w.address: "active" for w in ws}, "workers not shown as active")
+        ws[1].proc.kill()
+        ws[1].proc.wait()
+        r = server.client().chat.completions.create(model="default", max_tokens=2,
+                                                    messages=[{"role": "user", "content": "Hi"}])
+        assert r.usage.completion_tokens == 2  # re-planned around it
+        WebDriverWait(driver, 10).until(lambda d: member_states(d).get(ws[1].address) == "lost",
+                                        "the killed worker not shown as lost")
+        WebDriverWait(driver, 10).until(
+            lambda d: d.find_element(By.ID, "members-summary").text.startswith("1 re-plan")
+            and len(d.find_elements(By.CSS_SELECTOR, ".device")) == 2, "the re-planned split not shown")
+        screenshot(driver, tmp_path / "cluster-lost.png")
         errors = browser_errors(driver)
         assert not errors, errors
     except Exception:

@@ -13,6 +13,14 @@
 namespace shoal {
 namespace {
 
+// A worker that answered its LOAD_STAGE with an error (out of memory, say):
+// connected, but not usable for this plan.
+class StageRefused : public Error {
+ public:
+  StageRefused(std::string address, const std::string& why) : Error(why), address(std::move(address)) {}
+  std::string address;
+};
+
 double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -179,12 +187,11 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::rebuild(Engine& engine, c
       std::lock_guard<std::mutex> lock(mutex_);
       if (Member* m = find(e.peer())) mark_lost(*m, e.what());
       last_failure = e.what();
-    } catch (const wire::ProtocolError& e) {
-      // A worker refused its stage (out of memory, say): plan without it.
+    } catch (const StageRefused& e) {
+      // Plan without it; it is retried like a lost one.
       last_failure = e.what();
       std::lock_guard<std::mutex> lock(mutex_);
-      for (Member& m : members_)
-        if (m.client && last_failure.find(m.address) != std::string::npos) mark_lost(m, last_failure);
+      if (Member* m = find(e.address)) mark_lost(*m, last_failure);
     }
   }
   throw StagesUnavailable(fmt::format("the cluster could not be rebuilt: {}", last_failure));
@@ -250,12 +257,17 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_stages(Engine& engi
     auto client = m.client;
     if (!client) throw wire::LinkError(wire::LinkError::Kind::Closed, m.address, m.address + " was lost while loading");
     ProgressBar bar(client->address());
-    StageLoadReport r =
-        client->load_stage(engine.file(), hashes, config, a.layer_begin, a.layer_end, engine.options().n_seq,
-                           engine.n_ctx(), engine.n_batch(), [&](uint64_t sent, uint64_t total) {
-                             bar.update(sent, total);
-                             if (options_.on_progress) options_.on_progress(client->address(), sent, total);
-                           });
+    StageLoadReport r;
+    try {
+      r = client->load_stage(engine.file(), hashes, config, a.layer_begin, a.layer_end, engine.options().n_seq,
+                             engine.n_ctx(), engine.n_batch(), [&](uint64_t sent, uint64_t total) {
+                               bar.update(sent, total);
+                               if (options_.on_progress) options_.on_progress(client->address(), sent, total);
+                             });
+    } catch (const wire::ProtocolError& e) {
+      throw StageRefused(m.address, fmt::format("{} refused layers {}-{}: {}", m.address, a.layer_begin,
+                                                a.layer_end - 1, e.what()));
+    }
     std::fprintf(stderr,
                  "%s: layers %d-%d loaded in %.2f s: %.1f MiB sent (%d tensors), %d tensors from its cache, %d from "
                  "its models dir, %d shared with what it held\n",
