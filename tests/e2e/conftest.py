@@ -116,3 +116,26 @@ def workers(shoal_bin, tmp_path):
     yield start
     for w in started:
         w.stop()
+
+
+@pytest.fixture
+def netns():
+    """netns(n) makes n test hosts on a private bridge (tests/tools/netns.py),
+    or skips the test where namespaces cannot be made; removed afterwards."""
+    import sys
+    sys.path.insert(0, str(ROOT / "tests" / "tools"))
+    from netns import Netns, NetnsUnavailable
+    made = []
+
+    def make(n_hosts):
+        try:
+            net = Netns(n_hosts=n_hosts)
+            net.__enter__()
+        except NetnsUnavailable as e:
+            pytest.skip(str(e))
+        made.append(net)
+        return net
+
+    yield make
+    for net in made:
+        net.close()

@@ -28,8 +28,6 @@ TIMEOUT = 2  # --worker-timeout in these tests (seconds)
 PROMPT = "Once upon a time, in a small village by the sea, there lived"
 N = 64       # tokens per completion (ignore_eos keeps every run this long)
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "tools"))
-from netns import Netns, NetnsUnavailable  # noqa: E402
 
 
 def complete(server, prompt=PROMPT, n=N):
@@ -139,16 +137,12 @@ def test_stalled_worker_mid_stream_gives_the_same_text_and_rejoins(serve_cluster
     assert victim.alive()
 
 
-def test_cut_link_mid_stream_gives_the_same_text(shoal_bin, smollm2, tmp_path):
+def test_cut_link_mid_stream_gives_the_same_text(shoal_bin, smollm2, tmp_path, netns):
     """The primary in one namespace, three workers in theirs on one bridge;
     one worker's veth goes down in the middle of a stream."""
     key = tmp_path / "key"
     key.write_text(secrets.token_hex(32))
-    try:
-        net = Netns(n_hosts=4)
-        net.__enter__()
-    except NetnsUnavailable as e:
-        pytest.skip(str(e))
+    net = netns(4)
     try:
         worker_procs = []
         for i in (1, 2, 3):

@@ -16,8 +16,6 @@ import pytest
 from conftest import run_shoal
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "tools"))
-from netns import Netns, NetnsUnavailable  # noqa: E402
 
 PROMPT = "Once upon a time, in a small village by the sea, there lived"
 
@@ -36,15 +34,11 @@ def test_ping_discover_lists_the_workers_of_its_key(shoal_bin, workers, tmp_path
     assert r.returncode == 1 and "--advertise needs the cluster key" in r.stderr
 
 
-def test_rpc_auto_finds_key_holders_and_takes_a_late_one_at_the_next_replan(shoal_bin, smollm2, tmp_path):
+def test_rpc_auto_finds_key_holders_and_takes_a_late_one_at_the_next_replan(shoal_bin, smollm2, tmp_path, netns):
     key, other = tmp_path / "cluster.key", tmp_path / "other.key"
     key.write_text(secrets.token_hex(32))
     other.write_text(secrets.token_hex(32))
-    try:
-        net = Netns(n_hosts=5)
-        net.__enter__()
-    except NetnsUnavailable as e:
-        pytest.skip(str(e))
+    net = netns(5)
     try:
         def worker(i, k):
             p = net.popen(i, [shoal_bin, "worker", "--host", net.addr(i), "--port", 50052, "-t", 1, "--key-file", k,

@@ -1,8 +1,8 @@
 #include "cluster/wire/beacon.h"
 
+#include "cluster/wire/keyed_hash.h"
+
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <openssl/rand.h>
 
 #include <nlohmann/json.hpp>
@@ -12,23 +12,8 @@
 namespace shoal::wire {
 namespace {
 
-std::string hex(const unsigned char* p, size_t n) {
-  static const char* digits = "0123456789abcdef";
-  std::string s;
-  for (size_t i = 0; i < n; ++i) {
-    s += digits[p[i] >> 4];
-    s += digits[p[i] & 15];
-  }
-  return s;
-}
-
 std::string tag_of(const std::string& key, const std::string& body) {
-  const std::string msg = "shoal beacon|" + body;
-  unsigned char mac[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(msg.data()),
-       msg.size(), mac, &len);
-  return hex(mac, len);
+  return hmac_sha256_hex(key, "shoal beacon|" + body);
 }
 
 }  // namespace
@@ -37,7 +22,7 @@ std::string make_beacon(const std::string& key, int tcp_port, int64_t now_ms) {
   unsigned char id[16];
   RAND_bytes(id, sizeof(id));
   const std::string body =
-      nlohmann::json{{"shoal", "worker"}, {"port", tcp_port}, {"t", now_ms}, {"id", hex(id, sizeof(id))}}.dump();
+      nlohmann::json{{"shoal", "worker"}, {"port", tcp_port}, {"t", now_ms}, {"id", to_hex(id, sizeof(id))}}.dump();
   return body + "\n" + tag_of(key, body);
 }
 

@@ -1,30 +1,20 @@
 #include "cluster/wire/handshake.h"
 
-#include <chrono>
-
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <openssl/rand.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+
+#include "cluster/wire/keyed_hash.h"
 
 namespace shoal::wire {
 namespace {
 
 constexpr int kNonceBytes = 32;
-
-std::string to_hex(const unsigned char* p, size_t n) {
-  static const char* digits = "0123456789abcdef";
-  std::string s;
-  for (size_t i = 0; i < n; ++i) {
-    s += digits[p[i] >> 4];
-    s += digits[p[i] & 15];
-  }
-  return s;
-}
 
 std::string fresh_nonce() {
   unsigned char buf[kNonceBytes];
@@ -36,22 +26,16 @@ std::string fresh_nonce() {
 // binds the proof to its direction so one side's proof is never valid for
 // the other.
 std::string proof(const std::string& key, const char* label, const std::string& a, const std::string& b) {
-  std::string msg = std::string(label) + "|" + a + "|" + b;
-  unsigned char mac[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(msg.data()),
-       msg.size(), mac, &len);
-  return to_hex(mac, len);
+  return hmac_sha256_hex(key, std::string(label) + "|" + a + "|" + b);
 }
 
 // One direction's frame key: HMAC-SHA256(cluster key, label | both nonces),
 // fresh for every connection since both nonces are.
 void session_key(const std::string& key, const char* direction, const std::string& client_nonce,
                  const std::string& worker_nonce, uint8_t out[kKeyBytes]) {
-  const std::string msg = std::string("shoal frame key|") + direction + "|" + client_nonce + "|" + worker_nonce;
-  unsigned int len = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(msg.data()),
-       msg.size(), out, &len);
+  const auto mac =
+      hmac_sha256(key, std::string("shoal frame key|") + direction + "|" + client_nonce + "|" + worker_nonce);
+  std::copy(mac.begin(), mac.end(), out);
 }
 
 // Frames after the handshake: sealed with the key ("aead"), or plain for a
