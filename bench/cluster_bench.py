@@ -284,7 +284,8 @@ def main():
         jobs.append((f"relay {2 * d:g} ms RTT, 1 worker", {"n_workers": 1, "delay_ms": d},
                      {"n_workers": 1, "delay_ms": d}))
 
-    aead_jobs = [(n, insecure) for n in (1, 3) for _ in range(3) for insecure in (False, True)] \
+    # Alternated, the order flipped each round: neither mode always runs first.
+    aead_jobs = [(n, insecure) for n in (1, 3) for k in range(3) for insecure in ((False, True), (True, False))[k % 2]] \
         if "aead" in parts else []
     aead = {}  # (n, insecure) -> [tg rows]
 
@@ -304,7 +305,7 @@ def main():
             results[label] = (s, l)
             print(f"  tg: shoal {ts(s['tg'])}, llama.cpp {ts(l['tg'])}; "
                   f"pp: shoal {ts(s['pp'])}, llama.cpp {ts(l['pp'])}", file=sys.stderr)
-        for n, insecure in aead_jobs:  # alternated: sealed, plain, sealed, plain
+        for n, insecure in aead_jobs:
             if time.time() > deadline:
                 break
             print(f"aead: {n} worker(s), {'--insecure' if insecure else 'sealed'} ...", file=sys.stderr)
