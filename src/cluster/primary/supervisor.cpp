@@ -89,17 +89,15 @@ void ClusterSupervisor::add_discovered(const std::string& address) {
 }
 
 void ClusterSupervisor::set_wake(std::function<void()> wake) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  // Waits for a call in progress: once this returns with nullptr, the old
+  // target (a Scheduler going away) is never called again.
+  std::lock_guard<std::mutex> lock(wake_mutex_);
   wake_ = std::move(wake);
 }
 
 void ClusterSupervisor::wake() {
-  std::function<void()> w;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    w = wake_;
-  }
-  if (w) w();
+  std::lock_guard<std::mutex> lock(wake_mutex_);
+  if (wake_) wake_();
 }
 
 ClusterSupervisor::Member* ClusterSupervisor::find(const std::string& address) {

@@ -68,6 +68,7 @@ class ClusterSupervisor : public StageSupervisor {
   ClusterOptions options_;
   mutable std::mutex mutex_;
   std::deque<Member> members_;  // a deque: rebuild() holds pointers while discovery adds
+  std::mutex wake_mutex_;  // guards wake_ and each call of it (never held with mutex_)
   std::function<void()> wake_;
   bool have_local_ = false;
   DeviceInfo local_;
