@@ -148,7 +148,11 @@ void HttpFront::start() {
 }
 
 void HttpFront::stop() {
-  if (stopping_.exchange(true)) return;
+  {
+    // Under the lock, so a handler about to wait cannot miss the notify.
+    std::lock_guard lock(mutex_);
+    if (stopping_.exchange(true)) return;
+  }
   wake();
   ready_cv_.notify_all();
   if (acceptor_.joinable()) acceptor_.join();
@@ -305,7 +309,10 @@ void HttpFront::accept_loop() {
       for (int turn = 0; turn < 16 && keep; ++turn) {
         const ssize_t n = ::recv(it->second->fd, buf, sizeof(buf), 0);
         if (n > 0) {
-          it->second->idle = false;
+          if (it->second->idle) {  // the next request begins: its head has its own deadline
+            it->second->idle = false;
+            it->second->deadline = Clock::now() + std::chrono::milliseconds(limits_.head_timeout_ms);
+          }
           keep = advance(it->second, std::string_view(buf, static_cast<size_t>(n)));
           if (!keep) break;
           continue;
@@ -353,9 +360,11 @@ bool HttpFront::advance(std::unique_ptr<Conn>& c, std::string_view bytes) {
   }
   if (before == RequestReader::State::Head && state != RequestReader::State::Head)
     c->deadline = Clock::now() + std::chrono::milliseconds(limits_.body_timeout_ms);
-  if (c->reader.wants_continue() && !write_all(c->fd, "HTTP/1.1 100 Continue\r\n\r\n", limits_.write_timeout_ms)) {
-    release(*c);
-    return false;
+  if (c->reader.wants_continue()) {
+    // Never wait on the acceptor thread: a client that does not read gets
+    // no "100 Continue" (it sends its body after its own short wait).
+    static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+    [[maybe_unused]] ssize_t n = ::send(c->fd, kContinue.data(), kContinue.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
   }
   if (state != RequestReader::State::Complete) return true;
   std::unique_lock lock(mutex_);
@@ -425,8 +434,13 @@ void HttpFront::serve(Conn& c) {
     };
     sink.done = [&] { done = true; };
     sink.is_writable = [&] { return ok && !peer_gone(c.fd); };
-    while (ok && !done) {
-      if (!res.content_provider_(offset, 0, sink)) ok = false;
+    try {
+      while (ok && !done) {
+        if (!res.content_provider_(offset, 0, sink)) ok = false;
+      }
+    } catch (const std::exception& e) {
+      spdlog::error("http: {} {}: stream failed: {}", req.method, req.path, e.what());
+      ok = false;
     }
     if (ok) ok = write_all(c.fd, "0\r\n\r\n", limits_.write_timeout_ms);
     res.content_provider_success_ = ok;

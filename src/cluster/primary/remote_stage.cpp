@@ -86,7 +86,8 @@ void RemoteStage::receive_result(uint64_t request_id) {
       if (left <= 0)
         throw wire::LinkError(wire::LinkError::Kind::Timeout, m.client->address(),
                               fmt::format("{} was silent for {:.1f} s (timeout) during a chain step",
-                                          m.client->address(), silent.count() / 1000.0));
+                                          m.client->address(), silent.count() / 1000.0),
+                              &m.client->connection());
       wait_ms = std::min(wait_ms, left);
     }
     int rc = ::poll(fds.data(), fds.size(), wait_ms);

@@ -1,6 +1,7 @@
 #include "cluster/primary/supervisor.h"
 
 #include <cstdio>
+#include <tuple>
 
 #include "cluster/primary/plan_input.h"
 #include "cluster/primary/progress_bar.h"
@@ -17,8 +18,10 @@ namespace {
 // connected, but not usable for this plan.
 class StageRefused : public Error {
  public:
-  StageRefused(std::string address, const std::string& why) : Error(why), address(std::move(address)) {}
+  StageRefused(std::string address, const WorkerClient* client, const std::string& why)
+      : Error(why), address(std::move(address)), client(client) {}
   std::string address;
+  const WorkerClient* client;  // identity only: a reconnected worker is not at fault
 };
 
 double unix_now() {
@@ -154,15 +157,19 @@ void ClusterSupervisor::check_alive() {
   }
 }
 
+void ClusterSupervisor::lose(const wire::LinkError& e) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Member* m = find(e.peer());
+  // Only the link that failed: the worker may have been reconnected since.
+  if (m && m->client && (!e.link() || &m->client->connection() == e.link())) mark_lost(*m, e.what());
+}
+
 std::vector<std::unique_ptr<Stage>> ClusterSupervisor::rebuild(Engine& engine, const std::exception* cause) {
   const auto t0 = Clock::now();
   if (cause) {
     // A link error names its worker; anything else (an ERROR a worker sent
     // about a chain step) is found out by asking every worker.
-    if (const auto* link = dynamic_cast<const wire::LinkError*>(cause)) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (Member* m = find(link->peer())) mark_lost(*m, link->what());
-    }
+    if (const auto* link = dynamic_cast<const wire::LinkError*>(cause)) lose(*link);
     check_alive();
   }
   // A worker may die while its new stage loads: then plan again without it.
@@ -182,14 +189,13 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::rebuild(Engine& engine, c
       }
       return stages;
     } catch (const wire::LinkError& e) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (Member* m = find(e.peer())) mark_lost(*m, e.what());
+      lose(e);
       last_failure = e.what();
     } catch (const StageRefused& e) {
       // Plan without it; it is retried like a lost one.
       last_failure = e.what();
       std::lock_guard<std::mutex> lock(mutex_);
-      if (Member* m = find(e.address)) mark_lost(*m, last_failure);
+      if (Member* m = find(e.address); m && m->client.get() == e.client) mark_lost(*m, last_failure);
     }
   }
   throw StagesUnavailable(fmt::format("the cluster could not be rebuilt: {}", last_failure));
@@ -205,31 +211,35 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_stages(Engine& engi
     have_local_ = true;
   }
 
-  // Who takes part: the primary and every worker connected now.
-  std::vector<Member*> usable;
+  // Who takes part: the primary and every worker connected now, each with
+  // the client it has now (other threads may lose or replace it meanwhile).
+  std::vector<std::pair<Member*, std::shared_ptr<WorkerClient>>> usable;
+  size_t n_members = 0;
+  std::vector<std::string> lost;
   PlanInput input = plan_input_for_model(engine.file(), config, engine.n_ctx(), engine.options().n_seq,
                                          engine.n_batch());
   input.reserve_bytes = options_.reserve_bytes;
   input.devices.push_back(local_);
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (Member& m : members_)
+    n_members = members_.size();
+    for (Member& m : members_) {
       if (m.client) {
-        usable.push_back(&m);
+        usable.emplace_back(&m, m.client);
         input.devices.push_back(m.client->device());
+      } else {
+        lost.push_back(m.address);
       }
+    }
   }
   // --tensor-split speaks of the devices the user listed; once one is gone
   // (or a discovered one came) the planner splits by memory again.
-  if (usable.size() == options_.workers.size() && usable.size() == members_.size())
+  if (usable.size() == options_.workers.size() && usable.size() == n_members)
     input.tensor_split = options_.tensor_split;
   Plan plan;
   try {
     plan = make_plan(input);
   } catch (const Error& e) {
-    std::vector<std::string> lost;
-    for (const Member& m : members_)
-      if (!m.client) lost.push_back(m.address);
     throw StagesUnavailable(fmt::format("the model does not fit on what is left of the cluster (lost: {}): {}",
                                         lost.empty() ? "none" : fmt::format("{}", fmt::join(lost, ", ")), e.what()));
   }
@@ -238,7 +248,7 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_stages(Engine& engi
   TensorHashes hashes(engine.file());
   std::vector<std::unique_ptr<Stage>> stages;
   std::vector<RemoteMember> chain;  // consecutive remote stages waiting to become one chain
-  std::vector<std::pair<Member*, uint32_t>> loaded;
+  std::vector<std::tuple<Member*, const WorkerClient*, uint32_t>> loaded;
   auto flush_chain = [&] {
     if (chain.empty()) return;
     stages.push_back(std::make_unique<RemoteStage>(std::move(chain), config.n_embd, dtype));
@@ -251,9 +261,8 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_stages(Engine& engi
       stages.push_back(engine.make_local_stage(a.layer_begin, a.layer_end));
       continue;
     }
-    Member& m = *usable[static_cast<size_t>(a.device - 1)];
-    auto client = m.client;
-    if (!client) throw wire::LinkError(wire::LinkError::Kind::Closed, m.address, m.address + " was lost while loading");
+    Member& m = *usable[static_cast<size_t>(a.device - 1)].first;
+    const std::shared_ptr<WorkerClient> client = usable[static_cast<size_t>(a.device - 1)].second;
     ProgressBar bar(client->address());
     StageLoadReport r;
     try {
@@ -263,7 +272,7 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_stages(Engine& engi
                                if (options_.on_progress) options_.on_progress(client->address(), sent, total);
                              });
     } catch (const wire::ProtocolError& e) {
-      throw StageRefused(m.address, fmt::format("{} refused layers {}-{}: {}", m.address, a.layer_begin,
+      throw StageRefused(m.address, client.get(), fmt::format("{} refused layers {}-{}: {}", m.address, a.layer_begin,
                                                 a.layer_end - 1, e.what()));
     }
     std::fprintf(stderr,
@@ -271,7 +280,7 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_stages(Engine& engi
                  "its models dir, %d shared with what it held\n",
                  client->address().c_str(), a.layer_begin, a.layer_end - 1, r.seconds, r.sent_bytes / 1048576.0,
                  r.tensors_sent, r.from_cache, r.from_models_dir, r.from_memory);
-    loaded.emplace_back(&m, r.stage_id);
+    loaded.emplace_back(&m, client.get(), r.stage_id);
     RemoteMember member{client, r.stage_id, a.layer_begin, a.layer_end, r};
     if (!options_.chain) {
       stages.push_back(std::make_unique<RemoteStage>(std::vector<RemoteMember>{member}, config.n_embd, dtype));
@@ -286,13 +295,14 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_stages(Engine& engi
   std::vector<std::pair<std::shared_ptr<WorkerClient>, std::vector<uint32_t>>> to_unload;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (Member* m : usable) {
-      if (!m->client) continue;
+    for (auto& [m, client] : usable) {
+      if (m->client != client) continue;  // lost (or replaced) meanwhile: its old stages went with it
       to_unload.emplace_back(m->client, m->stage_ids);
       m->stage_ids.clear();
       m->state = "idle";
     }
-    for (auto& [m, id] : loaded) {
+    for (auto& [m, client, id] : loaded) {
+      if (m->client.get() != client) continue;
       m->stage_ids.push_back(id);
       m->state = "active";
     }

@@ -54,6 +54,8 @@ class ClusterSupervisor : public StageSupervisor {
   // mutex_ held. Closes the link and schedules the first retry.
   void mark_lost(Member& m, const std::string& why);
   Member* find(const std::string& address);  // mutex_ held
+  // The worker whose link failed is lost, if that link is still its own.
+  void lose(const wire::LinkError& e);
   // A worker heard of by its beacon: tried by the rejoin thread, taken in
   // at the next re-plan.
   void add_discovered(const std::string& address);

@@ -109,13 +109,16 @@ void Connection::send_frame(MessageType type, uint64_t request_id, std::span<con
     ssize_t sent = ::sendmsg(fd_, &msg, MSG_NOSIGNAL);
     if (sent < 0) {
       if (errno == EINTR) continue;
+      // Part of a frame may be out (and a sealed frame's number is used):
+      // nothing more can be sent after it, so the link is finished.
+      ::shutdown(fd_, SHUT_RDWR);
       if (errno == EAGAIN || errno == EWOULDBLOCK)
         throw LinkError(LinkError::Kind::Timeout, peer_,
                         fmt::format("{} stopped reading: sending {} made no progress within the timeout", peer_,
-                                    message_name(type)));
+                                    message_name(type)), this);
       throw LinkError(LinkError::Kind::Failed, peer_,
                       fmt::format("connection to {} lost while sending {}: {}", peer_, message_name(type),
-                                  std::strerror(errno)));
+                                  std::strerror(errno)), this);
     }
     // Advance over what was written (partial writes happen with big frames).
     size_t left = static_cast<size_t>(sent);
@@ -191,17 +194,17 @@ void Connection::read_exact(uint8_t* dst, size_t n, int timeout_ms, bool progres
       int rc = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(0, left)));
       if (rc == 0)
         throw LinkError(LinkError::Kind::Timeout, peer_,
-                        fmt::format("{} was silent for {:.1f} s (timeout)", peer_, timeout_ms / 1000.0));
+                        fmt::format("{} was silent for {:.1f} s (timeout)", peer_, timeout_ms / 1000.0), this);
       if (rc < 0 && errno != EINTR)
-        throw LinkError(LinkError::Kind::Failed, peer_, fmt::format("connection to {} failed: {}", peer_, std::strerror(errno)));
+        throw LinkError(LinkError::Kind::Failed, peer_, fmt::format("connection to {} failed: {}", peer_, std::strerror(errno)), this);
       if (rc < 0) continue;
     }
     ssize_t got = ::recv(fd_, dst, n, 0);
-    if (got == 0) throw LinkError(LinkError::Kind::Closed, peer_, fmt::format("connection closed by {}", peer_));
+    if (got == 0) throw LinkError(LinkError::Kind::Closed, peer_, fmt::format("connection closed by {}", peer_), this);
     if (got < 0) {
       if (errno == EINTR || errno == EAGAIN) continue;
       throw LinkError(errno == ETIMEDOUT ? LinkError::Kind::Timeout : LinkError::Kind::Failed, peer_,
-                      fmt::format("connection to {} lost: {}", peer_, std::strerror(errno)));
+                      fmt::format("connection to {} lost: {}", peer_, std::strerror(errno)), this);
     }
     last_received_ = now_ticks();
     if (progress) deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);

@@ -29,14 +29,18 @@ struct Frame {
 class LinkError : public Error {
  public:
   enum class Kind { Closed, Timeout, Failed };
-  LinkError(Kind kind, std::string peer, const std::string& message)
-      : Error(message), kind_(kind), peer_(std::move(peer)) {}
+  LinkError(Kind kind, std::string peer, const std::string& message, const void* link = nullptr)
+      : Error(message), kind_(kind), peer_(std::move(peer)), link_(link) {}
   Kind kind() const { return kind_; }
   const std::string& peer() const { return peer_; }
+  // The Connection that failed (an identity only, never dereferenced): a
+  // peer reconnected since then is a different link and not at fault.
+  const void* link() const { return link_; }
 
  private:
   Kind kind_;
   std::string peer_;
+  const void* link_;
 };
 
 class Connection {
