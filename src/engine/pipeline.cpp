@@ -74,13 +74,6 @@ std::vector<StageSnapshot> Pipeline::snapshot() const {
   return out;
 }
 
-std::vector<double> Pipeline::stage_seconds() const {
-  std::lock_guard<std::mutex> lock(stages_mutex_);
-  std::vector<double> out(stages_.size());
-  for (size_t i = 0; i < out.size(); ++i) out[i] = stage_seconds_[i].load(std::memory_order_relaxed);
-  return out;
-}
-
 void Pipeline::truncate_sequence(int seq, int n_pos) {
   for (auto& s : stages_) s->truncate_sequence(seq, n_pos);
 }

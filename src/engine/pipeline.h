@@ -40,9 +40,6 @@ class Pipeline {
   void copy_sequence(int src, int dst, int n_pos);
 
   int max_tokens() const { return max_tokens_; }
-  // Seconds spent in each stage's forward since the start (for /metrics);
-  // safe to call from any thread.
-  std::vector<double> stage_seconds() const;
   // Any thread: the stages and their time, consistent with each other.
   std::vector<StageSnapshot> snapshot() const;
   const ModelConfig& config() const { return config_; }

@@ -1,6 +1,7 @@
 #include "server/metrics.h"
 
 #include <filesystem>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -190,16 +191,16 @@ json Metrics::cluster(const ClusterView& view) const {
     model["chat_template"] = engine.chat_template().name();
     model["note"] = "the embedding and the output head run on the primary (local)";
     const std::vector<StageSnapshot> stages = engine.pipeline().snapshot();
-    // Degraded: the device the reason names ("connection closed by HOST:PORT")
-    // is the one at fault; with none named, all of them are suspect.
-    bool named = false;
-    for (const auto& stage : stages)
-      for (const StageDevice& d : stage.devices)
-        named = named || (d.remote && view.status.reason.find(d.address) != std::string::npos);
+    // Degraded: the devices the supervisor has lost are the ones at fault;
+    // with none known lost, all of them are suspect.
+    std::set<std::string> lost;
+    if (StageSupervisor* sup = engine.supervisor())
+      for (const MemberStatus& m : sup->status().members)
+        if (m.state == "lost") lost.insert(m.address);
     for (size_t i = 0; i < stages.size(); ++i) {
       for (const StageDevice& d : stages[i].devices) {
         const char* device_state = state;
-        if (view.status.phase == Phase::Degraded && named && view.status.reason.find(d.address) == std::string::npos)
+        if (view.status.phase == Phase::Degraded && !lost.empty() && !lost.contains(d.address))
           device_state = phase_name(Phase::Ready);
         devices.push_back({{"address", d.address}, {"backend", d.backend}, {"layer_begin", d.layer_begin},
                            {"layer_end", d.layer_end}, {"weight_bytes", d.weight_bytes}, {"kv_bytes", d.kv_bytes},

@@ -274,6 +274,9 @@ def test_degraded_then_healed_without_a_restart(serve_cluster, workers):
     assert "does not fit" in str(e.value) and w.address in str(e.value)
     status, health = s.get_json("/health")
     assert status == 503 and health["status"] == "degraded" and "does not fit" in health["reason"]
+    devices = {d["address"]: d["state"] for d in cluster(s)["devices"]}
+    assert devices[w.address] == "degraded"  # the lost one is named, the rest ready
+    assert all(state == "ready" for address, state in devices.items() if address != w.address)
     assert s.alive()
 
     w2 = workers.restart(w)  # same port, same cache dir

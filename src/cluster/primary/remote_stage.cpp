@@ -1,7 +1,5 @@
 #include "cluster/primary/remote_stage.h"
 
-#include <poll.h>
-
 #include <cerrno>
 #include <chrono>
 
@@ -17,6 +15,10 @@ RemoteStage::RemoteStage(std::vector<RemoteMember> members, int n_embd, wire::Wi
   for (size_t i = 1; i < members_.size(); ++i)
     route_.push_back({members_[i].client->address(), members_[i].stage_id});
   wire::wire_bytes(dtype_, 1, n_embd_);  // refuses q8_0 for widths that are not whole blocks
+  for (auto& m : members_) {
+    leases_.emplace_back(m.client->io(), std::defer_lock);
+    poll_set_.push_back({m.client->connection().fd(), POLLIN, 0});
+  }
 }
 
 std::string RemoteStage::describe() const {
@@ -41,9 +43,17 @@ void RemoteStage::forward(const Batch& batch, float* hidden) {
   const int n = batch.size();
   RemoteMember& first = members_.front();
   // The keeper thread reads heartbeats on idle links; during a step the
-  // links are ours.
-  std::vector<std::unique_lock<std::mutex>> leases;
-  for (auto& m : members_) leases.emplace_back(m.client->io());
+  // links are ours (released however the step ends).
+  struct Held {
+    std::vector<std::unique_lock<std::mutex>>& leases;
+    explicit Held(std::vector<std::unique_lock<std::mutex>>& l) : leases(l) {
+      for (auto& lease : leases) lease.lock();
+    }
+    ~Held() {
+      for (auto& lease : leases)
+        if (lease.owns_lock()) lease.unlock();
+    }
+  } held(leases_);
   const uint64_t id = first.client->next_request_id();
   wire::ForwardHeader h{first.stage_id, static_cast<uint32_t>(n), static_cast<uint32_t>(n_embd_), dtype_};
   wire::encode_forward_prefix(h, batch.positions, batch.seq_ids, route_, prefix_);
@@ -75,8 +85,7 @@ void RemoteStage::receive_result(uint64_t request_id) {
   // A chain: the last member answers, any member may report an error about
   // this step, and every member must keep showing signs of life (HEARTBEATs
   // when idle or busy): the first one silent past its timeout is the lost one.
-  std::vector<pollfd> fds;
-  for (auto& m : members_) fds.push_back({m.client->connection().fd(), POLLIN, 0});
+  std::vector<pollfd>& fds = poll_set_;
   for (;;) {
     const auto now = Clock::now();
     int wait_ms = 1 << 30;

@@ -4,7 +4,10 @@
 // (there and back); with several consecutive members it is a chain: the
 // activations go worker to worker and the last one answers the primary —
 // N+1 hops instead of 2N.
+#include <poll.h>
+
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "cluster/wire/activation_codec.h"
@@ -47,6 +50,8 @@ class RemoteStage : public Stage {
   // Reused every step: no allocation in the token loop.
   std::vector<uint8_t> prefix_, encoded_;
   wire::Frame frame_;
+  std::vector<std::unique_lock<std::mutex>> leases_;  // one per member, held during a step
+  std::vector<pollfd> poll_set_;                      // the members' sockets (chain mode)
 };
 
 }  // namespace shoal

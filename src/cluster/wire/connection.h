@@ -89,10 +89,9 @@ class Connection {
   // A HEARTBEAT if nothing was sent for `idle`; skipped (false) when another
   // thread is writing (then the link is not idle anyway). Never throws.
   bool heartbeat_if_idle(std::chrono::milliseconds idle) noexcept;
-  // Reads whatever frames are already waiting without blocking; returns
-  // false if one of them was anything but a HEARTBEAT (a stale answer).
-  // Throws LinkError if the peer closed.
-  bool drain();
+  // Reads and drops whatever frames are already waiting (HEARTBEATs, stale
+  // answers) without blocking. Throws LinkError if the peer closed.
+  void drain();
   Clock::time_point last_received() const { return Clock::time_point(Clock::duration(last_received_.load())); }
   Clock::time_point last_sent() const { return Clock::time_point(Clock::duration(last_sent_.load())); }
 
