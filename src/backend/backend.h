@@ -23,12 +23,14 @@ struct RopeParams {
 };
 
 // One layer's KV cache as the attention op sees it. Entry (seq, pos) holds
-// `width` floats at k + seq * seq_stride + pos * width.
+// `width` floats at k + seq * seq_stride + slot(pos) * width.
 struct KvLayerView {
   float* k = nullptr;
   float* v = nullptr;
   int64_t seq_stride = 0;  // floats between sequences
   int width = 0;           // n_head_kv * head_dim
+  int ring = 0;            // > 0: a sliding-window layer keeps its positions in a ring of this many
+  size_t slot(int pos) const { return static_cast<size_t>(ring > 0 ? pos % ring : pos); }
 };
 
 struct AttentionShape {
@@ -36,6 +38,7 @@ struct AttentionShape {
   int n_head_kv = 0;
   int head_dim = 0;
   float scale = 1.0f;  // applied to q·k
+  int window = 0;      // attend to the last `window` positions only; 0: all
 };
 
 class Backend {
@@ -55,6 +58,12 @@ class Backend {
                          int n_tokens, const AttentionShape& shape, float* out) = 0;
   // out[i] = silu(gate[i]) * up[i]
   virtual void swiglu(const float* gate, const float* up, float* out, int64_t n) = 0;
+  // out[i] = gelu(gate[i]) * up[i], gelu in its tanh form
+  virtual void geglu(const float* gate, const float* up, float* out, int64_t n) = 0;
+  // x[i] *= s
+  virtual void scale(float* x, float s, int64_t n) = 0;
+  // x[i] = cap * tanh(x[i] / cap)
+  virtual void softcap(float* x, float cap, int64_t n) = 0;
   // y[i] += x[i]
   virtual void add(float* y, const float* x, int64_t n) = 0;
   // y[t][i] += bias[i] over rows of n values.

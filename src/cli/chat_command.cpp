@@ -20,7 +20,7 @@ int chat(ChatOptions& o) {
   set_verbosity(o.common.verbosity);
   Engine engine(o.common.engine, stage_builder(o.common));
   const ChatTemplate& tmpl = engine.chat_template();
-  if (tmpl.fell_back()) spdlog::warn("the model's chat template is not recognised; using ChatML");
+  if (tmpl.unknown()) tmpl.render({}, true);  // refuses, naming --chat-template
   GenerationOptions gen;
   gen.max_tokens = o.n_predict;
   gen.sampling = o.common.sampling;
@@ -36,7 +36,7 @@ int chat(ChatOptions& o) {
     std::fflush(stdout);
     if (!std::getline(std::cin, line) || line.empty() || line == "/exit") break;
     messages.push_back({"user", line});
-    auto prompt = engine.tokenizer().encode(tmpl.render(messages, true), true, true);
+    auto prompt = engine.tokenizer().encode(tmpl.render(messages, true, o.common.engine.reasoning), true, true);
     std::string answer;
     generator.generate(prompt, gen, [&](const std::string& piece) {
       answer += piece;

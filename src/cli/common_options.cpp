@@ -11,6 +11,14 @@ void add_engine_options(CLI::App& cmd, CommonOptions& o) {
   cmd.add_option("-c,--ctx-size", o.engine.n_ctx, "context size in tokens (default: min(training, 4096))");
   cmd.add_option("-b,--batch-size", o.engine.n_batch, "most tokens per forward pass")->capture_default_str();
   cmd.add_flag("-v,--verbose", o.verbosity, "more log output (repeat for debug)");
+  cmd.add_option("--chat-template", o.engine.chat_template,
+                 "chat format instead of the model's template: " + ChatTemplate::known_names());
+  cmd.add_option_function<std::string>(
+         "--reasoning",
+         [&o](const std::string& v) { o.engine.reasoning = v == "on"; },
+         "thinking models (Qwen3): on = think first (the API returns it as reasoning_content), off = answer directly")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->default_str("on");
 }
 
 void add_cluster_options(CLI::App& cmd, CommonOptions& o) {

@@ -59,9 +59,7 @@ int run(RunOptions& o) {
     std::vector<ChatMessage> messages;
     if (!o.system.empty()) messages.push_back({"system", o.system});
     messages.push_back({"user", o.prompt});
-    if (engine.chat_template().fell_back())
-      spdlog::warn("the model's chat template is not recognised; using ChatML");
-    text = engine.chat_template().render(messages, true);
+    text = engine.chat_template().render(messages, true, o.common.engine.reasoning);
     for (auto& s : engine.chat_template().stop_strings()) gen.stop.push_back(s);
   }
   // Chat markup is made of special tokens; a plain prompt is taken as text,

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "engine/local_stage.h"
+#include "model/kv_cache.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -18,7 +19,18 @@ Engine::Engine(const EngineOptions& options, const StageBuilder& build_stages) :
   if (tokenizer_->n_vocab() > config_.n_vocab)
     fail("{}: tokenizer has {} tokens but the embedding only {} rows", options.model_path, tokenizer_->n_vocab(),
          config_.n_vocab);
-  chat_template_ = ChatTemplate::detect(file_->get_string("tokenizer.chat_template", ""));
+  if (!options.chat_template.empty()) {
+    chat_template_ = ChatTemplate::detect(options.chat_template);
+    if (chat_template_.fell_back() || chat_template_.name() != options.chat_template)
+      fail("unknown chat template '{}' (known: {})", options.chat_template, ChatTemplate::known_names());
+  } else {
+    chat_template_ = ChatTemplate::detect(file_->get_string("tokenizer.chat_template", ""));
+    if (chat_template_.fell_back() && !chat_template_.unknown())
+      spdlog::warn("the model has no chat template (a base model?): chat uses ChatML");
+    if (chat_template_.unknown())
+      spdlog::warn("the model's chat template is not one Shoal recognises: chat requests will be refused until "
+                   "--chat-template names its format (one of: {})", ChatTemplate::known_names());
+  }
 
   n_ctx_ = options.n_ctx > 0 ? options.n_ctx : default_context_size(config_);
   if (n_ctx_ < 8 || n_ctx_ > (1 << 20)) fail("context size {} is out of range", n_ctx_);
@@ -33,6 +45,7 @@ Engine::Engine(const EngineOptions& options, const StageBuilder& build_stages) :
   else
     stages.push_back(make_local_stage(0, config_.n_layer));
   pipeline_ = std::make_unique<Pipeline>(config_, weights_, *backend_, std::move(stages), n_batch_);
+  pipeline_->set_max_rollback(KvCache::max_rollback(config_, n_ctx_, n_batch_));
 
   spdlog::info("model: {} ({}), {} layers, embedding {}, heads {}/{}, vocab {}", config_.name, config_.arch,
                config_.n_layer, config_.n_embd, config_.n_head, config_.n_head_kv, config_.n_vocab);

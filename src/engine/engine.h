@@ -34,6 +34,8 @@ struct EngineOptions {
   int n_ctx = 0;        // 0: min(training context, 4096)
   int n_seq = 1;        // sequence slots (parallel requests)
   int n_batch = 256;    // most tokens in one forward
+  std::string chat_template;  // a format name that overrides the model's template
+  bool reasoning = true;      // thinking models think (off: an empty thinking block)
 };
 
 class Engine {

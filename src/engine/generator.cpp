@@ -40,7 +40,7 @@ GenerationResult Generator::generate(std::span<const TokenId> prompt, const Gene
   if (static_cast<int>(prompt.size()) >= n_ctx_)
     fail("the prompt has {} tokens, the context only {}", prompt.size(), n_ctx_);
 
-  const size_t reuse = reusable_prefix(cached_, prompt);
+  const size_t reuse = reusable_prefix(cached_, prompt, pipeline_.max_rollback());
   pipeline_.truncate_sequence(seq_, static_cast<int>(reuse));
   cached_.resize(reuse);
   result.n_reused = static_cast<int>(reuse);

@@ -15,7 +15,7 @@ LocalStage::LocalStage(Backend& backend, const ModelConfig& config, const ModelW
       begin_(begin),
       end_(end),
       max_tokens_(max_tokens),
-      kv_(end - begin, n_seq, n_ctx, config.kv_width()),
+      kv_(config, begin, end, n_seq, n_ctx, max_tokens),
       scratch_(config, max_tokens) {
   if (begin < 0 || end > config.n_layer || begin >= end)
     fail("bad layer range [{}, {}) for a model of {} layers", begin, end, config.n_layer);
@@ -32,10 +32,8 @@ std::vector<StageDevice> LocalStage::devices() const {
   d.layer_begin = begin_;
   d.layer_end = end_;
   for (int l = begin_; l < end_; ++l) {
-    const LayerWeights& w = weights_.layers[l];
-    for (const Matrix* m : {&w.attn_norm, &w.wq, &w.wk, &w.wv, &w.bq, &w.bk, &w.bv, &w.wo, &w.ffn_norm, &w.ffn_gate,
-                            &w.ffn_up, &w.ffn_down})
-      if (!m->empty()) d.weight_bytes += m->bytes();
+    for (const Matrix& m : weights_.layers[l].tensors)
+      if (!m.empty()) d.weight_bytes += m.bytes();
   }
   d.kv_bytes = kv_.bytes();
   d.free_after = read_system_memory().available;  // what the machine has free now
@@ -46,7 +44,7 @@ void LocalStage::forward(const Batch& batch, float* hidden) {
   if (batch.size() > max_tokens_) fail("batch of {} tokens exceeds the stage's {}", batch.size(), max_tokens_);
   kv_.admit(batch.seq_ids.data(), batch.positions.data(), batch.size());
   for (int l = begin_; l < end_; ++l)
-    forward_layer(backend_, config_, weights_.layers[l], weights_.rope_freqs, kv_, l - begin_, batch, hidden,
+    forward_layer(backend_, config_, l, weights_.layers[l], weights_.rope_freqs, kv_, l - begin_, batch, hidden,
                   scratch_);
 }
 

@@ -34,6 +34,7 @@ const float* Pipeline::forward(const Batch& batch) {
   if (n == 0) fail("empty batch");
   if (n > max_tokens_) fail("batch of {} tokens exceeds the maximum of {}", n, max_tokens_);
   head_.get_rows(weights_.token_embd, batch.tokens.data(), n, hidden_.data());
+  if (config_.embd_scale != 1.0f) head_.scale(hidden_.data(), config_.embd_scale, static_cast<int64_t>(n) * config_.n_embd);
   for (size_t i = 0; i < stages_.size(); ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     stages_[i]->forward(batch, hidden_.data());
@@ -54,6 +55,8 @@ const float* Pipeline::forward(const Batch& batch) {
   if (logits_.size() < static_cast<size_t>(m) * config_.n_vocab) logits_.resize(static_cast<size_t>(m) * config_.n_vocab);
   head_.rmsnorm(gathered_.data(), weights_.output_norm.f32(), gathered_.data(), m, width, config_.norm_eps);
   head_.matmul(weights_.output, gathered_.data(), logits_.data(), m);
+  if (config_.logit_softcap > 0.0f)
+    head_.softcap(logits_.data(), config_.logit_softcap, static_cast<int64_t>(m) * config_.n_vocab);
   return logits_.data();
 }
 

@@ -2,6 +2,7 @@
 // embed → Stage 0 → Stage 1 → … → norm + output head → logits.
 // The primary owns the embedding and the head; stages own their layers.
 #include <atomic>
+#include <climits>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -40,6 +41,10 @@ class Pipeline {
   void copy_sequence(int src, int dst, int n_pos);
 
   int max_tokens() const { return max_tokens_; }
+  // How far a sequence may be cut back (KvCache::max_rollback for the
+  // engine's context and batch); set by the Engine.
+  int max_rollback() const { return max_rollback_; }
+  void set_max_rollback(int n) { max_rollback_ = n; }
   // Any thread: the stages and their time, consistent with each other.
   std::vector<StageSnapshot> snapshot() const;
   const ModelConfig& config() const { return config_; }
@@ -52,6 +57,7 @@ class Pipeline {
   Backend& head_;
   std::vector<std::unique_ptr<Stage>> stages_;
   int max_tokens_;
+  int max_rollback_ = INT_MAX;
   std::vector<float> hidden_;   // [max_tokens][n_embd]
   std::vector<float> gathered_; // rows that need logits, normed
   std::vector<float> logits_;   // [rows with logits][n_vocab]

@@ -236,7 +236,7 @@ void Scheduler::admit(Queued& q) {
     // A match counts only if it covers half of the shorter of prompt and
     // cache: sharing just a BOS token must not win over an empty slot and
     // wipe a conversation that may come back.
-    size_t reuse = reusable_prefix(s.cached, q.request.prompt);
+    size_t reuse = reusable_prefix(s.cached, q.request.prompt, engine_.pipeline().max_rollback());
     if (2 * reuse < std::min(s.cached.size(), q.request.prompt.size())) reuse = 0;
     // On a tie, take the slot holding the least, for the same reason.
     if (!best || reuse > best_reuse || (reuse == best_reuse && s.cached.size() < best->cached.size())) {
@@ -244,7 +244,7 @@ void Scheduler::admit(Queued& q) {
       best_reuse = reuse;
     }
   }
-  best_reuse = reusable_prefix(best->cached, q.request.prompt);  // the slot keeps all it shares
+  best_reuse = reusable_prefix(best->cached, q.request.prompt, engine_.pipeline().max_rollback());  // all it shares
   Slot& s = *best;
   s.active = true;
   s.cancel = false;

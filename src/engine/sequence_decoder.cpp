@@ -4,10 +4,10 @@
 
 namespace shoal {
 
-size_t reusable_prefix(std::span<const TokenId> cached, std::span<const TokenId> prompt) {
+size_t reusable_prefix(std::span<const TokenId> cached, std::span<const TokenId> prompt, int max_rollback) {
   size_t n = 0;
   while (n < cached.size() && n + 1 < prompt.size() && cached[n] == prompt[n]) ++n;
-  return n;
+  return cached.size() - n > static_cast<size_t>(max_rollback) ? 0 : n;
 }
 
 SequenceDecoder::SequenceDecoder(const Tokenizer& tokenizer, int n_vocab, int n_ctx, const GenerationOptions& options,

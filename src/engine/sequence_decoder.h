@@ -18,8 +18,10 @@ namespace shoal {
 
 // How many leading prompt tokens can keep the KV a sequence already holds
 // (`cached`): the common prefix, but never the whole prompt — the last prompt
-// token must be fed again so its logits start the generation.
-size_t reusable_prefix(std::span<const TokenId> cached, std::span<const TokenId> prompt);
+// token must be fed again so its logits start the generation — and nothing
+// when that would cut the sequence back by more than `max_rollback`
+// positions (a sliding-window layer has overwritten them; KvCache).
+size_t reusable_prefix(std::span<const TokenId> cached, std::span<const TokenId> prompt, int max_rollback);
 
 class SequenceDecoder {
  public:

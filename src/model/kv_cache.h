@@ -2,25 +2,36 @@
 // The KV cache of a range of layers: for each layer, K and V for every
 // sequence slot and position, f32. Positions of a sequence fill from 0 with
 // no gaps; the cache tracks each sequence's length to refuse a gap.
+//
+// A layer that attends through a sliding window keeps only the positions it
+// can still see: a ring of window + max_tokens positions per sequence
+// (position p in slot p % ring). The extra max_tokens let one batch write
+// all its rows before any of them attends, and bound how far a sequence may
+// be cut back (max_rollback) with its window intact.
+#include <climits>
 #include <cstdint>
 #include <memory>
 #include <vector>
 
 #include "backend/backend.h"
+#include "model/config.h"
 
 namespace shoal {
 
 class KvCache {
  public:
-  // n_layers layers of n_seq sequences x n_ctx positions x width floats.
-  KvCache(int n_layers, int n_seq, int n_ctx, int width);
+  // Layers [begin, end) of the model, n_seq sequences of up to n_ctx positions.
+  KvCache(const ModelConfig& config, int begin, int end, int n_seq, int n_ctx, int max_tokens);
 
   int n_seq() const { return n_seq_; }
   int n_ctx() const { return n_ctx_; }
-  size_t bytes() const { return static_cast<size_t>(n_layers_) * 2 * layer_floats() * sizeof(float); }
-  static size_t bytes_for(int n_layers, int n_seq, int n_ctx, int width) {
-    return static_cast<size_t>(n_layers) * 2 * n_seq * static_cast<size_t>(n_ctx) * width * sizeof(float);
-  }
+  size_t bytes() const { return 2 * total_positions_ * width_ * sizeof(float); }
+  static size_t bytes_for(const ModelConfig& config, int begin, int end, int n_seq, int n_ctx, int max_tokens);
+  // Positions per sequence that layer `layer` of the model keeps.
+  static int positions_for(const ModelConfig& config, int layer, int n_ctx, int max_tokens);
+  // How many positions a sequence may be cut back by (truncate) and still
+  // extend correctly: unlimited (INT_MAX) without windowed layers.
+  static int max_rollback(const ModelConfig& config, int n_ctx, int max_tokens);
 
   KvLayerView layer(int index);
   // Writes rows k[t], v[t] ([n_tokens][width]) at (seq_ids[t], positions[t]).
@@ -31,12 +42,18 @@ class KvCache {
   // shoal::Error otherwise. Then records the new lengths.
   void admit(const int32_t* seq_ids, const int32_t* positions, int n_tokens);
   int length(int seq) const { return lengths_.at(seq); }
-  void truncate(int seq, int n_pos);  // keep positions [0, n_pos)
+  void truncate(int seq, int n_pos);  // keep positions [0, n_pos); throws past max_rollback
   void copy(int src, int dst, int n_pos);  // dst becomes src's first n_pos positions
 
  private:
-  size_t layer_floats() const { return static_cast<size_t>(n_seq_) * n_ctx_ * width_; }
-  int n_layers_, n_seq_, n_ctx_, width_;
+  struct Layer {
+    size_t offset;  // floats into k_ / v_
+    int positions;  // per sequence
+    bool ring;
+  };
+  int n_seq_, n_ctx_, width_, rollback_;
+  std::vector<Layer> layers_;
+  size_t total_positions_ = 0;  // over layers and sequences
   std::unique_ptr<float[]> k_, v_;  // uninitialised: pages are touched only as positions fill
   std::vector<int> lengths_;
 };

@@ -5,37 +5,57 @@
 namespace shoal {
 namespace {
 
-struct NameEntry {
-  TensorKind kind;
-  const char* name;  // "%" marks a per-layer tensor: blk.<layer>.<name>
-  bool per_layer;
-};
+using enum Dim;
+using K = TensorKind;
 
-constexpr std::array kNames = {
-    NameEntry{TensorKind::TokenEmbd, "token_embd.weight", false},
-    NameEntry{TensorKind::OutputNorm, "output_norm.weight", false},
-    NameEntry{TensorKind::Output, "output.weight", false},
-    NameEntry{TensorKind::RopeFreqs, "rope_freqs.weight", false},
-    NameEntry{TensorKind::AttnNorm, "attn_norm.weight", true},
-    NameEntry{TensorKind::AttnQ, "attn_q.weight", true},
-    NameEntry{TensorKind::AttnK, "attn_k.weight", true},
-    NameEntry{TensorKind::AttnV, "attn_v.weight", true},
-    NameEntry{TensorKind::AttnOutput, "attn_output.weight", true},
-    NameEntry{TensorKind::AttnQBias, "attn_q.bias", true},
-    NameEntry{TensorKind::AttnKBias, "attn_k.bias", true},
-    NameEntry{TensorKind::AttnVBias, "attn_v.bias", true},
-    NameEntry{TensorKind::FfnNorm, "ffn_norm.weight", true},
-    NameEntry{TensorKind::FfnGate, "ffn_gate.weight", true},
-    NameEntry{TensorKind::FfnUp, "ffn_up.weight", true},
-    NameEntry{TensorKind::FfnDown, "ffn_down.weight", true},
+constexpr std::array kTensors = {
+    TensorSpec{K::TokenEmbd, "token_embd.weight", false, {Embd, Vocab, One}, false},
+    TensorSpec{K::OutputNorm, "output_norm.weight", false, {Embd, One, One}, true},
+    TensorSpec{K::Output, "output.weight", false, {Embd, Vocab, One}, false},
+    TensorSpec{K::RopeFreqs, "rope_freqs.weight", false, {RopeHalf, One, One}, true},
+    TensorSpec{K::AttnNorm, "attn_norm.weight", true, {Embd, One, One}, true},
+    TensorSpec{K::AttnQ, "attn_q.weight", true, {Embd, QWidth, One}, false},
+    TensorSpec{K::AttnK, "attn_k.weight", true, {Embd, KvWidth, One}, false},
+    TensorSpec{K::AttnV, "attn_v.weight", true, {Embd, KvWidth, One}, false},
+    TensorSpec{K::AttnQBias, "attn_q.bias", true, {QWidth, One, One}, true},
+    TensorSpec{K::AttnKBias, "attn_k.bias", true, {KvWidth, One, One}, true},
+    TensorSpec{K::AttnVBias, "attn_v.bias", true, {KvWidth, One, One}, true},
+    TensorSpec{K::AttnQNorm, "attn_q_norm.weight", true, {HeadDim, One, One}, true},
+    TensorSpec{K::AttnKNorm, "attn_k_norm.weight", true, {HeadDim, One, One}, true},
+    TensorSpec{K::AttnOutput, "attn_output.weight", true, {QWidth, Embd, One}, false},
+    TensorSpec{K::AttnPostNorm, "post_attention_norm.weight", true, {Embd, One, One}, true},
+    TensorSpec{K::FfnNorm, "ffn_norm.weight", true, {Embd, One, One}, true},
+    TensorSpec{K::FfnGate, "ffn_gate.weight", true, {Embd, Ff, One}, false},
+    TensorSpec{K::FfnUp, "ffn_up.weight", true, {Embd, Ff, One}, false},
+    TensorSpec{K::FfnDown, "ffn_down.weight", true, {Ff, Embd, One}, false},
+    TensorSpec{K::FfnGateInp, "ffn_gate_inp.weight", true, {Embd, Experts, One}, false},
+    TensorSpec{K::FfnGateExps, "ffn_gate_exps.weight", true, {Embd, FfExpert, Experts}, false},
+    TensorSpec{K::FfnUpExps, "ffn_up_exps.weight", true, {Embd, FfExpert, Experts}, false},
+    TensorSpec{K::FfnDownExps, "ffn_down_exps.weight", true, {FfExpert, Embd, Experts}, false},
+    TensorSpec{K::FfnPostNorm, "post_ffw_norm.weight", true, {Embd, One, One}, true},
 };
-static_assert(kNames.size() == static_cast<size_t>(TensorKind::COUNT));
+static_assert(kTensors.size() == static_cast<size_t>(TensorKind::COUNT));
+
+constexpr bool in_kind_order() {
+  for (size_t i = 0; i < kTensors.size(); ++i)
+    if (static_cast<size_t>(kTensors[i].kind) != i || kTensors[i].per_layer != (i >= kFirstLayerKind)) return false;
+  return true;
+}
+static_assert(in_kind_order());
 
 }  // namespace
 
+const TensorSpec& tensor_spec(TensorKind kind) { return kTensors[static_cast<size_t>(kind)]; }
+
 std::string tensor_name(TensorKind kind, int layer) {
-  const NameEntry& e = kNames[static_cast<size_t>(kind)];
+  const TensorSpec& e = tensor_spec(kind);
   return e.per_layer ? "blk." + std::to_string(layer) + "." + e.name : e.name;
+}
+
+std::optional<TensorKind> layer_kind_named(std::string_view name) {
+  for (const TensorSpec& e : kTensors)
+    if (e.per_layer && name == e.name) return e.kind;
+  return std::nullopt;
 }
 
 }  // namespace shoal

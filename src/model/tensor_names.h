@@ -1,18 +1,40 @@
 #pragma once
-// Every GGUF tensor name the models use comes from this one table
-// (blk.3.attn_norm.weight = tensor_name(TensorKind::AttnNorm, 3)).
+// Every GGUF tensor a model may have, with its name and shape, in one table
+// (blk.3.attn_norm.weight = tensor_name(TensorKind::AttnNorm, 3)). What a
+// given architecture's layer holds is model/architecture.h's business.
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace shoal {
 
 enum class TensorKind {
+  // Whole-model tensors.
   TokenEmbd, OutputNorm, Output, RopeFreqs,
-  AttnNorm, AttnQ, AttnK, AttnV, AttnOutput, AttnQBias, AttnKBias, AttnVBias,
-  FfnNorm, FfnGate, FfnUp, FfnDown,
+  // Per-layer tensors (kinds from AttnNorm on).
+  AttnNorm, AttnQ, AttnK, AttnV, AttnQBias, AttnKBias, AttnVBias, AttnQNorm, AttnKNorm, AttnOutput, AttnPostNorm,
+  FfnNorm, FfnGate, FfnUp, FfnDown, FfnGateInp, FfnGateExps, FfnUpExps, FfnDownExps, FfnPostNorm,
   COUNT  // sentinel
 };
+constexpr int kFirstLayerKind = static_cast<int>(TensorKind::AttnNorm);
+constexpr int kLayerKindCount = static_cast<int>(TensorKind::COUNT) - kFirstLayerKind;
+constexpr int layer_slot(TensorKind k) { return static_cast<int>(k) - kFirstLayerKind; }
 
+// A tensor dimension, resolved against a ModelConfig (model/config.h).
+enum class Dim { One, Embd, Vocab, QWidth, KvWidth, HeadDim, Ff, FfExpert, Experts, RopeHalf };
+
+struct TensorSpec {
+  TensorKind kind;
+  const char* name;   // GGUF name; per-layer tensors are blk.<layer>.<name>
+  bool per_layer;
+  Dim dims[3];        // GGUF order: dims[0] is the row length; Dim::One pads
+  bool f32_only;      // norms and biases are read as floats directly
+};
+
+const TensorSpec& tensor_spec(TensorKind kind);
 // The GGUF name of a tensor; `layer` is ignored for whole-model tensors.
 std::string tensor_name(TensorKind kind, int layer = -1);
+// The per-layer kind whose name (without blk.N.) is `name`.
+std::optional<TensorKind> layer_kind_named(std::string_view name);
 
 }  // namespace shoal

@@ -2,24 +2,24 @@
 // The model's tensors bound to their roles, with shapes checked against the
 // config. Views point into the mapped file (or, on a worker, into received
 // or cached buffers); nothing is copied.
+#include <array>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "model/config.h"
+#include "model/tensor_names.h"
 #include "tensor/matrix.h"
 
 namespace shoal {
 namespace gguf { class File; }
 
+// One layer's tensors by kind; those the layer does not have are empty.
+// Expert tensors are [n_expert * rows][cols]: expert e's rows follow e-1's.
 struct LayerWeights {
-  Matrix attn_norm;           // [n_embd] f32
-  Matrix wq, wk, wv;          // [q_width | kv_width rows][n_embd]
-  Matrix bq, bk, bv;          // biases, f32, empty unless config.qkv_bias
-  Matrix wo;                  // [n_embd][q_width]
-  Matrix ffn_norm;            // [n_embd] f32
-  Matrix ffn_gate, ffn_up;    // [n_ff][n_embd]
-  Matrix ffn_down;            // [n_embd][n_ff]
+  std::array<Matrix, kLayerKindCount> tensors;
+  const Matrix& operator[](TensorKind k) const { return tensors[layer_slot(k)]; }
+  Matrix& operator[](TensorKind k) { return tensors[layer_slot(k)]; }
 };
 
 struct ModelWeights {

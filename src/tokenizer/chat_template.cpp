@@ -158,9 +158,17 @@ ChatTemplate ChatTemplate::detect(const std::string& src) {
     t.set_variant("llama3");
   } else {
     t.fell_back_ = true;  // already ChatML
+    t.unknown_ = !src.empty();
   }
+  t.thinks_ = has("<think>") && has("</think>");
   t.default_system_ = t.find_default_system(src);
   return t;
+}
+
+std::string ChatTemplate::known_names() {
+  std::string out;
+  for (const Variant& v : kVariants) out += (out.empty() ? "" : ", ") + std::string(v.name);
+  return out;
 }
 
 // A default system message is written by the template as one literal that is
@@ -185,21 +193,32 @@ std::string ChatTemplate::find_default_system(const std::string& src) const {
 }
 
 std::string ChatTemplate::render(const std::vector<ChatMessage>& messages,
-                                 bool add_generation_prompt) const {
+                                 bool add_generation_prompt, bool reasoning) const {
+  if (unknown_)
+    fail("the model's chat template is not one Shoal recognises; name its format with --chat-template "
+         "(one of: {}), or use plain completions", known_names());
   for (size_t i = 0; i < messages.size(); ++i) {
     const std::string& role = messages[i].role;
     if (role != "system" && role != "user" && role != "assistant") {
       fail("chat message {} has role '{}': expected system, user or assistant", i, role);
     }
   }
-  if (default_system_.empty() || messages.empty() || messages[0].role == "system") {
-    return render_turns(messages, add_generation_prompt);
+  std::vector<ChatMessage> turns;
+  turns.reserve(messages.size() + 1);
+  if (!default_system_.empty() && !messages.empty() && messages[0].role != "system")
+    turns.push_back({"system", default_system_});
+  for (const ChatMessage& m : messages) {
+    turns.push_back(m);
+    // The history keeps answers, not the thinking that led to them.
+    if (thinks_ && m.role == "assistant") {
+      std::string& c = turns.back().content;
+      const size_t end = c.find("</think>");
+      if (end != std::string::npos) c = trim(c.substr(end + 8));
+    }
   }
-  std::vector<ChatMessage> with_system;
-  with_system.reserve(messages.size() + 1);
-  with_system.push_back({"system", default_system_});
-  with_system.insert(with_system.end(), messages.begin(), messages.end());
-  return render_turns(with_system, add_generation_prompt);
+  std::string out = render_turns(turns, add_generation_prompt);
+  if (thinks_ && add_generation_prompt && !reasoning) out += "<think>\n\n</think>\n\n";
+  return out;
 }
 
 std::string ChatTemplate::render_turns(const std::vector<ChatMessage>& messages,

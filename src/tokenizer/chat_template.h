@@ -38,21 +38,32 @@ enum class ChatFormat {
 
 class ChatTemplate {
  public:
-  // Never throws: an empty or unrecognised template gives ChatML with
-  // fell_back() true, so the caller can warn. A llama.cpp template name
-  // ("chatml", "llama3", "mistral-v7", …) selects that format directly.
+  // Never throws. An empty template (a base model) gives ChatML with
+  // fell_back() true, so the caller can warn, as llama.cpp does; a template
+  // that is there but not recognised gives unknown() true, and render()
+  // refuses with a message instead of guessing. A llama.cpp template name
+  // ("chatml", "llama3", "gemma", "mistral-v7", …) selects that format.
   static ChatTemplate detect(const std::string& template_source);
+  // The names detect() accepts, for messages.
+  static std::string known_names();
 
   ChatFormat format() const { return format_; }
   const char* name() const { return name_; }
   bool fell_back() const { return fell_back_; }
+  bool unknown() const { return unknown_; }
+  // The template has a thinking block (Qwen3: <think>…</think> before the
+  // answer; render() with reasoning off writes it empty, as the template
+  // does for enable_thinking=false).
+  bool thinks() const { return thinks_; }
   // The system text the template inserts when the conversation has none
   // (SmolLM2, Qwen2.5); empty if it has no such default.
   const std::string& default_system() const { return default_system_; }
 
-  // Throws shoal::Error for a role other than system/user/assistant.
+  // Throws shoal::Error for a role other than system/user/assistant, or for
+  // an unknown() template. Earlier assistant turns lose their thinking
+  // block when the template thinks (Qwen3's template drops it too).
   std::string render(const std::vector<ChatMessage>& messages,
-                     bool add_generation_prompt) const;
+                     bool add_generation_prompt, bool reasoning = true) const;
 
   // Text markers that end the assistant's turn ("<|im_end|>", "<|eot_id|>").
   std::vector<std::string> stop_strings() const;
@@ -61,6 +72,8 @@ class ChatTemplate {
   ChatFormat format_ = ChatFormat::ChatML;
   const char* name_ = "chatml";
   bool fell_back_ = false;
+  bool unknown_ = false;
+  bool thinks_ = false;
 
   // Llama 2 variants (llama.cpp's llama2, -sys, -sys-bos, -sys-strip).
   bool system_block_ = false;    // system text in <<SYS>> … <</SYS>>

@@ -35,6 +35,17 @@ def smollm2():
     return fetch("smollm2-135m")
 
 
+def random_model(name):
+    """A random-weight GGUF of one architecture (tests/models/make_random_models.py)."""
+    out = subprocess.run([str(ROOT / "tests" / "models" / "make_random_models.py"), name], check=True,
+                         capture_output=True, text=True, timeout=600)
+    return out.stdout.strip().splitlines()[-1]
+
+
+# The architectures beyond llama/qwen2, each as a small random-weight model.
+RANDOM_MODELS = ["random-qwen3", "random-gemma3", "random-qwen3moe", "random-mixtral", "random-llama3"]
+
+
 def run_shoal(shoal_bin, *args, timeout=600, input=None):
     return subprocess.run([shoal_bin, *map(str, args)], capture_output=True, text=True,
                           timeout=timeout, input=input)
@@ -45,6 +56,12 @@ class ManagedProcess:
 
     proc = None
     log = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
 
     def alive(self):
         return self.proc.poll() is None

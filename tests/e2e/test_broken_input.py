@@ -69,3 +69,4 @@ def test_missing_file_and_unsupported_architecture(shoal_bin, shared, tmp_path):
     # A vocab-only GGUF of architecture gpt2: refused by name, not crashed on.
     r = run_shoal(shoal_bin, "run", "-m", shared / "tokenizer-vectors/ggml-vocab-gpt-2.gguf", "-p", "x")
     assert r.returncode == 1 and "unsupported architecture 'gpt2'" in r.stderr
+    assert "supported: llama, qwen2, qwen3, qwen3moe, gemma3" in r.stderr, r.stderr

@@ -11,6 +11,7 @@ import threading
 import pytest
 
 from conftest import run_shoal
+from shoal_wire import VERSION
 
 HEADER = struct.Struct("<IHHIIQQ")
 FORWARD, FORWARD_RESULT, HEARTBEAT = 14, 15, 21
@@ -90,7 +91,7 @@ class TamperRelay:
         if self.action == "drop":
             return b""
         if self.action == "inject":
-            fake = HEADER.pack(0x4C4F4853, 3, FORWARD, 0, 0, 99, 48) + secrets.token_bytes(48)
+            fake = HEADER.pack(0x4C4F4853, VERSION, FORWARD, 0, 0, 99, 48) + secrets.token_bytes(48)
             return fake + frame
         raise ValueError(self.action)
 

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from conftest import run_shoal
-from shoal_wire import ERROR, FORWARD, HELLO, STATS, Peer, header
+from shoal_wire import ERROR, FORWARD, HELLO, STATS, VERSION, Peer, header
 
 PROMPT = "Once upon a time"
 
@@ -73,7 +73,7 @@ def test_worker_survives_every_bad_peer(shoal_bin, keyed, tmp_path):
     # Another protocol version: the answer names both versions.
     peer = Peer(w.port)
     peer.send_json(HELLO, {"protocol": 99, "role": "primary", "nonce": "00"}, version=99)
-    expect_error_and_close(peer, "version mismatch", "v3", "v99")
+    expect_error_and_close(peer, "version mismatch", f"v{VERSION}", "v99")
 
     # A frame claiming 100 GB: refused before any allocation.
     peer = Peer(w.port)
@@ -115,16 +115,16 @@ def test_worker_survives_every_bad_peer(shoal_bin, keyed, tmp_path):
 
 
 def test_primary_reports_a_worker_of_another_version(shoal_bin, shared):
-    """A fake worker speaking protocol v4: the primary stops at once with
-    both versions named."""
+    """A fake worker speaking the next protocol version: the primary stops at
+    once with both versions named."""
     server = socket.create_server(("127.0.0.1", 0))
     port = server.getsockname()[1]
 
     def fake_worker():
         conn, _ = server.accept()
         conn.recv(65536)
-        body = b'{"protocol": 4, "role": "worker", "nonce": "00", "auth": false}'
-        conn.sendall(header(HELLO, len(body), version=4) + body)
+        body = b'{"protocol": %d, "role": "worker", "nonce": "00", "auth": false}' % (VERSION + 1)
+        conn.sendall(header(HELLO, len(body), version=VERSION + 1) + body)
         time.sleep(2)
         conn.close()
 
@@ -134,7 +134,7 @@ def test_primary_reports_a_worker_of_another_version(shoal_bin, shared):
     r = run_shoal(shoal_bin, "run", "-m", shared / "models/stories260K.gguf", "-p", "x", "-n", "2",
                   "--rpc", f"127.0.0.1:{port}", timeout=30)
     assert r.returncode == 1
-    assert "version mismatch" in r.stderr and "v3" in r.stderr and "v4" in r.stderr, r.stderr
+    assert "version mismatch" in r.stderr and f"v{VERSION}" in r.stderr and f"v{VERSION + 1}" in r.stderr, r.stderr
     assert time.monotonic() - start < 5  # bounded: the primary does not wait out the peer
     server.close()
 

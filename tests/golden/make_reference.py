@@ -51,24 +51,51 @@ PROMPTS = {
     "france": ("chat", "What is the capital of France?"),
     "fox": ("text", "The quick brown fox"),
     "long": ("text", LONG),  # ~100 tokens: prefill spans several chunks
+    "germany": ("text", "Question: What is the capital of Germany?\nAnswer:"),
+    # Past the 8192 positions of Llama 3.1's original context, where its
+    # rope factors matter most: the paragraph 32 times (~8400 tokens).
+    "past8k": ("text", " ".join([LONG] * 32)),
 }
+# Steps for a prompt, when not N_STEPS (long prompts: a few steps suffice).
+STEPS = {"past8k": 4}
+# Context for a prompt, when not 512.
+CTX = {"past8k": 8704}
 # model id (as scripts/fetch-models names it) -> prompt ids
 CASES = {
     "smollm2-135m": ["france", "fox", "long"],
     "qwen2.5-coder-0.5b": ["france", "fox"],
+    "gemma3-270m": ["germany", "fox", "long"],  # a base model: no chat template
+    # The same weights dequantized to F32 (tests/models/dequantize_model.py):
+    # no activation rounding, so engines agree to ~1e-5 here.
+    "smollm2-135m-f32": ["france", "fox", "long"],
+    "gemma3-270m-f32": ["germany", "fox", "long"],
+    # Random-weight models of each further architecture
+    # (tests/models/make_random_models.py); "long" is longer than gemma3's
+    # 8-token sliding window.
+    "random-qwen3": ["fox", "long"],
+    "random-gemma3": ["fox", "long"],
+    "random-qwen3moe": ["fox", "long"],
+    "random-mixtral": ["fox", "long"],
+    "random-llama3": ["fox", "long", "past8k"],
 }
 
 
 def model_path(name):
-    # Reuse the fetch script: it verifies the sha256 and prints the path.
-    out = subprocess.run([str(ROOT / "scripts" / "fetch-models"), name],
+    # Reuse the fetch (or random model) script: it verifies the sha256 and prints the path.
+    if name.startswith("random-"):
+        script = ROOT / "tests" / "models" / "make_random_models.py"
+    elif name.endswith("-f32"):
+        script, name = ROOT / "tests" / "models" / "dequantize_model.py", name[:-len("-f32")]
+    else:
+        script = ROOT / "scripts" / "fetch-models"
+    out = subprocess.run([str(script), name],
                          check=True, stdout=subprocess.PIPE, text=True).stdout
     return out.strip().splitlines()[-1]
 
 
-def load(path, n_threads=2, n_batch=512, kv_type=llama_cpp.GGML_TYPE_F32):
+def load(path, n_threads=2, n_batch=512, kv_type=llama_cpp.GGML_TYPE_F32, n_ctx=512):
     return llama_cpp.Llama(
-        model_path=path, n_ctx=512, n_batch=n_batch, n_ubatch=n_batch,
+        model_path=path, n_ctx=n_ctx, n_batch=n_batch, n_ubatch=n_batch,
         n_threads=n_threads, n_threads_batch=n_threads,
         logits_all=True,            # keep every position's logits (llm.scores)
         type_k=kv_type, type_v=kv_type,  # f32 KV cache unless measuring noise
@@ -90,18 +117,18 @@ def piece(llm, tok):
     return bytes(buf[:n])
 
 
-def run(llm, prompt_tokens, forced=None):
+def run(llm, prompt_tokens, forced=None, n_steps=N_STEPS):
     """Greedy (or teacher-forced along `forced`); returns [(token, logits)]."""
     llm.reset()
     llm.eval(prompt_tokens)
     steps = []
-    for i in range(len(forced) if forced else N_STEPS):
+    for i in range(len(forced) if forced else n_steps):
         logits = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32)
         tok = forced[i] if forced else int(np.argmax(logits))  # argmax: lowest id on ties
         steps.append((tok, logits))
         if forced is None and llama_cpp.llama_vocab_is_eog(llm._model.vocab, tok):
             break
-        if i + 1 < (len(forced) if forced else N_STEPS):
+        if i + 1 < (len(forced) if forced else n_steps):
             llm.eval([tok])
     return steps
 
@@ -117,7 +144,7 @@ def make(llm, path, pid):
     # add_bos=True adds BOS only if the GGUF's tokenizer.ggml.add_bos_token says so;
     # special=True parses <|im_start|> etc. as special tokens.
     toks = llm.tokenize(prompt.encode(), add_bos=True, special=True)
-    steps = run(llm, toks)
+    steps = run(llm, toks, n_steps=STEPS.get(pid, N_STEPS))
     pieces = [piece(llm, t) for t, _ in steps]
     return {
         "model": Path(path).name,
@@ -133,10 +160,11 @@ def make(llm, path, pid):
 def noise(name, path, pid, gold):
     """Max |logit diff| vs the 2-thread run, along the golden path, for variants."""
     toks, forced = gold["prompt_tokens"], [s["token"] for s in gold["steps"]]
-    base = run(load(path), toks, forced)
+    ctx = CTX.get(pid, 512)
+    base = run(load(path, n_ctx=ctx), toks, forced)
     for label, kw in [("1 thread", dict(n_threads=1)), ("n_batch 16", dict(n_batch=16)),
                       ("f16 KV", dict(kv_type=llama_cpp.GGML_TYPE_F16))]:
-        other = run(load(path, **kw), toks, forced)
+        other = run(load(path, n_ctx=ctx, **kw), toks, forced)
         d_top = max(abs(float(b[1][i]) - float(o[1][i]))
                     for b, o, s in zip(base, other, gold["steps"]) for i, _ in s["top"])
         d_all = max(float(np.max(np.abs(b[1] - o[1]))) for b, o in zip(base, other))
@@ -153,7 +181,7 @@ def main():
         path = model_path(name)
         llm = load(path)
         for pid in CASES[name]:
-            gold = make(llm, path, pid)
+            gold = make(load(path, n_ctx=CTX[pid]) if pid in CTX else llm, path, pid)
             if do_noise:
                 noise(name, path, pid, gold)
                 continue

@@ -275,13 +275,90 @@ TEST(ChatTemplate, Qwen25DefaultSystemFromElseBranch) {
             "<|im_start|>user\nHi<|im_end|>\n");
 }
 
-TEST(ChatTemplate, UnknownOrEmptyFallsBackToChatML) {
-  for (const char* source : {"", "{{ messages }}", "{% for m in messages %}{{ m.content }}{% endfor %}"}) {
+TEST(ChatTemplate, EmptyFallsBackToChatML) {
+  const ChatTemplate t = ChatTemplate::detect("");
+  EXPECT_EQ(t.format(), ChatFormat::ChatML);
+  EXPECT_TRUE(t.fell_back());
+  EXPECT_FALSE(t.unknown());
+  EXPECT_EQ(t.render({{"user", "Hi"}}, true), "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+}
+
+TEST(ChatTemplate, UnknownTemplateIsRefusedWithTheWayOut) {
+  for (const char* source : {"{{ messages }}", "{% for m in messages %}{{ m.content }}{% endfor %}"}) {
     const ChatTemplate t = ChatTemplate::detect(source);
-    EXPECT_EQ(t.format(), ChatFormat::ChatML) << source;
-    EXPECT_TRUE(t.fell_back()) << source;
-    EXPECT_EQ(t.render({{"user", "Hi"}}, true), "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+    EXPECT_TRUE(t.unknown()) << source;
+    try {
+      t.render({{"user", "Hi"}}, true);
+      FAIL() << "rendered an unknown template: " << source;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("--chat-template"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("chatml"), std::string::npos) << e.what();
+    }
   }
+}
+
+// The parts of Qwen3's template that matter here (written for this test
+// from its structure: ChatML, earlier answers without their <think> block,
+// an empty block when enable_thinking is false).
+const char* kQwen3 = R"JINJA({%- for message in messages %}
+{%- if message.role == "assistant" %}
+{%- set content = message.content %}
+{%- if '</think>' in message.content %}
+{%- set content = message.content.split('</think>')[-1].lstrip('\n') %}
+{%- endif %}
+{{- '<|im_start|>' + message.role + '\n' + content + '<|im_end|>\n' }}
+{%- else %}
+{{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>\n' }}
+{%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+{{- '<|im_start|>assistant\n' }}
+{%- if enable_thinking is defined and enable_thinking is false %}
+{{- '<think>\n\n</think>\n\n' }}
+{%- endif %}
+{%- endif %})JINJA";
+
+// Gemma 3's template in the shape Google ships it (written for this test):
+// the system text opens the first user turn, the assistant is "model".
+const char* kGemma3 = R"JINJA({{ bos_token }}
+{%- if messages[0]['role'] == 'system' -%}
+{%- set first_user_prefix = messages[0]['content'] + '\n\n' -%}
+{%- set loop_messages = messages[1:] -%}
+{%- else -%}
+{%- set first_user_prefix = "" -%}
+{%- set loop_messages = messages -%}
+{%- endif -%}
+{%- for message in loop_messages -%}
+{%- if (message['role'] == 'assistant') -%}{%- set role = "model" -%}{%- else -%}{%- set role = message['role'] -%}{%- endif -%}
+{{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else "") }}
+{{ message['content'] | trim }}<end_of_turn>
+{% endfor -%}
+{%- if add_generation_prompt -%}{{'<start_of_turn>model\n'}}{%- endif -%})JINJA";
+
+TEST(ChatTemplate, Gemma3FoldsTheSystemTextIntoTheFirstTurn) {
+  const ChatTemplate t = ChatTemplate::detect(kGemma3);
+  EXPECT_EQ(t.format(), ChatFormat::Gemma);
+  EXPECT_FALSE(t.thinks());
+  EXPECT_EQ(t.render({{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello."}, {"user", "Bye"}}, true),
+            "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello.<end_of_turn>\n"
+            "<start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\n");
+}
+
+TEST(ChatTemplate, Qwen3ThinksUnlessReasoningIsOff) {
+  const ChatTemplate t = ChatTemplate::detect(kQwen3);
+  EXPECT_EQ(t.format(), ChatFormat::ChatML);
+  EXPECT_TRUE(t.thinks());
+  EXPECT_EQ(t.render({{"user", "Hi"}}, true), "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(t.render({{"user", "Hi"}}, true, false),
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+  // An earlier answer keeps its text, not its thinking.
+  EXPECT_EQ(t.render({{"user", "Hi"}, {"assistant", "<think>\nhmm\n</think>\n\nHello!"}, {"user", "Bye"}}, true),
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n"
+            "<|im_start|>user\nBye<|im_end|>\n<|im_start|>assistant\n");
+  // Templates without a thinking block are untouched by the switch.
+  EXPECT_FALSE(ChatTemplate::detect(kQwen25).thinks());
+  EXPECT_EQ(ChatTemplate::detect("chatml").render({{"user", "Hi"}}, true, false),
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
 }
 
 TEST(ChatTemplate, AcceptsLlamaCppTemplateNames) {

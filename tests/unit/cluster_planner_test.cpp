@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <fstream>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -102,9 +104,9 @@ bool any_split_fits(const PlanInput& in) {
     int64_t room = static_cast<int64_t>(in.devices[d].free_memory) - static_cast<int64_t>(in.reserve_bytes) -
                    (d == 0 ? static_cast<int64_t>(in.primary_bytes) : 0);
     if (d == 0 && room < 0) return false;
-    while (l < in.layer_bytes.size() && room >= static_cast<int64_t>(in.layer_bytes[l] + in.kv_bytes_per_layer) &&
+    while (l < in.layer_bytes.size() && room >= static_cast<int64_t>(in.layer_bytes[l] + in.layer_kv_bytes[l]) &&
            room > 0) {
-      room -= static_cast<int64_t>(in.layer_bytes[l] + in.kv_bytes_per_layer);
+      room -= static_cast<int64_t>(in.layer_bytes[l] + in.layer_kv_bytes[l]);
       ++l;
     }
   }
@@ -120,7 +122,7 @@ TEST(PlannerTest, NeverOverAnyDeviceAcrossRandomClusters) {
     const int n_layers = static_cast<int>(uniform(1, 48));
     const uint64_t base = uniform(1, 64);
     for (int l = 0; l < n_layers; ++l) in.layer_bytes.push_back((base + uniform(0, base)) * MiB / 4);
-    in.kv_bytes_per_layer = uniform(0, 8) * MiB / 4;
+    for (int l = 0; l < n_layers; ++l) in.layer_kv_bytes.push_back(uniform(0, 8) * MiB / 4);
     in.primary_bytes = uniform(0, 200) * MiB;
     in.reserve_bytes = uniform(0, 2) * 64 * MiB;
     const int n_devices = static_cast<int>(uniform(1, 5));
@@ -265,7 +267,7 @@ TEST(PlanInputTest, Stories260KLayerBytesAreTheSumOfTheLayersTensors) {
     EXPECT_GT(expected, 0u);
     EXPECT_EQ(in.layer_bytes[l], expected) << "layer " << l;
   }
-  EXPECT_EQ(in.kv_bytes_per_layer, 2ull * 256 * 2 * config.kv_width() * 4);
+  EXPECT_EQ(in.layer_kv_bytes, std::vector<uint64_t>(5, 2ull * 256 * 2 * config.kv_width() * 4));
   EXPECT_EQ(in.activation_bytes, static_cast<uint64_t>(config.n_embd) * 4);
   const uint64_t embd = file->tensor(tensor_name(TensorKind::TokenEmbd)).bytes;
   EXPECT_GT(in.primary_bytes, embd + primary_scratch_bytes(config, 2, 32) - 1);
@@ -274,6 +276,35 @@ TEST(PlanInputTest, Stories260KLayerBytesAreTheSumOfTheLayersTensors) {
   roomy.devices = {device("local", 1024)};
   const Plan plan = make_plan(roomy);
   EXPECT_EQ(plan.stages[0].layer_end, 5);
+}
+
+// A mixture-of-experts layer is planned with all its experts (a decode step
+// reads only two of eight, but the stage holds them all), and a windowed
+// layer's KV is only its window plus one batch.
+TEST(PlanInputTest, CountsEveryExpertAndWindowedKv) {
+  const char* home = std::getenv("HOME");
+  const std::string dir = std::getenv("SHOAL_MODELS_DIR") ? std::getenv("SHOAL_MODELS_DIR")
+                                                          : std::string(home ? home : "/root") + "/.cache/shoal/models";
+  const std::string moe = dir + "/random/random-qwen3moe.gguf", gemma = dir + "/random/random-gemma3.gguf";
+  if (!std::ifstream(moe).good() || !std::ifstream(gemma).good()) GTEST_SKIP() << "random models not made";
+  {
+    const auto file = gguf::File::open(moe);
+    const ModelConfig config = ModelConfig::from_gguf(*file);
+    const PlanInput in = plan_input_for_model(*file, config, 256, 1, 32);
+    for (int l = 0; l < config.n_layer; ++l) {
+      uint64_t experts = 0;
+      for (TensorKind k : {TensorKind::FfnGateExps, TensorKind::FfnUpExps, TensorKind::FfnDownExps})
+        experts += file->tensor(tensor_name(k, l)).bytes;
+      EXPECT_EQ(experts, 3ull * 8 * 128 * 256 * 4);  // 8 experts of 128 x 256, F32
+      EXPECT_GT(in.layer_bytes[l], experts);
+    }
+  }
+  const auto file = gguf::File::open(gemma);
+  const ModelConfig config = ModelConfig::from_gguf(*file);
+  const PlanInput in = plan_input_for_model(*file, config, 256, 1, 32);
+  const uint64_t row = 2ull * config.kv_width() * 4;  // K and V of one position
+  for (int l = 0; l < config.n_layer; ++l)
+    EXPECT_EQ(in.layer_kv_bytes[l], row * (l == 5 ? 256 : 8 + 32)) << "layer " << l;  // layer 5 is global
 }
 
 TEST(DeviceProbeTest, ReportsPositiveNumbersQuickly) {

@@ -33,6 +33,12 @@ std::vector<std::string> models() {
   std::vector<std::string> m = {shared_dir() + "/models/stories260K.gguf"};
   std::string smol = models_dir() + "/SmolLM2-135M-Instruct.Q4_1.gguf";
   if (file_exists(smol)) m.push_back(smol);
+  // Every architecture's blocks (tests/models/make_random_models.py).
+  for (const char* name : {"random-qwen3", "random-gemma3", "random-qwen3moe", "random-mixtral", "random-llama3"}) {
+    const std::string path = models_dir() + "/random/" + name + ".gguf";
+    if (file_exists(path)) m.push_back(path);
+    else if (std::getenv("SHOAL_REQUIRE_MODELS")) ADD_FAILURE() << "missing " << path;
+  }
   return m;
 }
 
@@ -52,6 +58,48 @@ TEST(Determinism, ThreadsAndChunkingGiveIdenticalLogits) {
     EXPECT_TRUE(same_bits(one_batch_t1, all_logits(*e2, tokens, 64))) << "-t 1 vs -t 2";
     EXPECT_TRUE(same_bits(one_batch_t1, all_logits(*e2, tokens, 1))) << "batched vs token by token";
     EXPECT_TRUE(same_bits(one_batch_t1, all_logits(*e2, tokens, 7))) << "batched vs chunks of 7";
+    // A batch limit of 1: gemma3's windowed layers then keep a ring of 9
+    // positions instead of 72 (window 8 + the batch).
+    auto e3 = load_engine(path, 2, 1);
+    EXPECT_TRUE(same_bits(one_batch_t1, all_logits(*e3, tokens, 1))) << "batch limit 64 vs 1";
+  }
+}
+
+// A windowed layer overwrites what falls out of its window, so a cached
+// prefix is reused only when the sequence is cut back by at most one batch;
+// either way the logits are those of a fresh run.
+TEST(Determinism, SlidingWindowPrefixReuseMatchesAFreshRun) {
+  const std::string path = models_dir() + "/random/random-gemma3.gguf";
+  if (!file_exists(path)) GTEST_SKIP() << path << " not made (tests/models/make_random_models.py)";
+  auto engine = load_engine(path, 2, 4);
+  ASSERT_EQ(engine->pipeline().max_rollback(), 4);  // ring 8 + 4, window 8
+  std::vector<TokenId> history = engine->tokenizer().encode(
+      "Once upon a time, there was a little girl named Lily. She loved to play outside.", true, false);
+  ASSERT_GT(history.size(), 20u);
+  GenerationOptions opt;
+  opt.max_tokens = 1;
+  opt.sampling.temperature = 0.0f;
+  opt.ignore_eos = true;
+  auto last_logits = [&](Generator& g, const std::vector<TokenId>& prompt, int* reused) {
+    std::vector<float> logits;
+    GenerationOptions o = opt;
+    o.on_logits = [&](const float* l, int n) { logits.assign(l, l + n); };
+    *reused = g.generate(prompt, o, nullptr).n_reused;
+    return logits;
+  };
+  for (size_t cut : {size_t{2}, size_t{5}, size_t{6}, size_t{12}}) {
+    SCOPED_TRACE(cut);
+    Generator warm(engine->pipeline(), engine->tokenizer(), engine->n_ctx());
+    int reused = 0;
+    last_logits(warm, history, &reused);  // the cache now holds `history` (the one new token is not fed)
+    std::vector<TokenId> next(history.begin(), history.end() - static_cast<std::ptrdiff_t>(cut) + 1);
+    next.push_back(7);  // a different token after the shared prefix
+    const auto got = last_logits(warm, next, &reused);
+    // The shared prefix is history minus cut - 1 tokens: reusable up to a cut back of 4.
+    EXPECT_EQ(reused, cut - 1 <= 4 ? static_cast<int>(next.size()) - 1 : 0);
+    auto fresh_engine = load_engine(path, 2, 4);
+    Generator fresh(fresh_engine->pipeline(), fresh_engine->tokenizer(), fresh_engine->n_ctx());
+    EXPECT_TRUE(same_bits(got, last_logits(fresh, next, &reused)));
   }
 }
 

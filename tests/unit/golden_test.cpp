@@ -35,11 +35,28 @@ void PrintTo(const GoldenCase& c, std::ostream* os) { *os << std::filesystem::pa
 // - SmolLM2 Q4_1 and Qwen2.5 Q4_K_M: both engines round activations to
 //   8 bits before each quantized matmul, and these models amplify one flipped
 //   rounding ~100-fold; llama.cpp itself moves by 1.9 (SmolLM2) and 0.28
-//   (Qwen) when only its KV cache type changes.
+//   (Qwen) when only its KV cache type changes;
+// - random-weight F32 models (tests/models): we agree to 5e-6, f32 rounding
+//   in another summation order; gemma3's to 5e-4 because ggml reads GELU from
+//   a table indexed by the f16-rounded input and rounds its output to f16
+//   (emulating that table here brings it to 7e-5), so 2e-3 for gemma3.
+// - SmolLM2 dequantized to F32: llama.cpp and an exact float64 forward agree
+//   to 2.4e-5 and we to 4.6e-5, so 1e-3; Gemma 3 270M in F32: we agree to
+//   0.007-0.015 while llama.cpp itself moves by 0.010-0.021 when only its KV
+//   cache turns f16 (SmolLM2 F32: 0.013, against our 4.6e-5): the model
+//   amplifies f32 rounding far more; so 0.03.
 float tolerance_for(const std::string& model_file) {
+  if (model_file.find("SmolLM2-135M-Instruct.F32") != std::string::npos) return 1e-3f;
+  if (model_file.find("gemma-3-270m.F32") != std::string::npos) return 0.03f;
+  if (model_file.find("random-gemma3") != std::string::npos) return 2e-3f;
+  if (model_file.find("random-") != std::string::npos) return 1e-4f;
   if (model_file.find("stories260K") != std::string::npos) return 0.02f;
   if (model_file.find("llama-2-tiny-random") != std::string::npos) return 2e-3f;
   if (model_file.find("SmolLM2") != std::string::npos) return 3.0f;
+  // Gemma 3 270M Q4_K_M amplifies roundings like SmolLM2: llama.cpp moves by
+  // 0.6-1.0 with an f16 KV cache and by 0.76 with 16-token batches; we differ
+  // by 0.69-1.72, and by 1.05-1.27 when our GELU copies ggml's f16 table.
+  if (model_file.find("gemma-3-270m-q4_k_m") != std::string::npos) return 2.0f;
   return 0.5f;
 }
 
@@ -55,6 +72,9 @@ std::vector<GoldenCase> golden_cases() {
   };
   add_dir(shared_dir() + "/golden", shared_dir() + "/models");
   add_dir(source_dir() + "/tests/golden", models_dir());
+  for (GoldenCase& c : cases)  // random-weight models live in their own folder (tests/models/make_random_models.py)
+    if (std::filesystem::path(c.model_path).filename().string().starts_with("random-"))
+      c.model_path = models_dir() + "/random/" + std::filesystem::path(c.model_path).filename().string();
   std::sort(cases.begin(), cases.end(), [](auto& a, auto& b) { return a.golden_path < b.golden_path; });
   return cases;
 }
@@ -63,9 +83,14 @@ class Golden : public ::testing::TestWithParam<GoldenCase> {};
 
 TEST_P(Golden, MatchesReference) {
   const GoldenCase& c = GetParam();
-  if (!file_exists(c.model_path)) GTEST_SKIP() << "model not fetched: " << c.model_path;
+  if (!file_exists(c.model_path)) {
+    if (std::getenv("SHOAL_REQUIRE_MODELS")) FAIL() << "model missing although scripts/test fetched it: " << c.model_path;
+    GTEST_SKIP() << "model not fetched: " << c.model_path;
+  }
   auto golden = read_json(c.golden_path);
-  auto engine = load_engine(c.model_path);
+  // A context that holds the prompt and the steps (512 unless longer).
+  const int n_ctx = std::max<int>(512, golden["prompt_tokens"].size() + golden["steps"].size() + 8);
+  auto engine = load_engine(c.model_path, 2, 64, 1, n_ctx);
   const Tokenizer& tok = engine->tokenizer();
   const int n_vocab = engine->config().n_vocab;
 

@@ -18,11 +18,12 @@ void attend_one_head(const float* q, const KvLayerView& kv, int seq, int pos, in
   float acc[kMaxHeadDim] = {};
   float scores[kBlock];
   float running_max = -INFINITY, running_sum = 0.0f;
-  for (int start = 0; start <= pos; start += kBlock) {
+  const int first = shape.window > 0 ? std::max(0, pos - shape.window + 1) : 0;
+  for (int start = first; start <= pos; start += kBlock) {
     const int n = std::min(kBlock, pos + 1 - start);
     float block_max = -INFINITY;
     for (int j = 0; j < n; ++j) {
-      const float* k = kbase + static_cast<int64_t>(start + j) * kv.width;
+      const float* k = kbase + kv.slot(start + j) * kv.width;
       float s = 0.0f;
       for (int i = 0; i < d; ++i) s += q[i] * k[i];
       scores[j] = s * shape.scale;
@@ -35,7 +36,7 @@ void attend_one_head(const float* q, const KvLayerView& kv, int seq, int pos, in
     for (int j = 0; j < n; ++j) {
       const float p = std::exp(scores[j] - new_max);
       running_sum += p;
-      const float* v = vbase + static_cast<int64_t>(start + j) * kv.width;
+      const float* v = vbase + kv.slot(start + j) * kv.width;
       for (int i = 0; i < d; ++i) acc[i] += p * v[i];
     }
     running_max = new_max;

@@ -91,6 +91,23 @@ void CpuBackend::swiglu(const float* gate, const float* up, float* out, int64_t 
   for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
+void CpuBackend::geglu(const float* gate, const float* up, float* out, int64_t n) {
+  constexpr double kSqrt2OverPi = 0.79788456080286535588;
+  for (int64_t i = 0; i < n; ++i) {
+    const double x = gate[i];
+    const double g = 0.5 * x * (1.0 + std::tanh(kSqrt2OverPi * x * (1.0 + 0.044715 * x * x)));
+    out[i] = static_cast<float>(g) * up[i];
+  }
+}
+
+void CpuBackend::scale(float* x, float s, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] *= s;
+}
+
+void CpuBackend::softcap(float* x, float cap, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] / cap);
+}
+
 void CpuBackend::add(float* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }

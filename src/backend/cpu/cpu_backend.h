@@ -23,6 +23,9 @@ class CpuBackend : public Backend {
   void attention(const float* q, const KvLayerView& kv, const int32_t* seq_ids, const int32_t* positions,
                  int n_tokens, const AttentionShape& shape, float* out) override;
   void swiglu(const float* gate, const float* up, float* out, int64_t n) override;
+  void geglu(const float* gate, const float* up, float* out, int64_t n) override;
+  void scale(float* x, float s, int64_t n) override;
+  void softcap(float* x, float cap, int64_t n) override;
   void add(float* y, const float* x, int64_t n) override;
   void add_bias(float* y, const float* bias, int n_tokens, int n) override;
   void get_rows(const Matrix& w, const int32_t* ids, int n, float* out) override;

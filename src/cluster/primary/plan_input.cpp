@@ -55,7 +55,8 @@ PlanInput plan_input_for_model(const gguf::File& file, const ModelConfig& config
 
   // Same default as Engine: the trained context, capped at 4096.
   if (n_ctx <= 0) n_ctx = std::min(config.n_ctx_train, 4096);
-  in.kv_bytes_per_layer = KvCache::bytes_for(1, std::max(1, n_seq), n_ctx, config.kv_width());
+  for (int l = 0; l < config.n_layer; ++l)
+    in.layer_kv_bytes.push_back(KvCache::bytes_for(config, l, l + 1, std::max(1, n_seq), n_ctx, std::max(1, n_batch)));
 
   const uint64_t embd = tensor_bytes(file, TensorKind::TokenEmbd);
   const uint64_t norm = tensor_bytes(file, TensorKind::OutputNorm);

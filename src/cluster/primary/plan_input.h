@@ -8,7 +8,8 @@ namespace gguf { class File; }
 struct ModelConfig;
 
 // Fills layer_bytes (every tensor named blk.N.*, summed per layer),
-// kv_bytes_per_layer (f32 K and V for n_ctx x n_seq, as KvCache allocates),
+// layer_kv_bytes (f32 K and V for n_ctx x n_seq as KvCache allocates: a
+// windowed layer holds only its window and one batch),
 // primary_bytes (token_embd + output_norm + output — the embedding once when
 // the output is tied — + rope_freqs + an estimate of the scratch buffers),
 // head_bytes and activation_bytes. Devices, reserve and tensor_split are

@@ -26,7 +26,11 @@ class Layout {
  public:
   explicit Layout(const PlanInput& in) : in_(in), n_layers_(static_cast<int>(in.layer_bytes.size())) {
     prefix_.assign(n_layers_ + 1, 0);
-    for (int l = 0; l < n_layers_; ++l) prefix_[l + 1] = prefix_[l] + in.layer_bytes[l];
+    kv_prefix_.assign(n_layers_ + 1, 0);
+    for (int l = 0; l < n_layers_; ++l) {
+      prefix_[l + 1] = prefix_[l] + in.layer_bytes[l];
+      kv_prefix_[l + 1] = kv_prefix_[l] + (l < static_cast<int>(in.layer_kv_bytes.size()) ? in.layer_kv_bytes[l] : 0);
+    }
     for (size_t d = 0; d < in.devices.size(); ++d) {
       // Signed: a device may offer less than the reserve (or the primary's share).
       int64_t u = static_cast<int64_t>(in.devices[d].free_memory) - static_cast<int64_t>(in.reserve_bytes);
@@ -39,8 +43,9 @@ class Layout {
   int n_devices() const { return static_cast<int>(usable_.size()); }
   int64_t usable(int d) const { return usable_[d]; }
   // Weights + KV of layers [a, b).
-  uint64_t cost(int a, int b) const { return prefix_[b] - prefix_[a] + in_.kv_bytes_per_layer * (b - a); }
+  uint64_t cost(int a, int b) const { return weights(a, b) + kv(a, b); }
   uint64_t weights(int a, int b) const { return prefix_[b] - prefix_[a]; }
+  uint64_t kv(int a, int b) const { return kv_prefix_[b] - kv_prefix_[a]; }
   bool fits(int d, int a, int b) const {
     return a == b || (usable_[d] > 0 && cost(a, b) <= static_cast<uint64_t>(usable_[d]));
   }
@@ -60,7 +65,8 @@ class Layout {
  private:
   const PlanInput& in_;
   int n_layers_;
-  std::vector<uint64_t> prefix_;
+  std::vector<uint64_t> prefix_;     // weight bytes of layers [0, l)
+  std::vector<uint64_t> kv_prefix_;  // KV bytes of layers [0, l)
   std::vector<int64_t> usable_;
 };
 
@@ -225,7 +231,7 @@ Plan make_plan(const PlanInput& input) {
     s.layer_begin = bounds[d];
     s.layer_end = bounds[d + 1];
     s.weight_bytes = layout.weights(s.layer_begin, s.layer_end);
-    s.kv_bytes = input.kv_bytes_per_layer * (s.layer_end - s.layer_begin);
+    s.kv_bytes = layout.kv(s.layer_begin, s.layer_end);
     const uint64_t used = s.weight_bytes + s.kv_bytes + (d == 0 ? input.primary_bytes : 0);
     s.free_after = input.devices[d].free_memory > used ? input.devices[d].free_memory - used : 0;
     plan.stages.push_back(s);

@@ -11,7 +11,7 @@ namespace shoal {
 
 struct PlanInput {
   std::vector<uint64_t> layer_bytes;  // weight bytes of each transformer layer
-  uint64_t kv_bytes_per_layer = 0;    // KV cache of one layer for n_ctx x n_seq
+  std::vector<uint64_t> layer_kv_bytes;  // KV cache of each layer for n_ctx x n_seq (a windowed layer's is smaller)
   uint64_t primary_bytes = 0;         // embedding + output head + buffers, on device 0
   uint64_t reserve_bytes = 0;         // kept free on every device
   uint64_t activation_bytes = 0;      // bytes of one token's hidden state on the wire

@@ -11,7 +11,8 @@
 namespace shoal::wire {
 
 constexpr uint32_t kMagic = 0x4C4F4853;  // "SHOL" little-endian
-constexpr uint16_t kProtocolVersion = 3;  // v2: HEARTBEAT, deadlines; v3: AEAD frames after a keyed handshake
+constexpr uint16_t kProtocolVersion = 4;  // v2: HEARTBEAT, deadlines; v3: AEAD frames after a keyed handshake;
+                                          // v4: LOAD_STAGE describes the block by its tensors and settings
 constexpr size_t kHeaderBytes = 32;
 constexpr uint64_t kDefaultMaxPayload = 256ull << 20;  // refused before any allocation
 constexpr int kHandshakeTimeoutMs = 5000;

@@ -104,7 +104,7 @@ void WorkerSession::load_stage(const wire::Frame& request) {
   }
 
   // Memory: what --mem lends, less what other stages hold.
-  stage->kv_bytes = KvCache::bytes_for(end - begin, n_seq, n_ctx, c.kv_width());
+  stage->kv_bytes = KvCache::bytes_for(c, begin, end, n_seq, n_ctx, max_tokens);
   const uint64_t scratch = LayerScratch::bytes_for(c, max_tokens) +
                            CpuBackend::scratch_bytes(max_tokens, c.max_activation_width());
   const uint64_t need = stage->weight_bytes - shared_bytes + stage->kv_bytes + scratch;

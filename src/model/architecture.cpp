@@ -1,0 +1,72 @@
+#include "model/architecture.h"
+
+#include <array>
+
+#include "util/error.h"
+
+namespace shoal {
+namespace {
+
+using K = TensorKind;
+constexpr LayerTensor kOptional(K k) { return {k, true}; }
+
+// Llama-style attention: optional biases (qwen2 has them), no Q/K norm.
+constexpr LayerTensor kLlama[] = {
+    {K::AttnNorm}, {K::AttnQ}, {K::AttnK}, {K::AttnV}, kOptional(K::AttnQBias), kOptional(K::AttnKBias),
+    kOptional(K::AttnVBias), {K::AttnOutput}, {K::FfnNorm}, {K::FfnGate}, {K::FfnUp}, {K::FfnDown}};
+constexpr LayerTensor kLlamaExperts[] = {
+    {K::AttnNorm}, {K::AttnQ}, {K::AttnK}, {K::AttnV}, {K::AttnOutput}, {K::FfnNorm}, {K::FfnGateInp},
+    {K::FfnGateExps}, {K::FfnUpExps}, {K::FfnDownExps}};
+constexpr LayerTensor kQwen2[] = {
+    {K::AttnNorm}, {K::AttnQ}, {K::AttnK}, {K::AttnV}, {K::AttnQBias}, {K::AttnKBias}, {K::AttnVBias},
+    {K::AttnOutput}, {K::FfnNorm}, {K::FfnGate}, {K::FfnUp}, {K::FfnDown}};
+// Qwen3: per-head RMSNorm on Q and K before rope, no biases.
+constexpr LayerTensor kQwen3[] = {
+    {K::AttnNorm}, {K::AttnQ}, {K::AttnK}, {K::AttnV}, {K::AttnQNorm}, {K::AttnKNorm}, {K::AttnOutput},
+    {K::FfnNorm}, {K::FfnGate}, {K::FfnUp}, {K::FfnDown}};
+constexpr LayerTensor kQwen3Experts[] = {
+    {K::AttnNorm}, {K::AttnQ}, {K::AttnK}, {K::AttnV}, {K::AttnQNorm}, {K::AttnKNorm}, {K::AttnOutput},
+    {K::FfnNorm}, {K::FfnGateInp}, {K::FfnGateExps}, {K::FfnUpExps}, {K::FfnDownExps}};
+// Gemma 3: Q/K norm, and norms after attention and after the FFN too.
+constexpr LayerTensor kGemma3[] = {
+    {K::AttnNorm}, {K::AttnQ}, {K::AttnK}, {K::AttnV}, {K::AttnQNorm}, {K::AttnKNorm}, {K::AttnOutput},
+    {K::AttnPostNorm}, {K::FfnNorm}, {K::FfnGate}, {K::FfnUp}, {K::FfnDown}, {K::FfnPostNorm}};
+
+using enum RopeStyle;
+using enum Activation;
+constexpr std::array kArchitectures = {
+    // name        experts rope         activation scale_embd window period, layer
+    Architecture{"llama", false, Interleaved, Silu, false, 0, kLlama},
+    Architecture{"llama", true, Interleaved, Silu, false, 0, kLlamaExperts},  // Mixtral
+    Architecture{"qwen2", false, Neox, Silu, false, 0, kQwen2},
+    Architecture{"qwen3", false, Neox, Silu, false, 0, kQwen3},
+    Architecture{"qwen3moe", true, Neox, Silu, false, 0, kQwen3Experts},
+    Architecture{"gemma3", false, Neox, GeluTanh, true, 6, kGemma3},
+};
+
+}  // namespace
+
+std::string supported_architectures() {
+  std::string out;
+  std::string_view previous;
+  for (const auto& a : kArchitectures) {
+    if (a.name != previous) out += (out.empty() ? "" : ", ") + std::string(a.name);  // llama twice: with experts
+    previous = a.name;
+  }
+  return out;
+}
+
+const Architecture& find_architecture(const std::string& name, bool experts, const std::string& source) {
+  bool known = false;
+  for (const auto& a : kArchitectures) {
+    if (a.name != name) continue;
+    known = true;
+    if (a.experts == experts) return a;
+  }
+  if (known)
+    fail("{}: architecture '{}' {} experts is not supported (supported: {})", source, name,
+         experts ? "with" : "without", supported_architectures());
+  fail("{}: unsupported architecture '{}' (supported: {})", source, name, supported_architectures());
+}
+
+}  // namespace shoal

@@ -1,0 +1,47 @@
+#pragma once
+// One entry of data per supported architecture: which tensors a layer has
+// (and which of them are optional), and which variant of each block it runs.
+// The layer code (model/transformer_layer.cpp) is written once; it applies a
+// block variant when the layer has its tensors (Q/K norms, post-norms,
+// biases, experts), so an architecture that differs only in those, or in its
+// activation or rope style, is one entry here plus its test.
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "model/tensor_names.h"
+
+namespace shoal {
+
+enum class RopeStyle {
+  Interleaved,  // rotate adjacent pairs (x[2i], x[2i+1]): llama
+  Neox,         // rotate halves (x[i], x[i + d/2]): qwen2, qwen3, gemma3
+};
+
+enum class Activation {
+  Silu,      // SwiGLU: silu(gate) * up
+  GeluTanh,  // GeGLU: gelu(gate) * up, gelu in its tanh form
+};
+
+struct LayerTensor {
+  TensorKind kind;
+  bool optional = false;  // bound when the file has it (in every layer or none)
+};
+
+struct Architecture {
+  std::string_view name;       // general.architecture
+  bool experts;                // the FFN is a mixture of experts (the file sets expert_count)
+  RopeStyle rope_style;
+  Activation activation;
+  bool scale_embeddings;       // embeddings times sqrt(n_embd) (gemma)
+  int sliding_window_period;   // with a sliding window: layer i is global when i % period == period - 1
+  std::span<const LayerTensor> layer_tensors;  // in bind and wire order
+};
+
+// The entry for `name` (with or without experts); throws naming the
+// architecture and the supported ones. `source` names the file in messages.
+const Architecture& find_architecture(const std::string& name, bool experts, const std::string& source);
+// "gemma3, llama, ..." for messages and docs.
+std::string supported_architectures();
+
+}  // namespace shoal

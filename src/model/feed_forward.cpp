@@ -1,0 +1,95 @@
+#include "model/feed_forward.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "model/transformer_layer.h"
+
+namespace shoal {
+namespace {
+
+void gated(Backend& be, const ModelConfig& c, const Matrix& gate, const Matrix& up, const Matrix& down,
+           const float* in, float* out, int n, LayerScratch& s) {
+  be.matmul(gate, in, s.gate.get(), n);
+  be.matmul(up, in, s.up.get(), n);
+  const int64_t count = static_cast<int64_t>(n) * gate.rows;
+  if (c.activation == Activation::GeluTanh)
+    be.geglu(s.gate.get(), s.up.get(), s.gate.get(), count);
+  else
+    be.swiglu(s.gate.get(), s.up.get(), s.gate.get(), count);
+  be.matmul(down, s.gate.get(), out, n);
+}
+
+// Expert e of a [n_expert * rows][cols] tensor.
+Matrix expert(const Matrix& m, int e, int64_t rows) {
+  return Matrix{m.type, m.data + static_cast<size_t>(e) * rows * m.row_stride(), rows, m.cols};
+}
+
+// The top-k experts of one token, best first (ties to the lower id), and
+// their weights: softmax over all experts, renormalised over the chosen
+// ones — the same as a softmax over the chosen logits, computed that way.
+void route(const float* logits, int n_expert, int k, float scale, int* order, int* experts, float* weights) {
+  std::iota(order, order + n_expert, 0);
+  std::partial_sort(order, order + k, order + n_expert, [&](int a, int b) {
+    return logits[a] != logits[b] ? logits[a] > logits[b] : a < b;
+  });
+  const float top = logits[order[0]];
+  double sum = 0.0;
+  for (int j = 0; j < k; ++j) sum += std::exp(static_cast<double>(logits[order[j]] - top));
+  for (int j = 0; j < k; ++j) {
+    experts[j] = order[j];
+    weights[j] = static_cast<float>(std::exp(static_cast<double>(logits[order[j]] - top)) / sum * scale);
+  }
+}
+
+}  // namespace
+
+void dense_ffn(Backend& be, const ModelConfig& c, const LayerWeights& w, const float* in, float* out, int n,
+               LayerScratch& s) {
+  gated(be, c, w[TensorKind::FfnGate], w[TensorKind::FfnUp], w[TensorKind::FfnDown], in, out, n, s);
+}
+
+void expert_ffn(Backend& be, const ModelConfig& c, const LayerWeights& w, const float* in, float* out, int n,
+                LayerScratch& s) {
+  const int k = c.n_expert_used, width = c.n_embd;
+  be.matmul(w[TensorKind::FfnGateInp], in, s.router.get(), n);
+  const size_t n_routes = static_cast<size_t>(n) * k;
+  for (int t = 0; t < n; ++t)
+    route(s.router.get() + static_cast<size_t>(t) * c.n_expert, c.n_expert, k, c.expert_weights_scale,
+          s.expert_order.data(), &s.route_expert[static_cast<size_t>(t) * k], &s.route_weight[static_cast<size_t>(t) * k]);
+
+  // Each expert once, over the rows routed to it.
+  std::vector<int>& rows = s.expert_rows;
+  for (int e = 0; e < c.n_expert; ++e) {
+    rows.clear();
+    for (size_t i = 0; i < n_routes; ++i)
+      if (s.route_expert[i] == e) rows.push_back(static_cast<int>(i));
+    if (rows.empty()) continue;
+    const int m = static_cast<int>(rows.size());
+    for (int r = 0; r < m; ++r)
+      std::memcpy(s.gathered.get() + static_cast<size_t>(r) * width, in + static_cast<size_t>(rows[r] / k) * width,
+                  width * sizeof(float));
+    float* result = s.proj.get();  // free until the weighted sum below
+    gated(be, c, expert(w[TensorKind::FfnGateExps], e, c.n_ff_exp), expert(w[TensorKind::FfnUpExps], e, c.n_ff_exp),
+          expert(w[TensorKind::FfnDownExps], e, c.n_embd), s.gathered.get(), result, m, s);
+    for (int r = 0; r < m; ++r)
+      std::memcpy(s.expert_out.get() + static_cast<size_t>(rows[r]) * width, result + static_cast<size_t>(r) * width,
+                  width * sizeof(float));
+  }
+
+  for (int t = 0; t < n; ++t) {
+    float* o = out + static_cast<size_t>(t) * width;
+    std::fill(o, o + width, 0.0f);
+    for (int j = 0; j < k; ++j) {
+      const size_t slot = static_cast<size_t>(t) * k + j;
+      const float weight = s.route_weight[slot];
+      const float* y = s.expert_out.get() + slot * width;
+      for (int i = 0; i < width; ++i) o[i] += weight * y[i];
+    }
+  }
+}
+
+}  // namespace shoal

@@ -1,0 +1,252 @@
+#!/usr/bin/env python3
+"""Small random-weight GGUFs, one per architecture Shoal runs, for tests.
+
+Usage: tests/models/make_random_models.py [--dir DIR] [--list] [NAME ...]
+
+Each model has a few layers of width 256 (8 experts, top 2, for MoE) and the
+512-token SentencePiece vocabulary of ../shared/models/stories260K.gguf. The
+weights are uniform random numbers from a fixed seed per tensor, stored F32,
+so the references that llama.cpp computes on them (tests/golden/random-*.json,
+made by tests/golden/make_reference.py) check the architecture, not
+quantization noise. Files are written once into the cache (--dir, else
+$SHOAL_MODELS_DIR/random, else ~/.cache/shoal/models/random) and checked
+against the sha256 recorded below: a changed file would make the committed
+references meaningless, so a mismatch is an error, not a silent rewrite.
+Prints each model's path on stdout.
+"""
+import argparse
+import hashlib
+import os
+import sys
+import zlib
+from pathlib import Path
+
+import gguf
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+TOKENIZER_SOURCE = ROOT.parent / "shared" / "models" / "stories260K.gguf"
+
+QWEN3_TEMPLATE = """{%- for message in messages %}
+{%- if message.role == "assistant" and '</think>' in message.content %}
+{{- '<|im_start|>assistant\\n' + message.content.split('</think>')[-1].lstrip('\\n') + '<|im_end|>\\n' }}
+{%- else %}
+{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' }}
+{%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+{{- '<|im_start|>assistant\\n' }}
+{%- if enable_thinking is defined and enable_thinking is false %}
+{{- '<think>\\n\\n</think>\\n\\n' }}
+{%- endif %}
+{%- endif %}"""
+
+# Shared by every model: width, vocabulary, depth unless the entry says otherwise.
+BASE = dict(n_embd=256, n_head=4, n_head_kv=2, head_dim=64, n_ff=512, n_layer=3, ctx=4096)
+
+# name -> architecture, hyperparameters, and the tensors of one layer (GGUF
+# names without blk.N.). Shapes follow llama.cpp's loaders.
+MODELS = {
+    # Qwen3: Q/K RMSNorm per head; head size (96) != n_embd / n_head; a
+    # thinking chat template (its structure, written for the tests).
+    "random-qwen3": dict(arch="qwen3", head_dim=96, rope_base=1e6, chat_template=QWEN3_TEMPLATE,
+                         layer=["attn_norm", "attn_q", "attn_k", "attn_v", "attn_q_norm", "attn_k_norm",
+                                "attn_output", "ffn_norm", "ffn_gate", "ffn_up", "ffn_down"],
+                         sha256="5bbabd51e022b463611538126fe23fc0e8497e302f10bb1375af12367ae04013"),
+    # Gemma 3: six layers so that layer 5 is global and 0-4 slide over an
+    # 8-token window with their own rope base; embedding scale, GeGLU,
+    # pre- and post-norms; a final logit soft-cap to exercise it.
+    "random-gemma3": dict(arch="gemma3", n_layer=6, n_head_kv=1, rope_base=1e6, rope_base_swa=1e4,
+                          sliding_window=8, softcap=30.0,
+                          layer=["attn_norm", "attn_q", "attn_k", "attn_v", "attn_q_norm", "attn_k_norm",
+                                 "attn_output", "post_attention_norm", "ffn_norm", "ffn_gate", "ffn_up",
+                                 "ffn_down", "post_ffw_norm"],
+                          sha256="2ffe7ec66eaf43c75b75fbc0f6fbce35664fd31d89524b794dd3d3724a5f51e2"),
+    # Qwen3-MoE: router + 8 experts of width 128, top 2, weights renormalised.
+    "random-qwen3moe": dict(arch="qwen3moe", rope_base=1e6, n_expert=8, n_expert_used=2, n_ff_exp=128,
+                            layer=["attn_norm", "attn_q", "attn_k", "attn_v", "attn_q_norm", "attn_k_norm",
+                                   "attn_output", "ffn_norm", "ffn_gate_inp", "ffn_gate_exps", "ffn_up_exps",
+                                   "ffn_down_exps"],
+                            sha256="8549e397747be7ab882109a317dea82da1634f9e7ab3915bbe5d23422a821535"),
+    # Mixtral: llama with experts (the expert width is feed_forward_length).
+    "random-mixtral": dict(arch="llama", n_ff=128, n_expert=8, n_expert_used=2,
+                           layer=["attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm",
+                                  "ffn_gate_inp", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"],
+                           sha256="3a2531c1b8aaa2263462fee158c4200446f8f9a7ddad3efa7aab581d62ed70e2"),
+    # Llama 3.1: rope_freqs.weight divides the rotation frequencies.
+    "random-llama3": dict(arch="llama", rope_base=5e5, rope_freqs=True,
+                          layer=["attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate",
+                                 "ffn_up", "ffn_down"],
+                          sha256="c9fcc547eb5754e235b7544c524ed0e6055631245db39acb8c48450b62ca9aaf"),
+}
+
+# For bench/ (not made by default): a MoE model and a dense one with the same
+# total bytes (8 experts of 1024 vs one FFN of 8192), Q8_0, so that the table
+# shows a decode step reading only the experts it routes to.
+BENCH = dict(n_embd=1024, n_head=16, n_head_kv=4, head_dim=64, n_layer=8, quant="Q8_0")
+MODELS.update({
+    "bench-qwen3moe": dict(BENCH, arch="qwen3moe", rope_base=1e6, n_expert=8, n_expert_used=2, n_ff_exp=1024,
+                           layer=MODELS["random-qwen3moe"]["layer"],
+                           sha256="13311d1c52b190610612a559a0257d85df6f862db6a4e81f4d46143636740377"),
+    "bench-qwen3": dict(BENCH, arch="qwen3", rope_base=1e6, n_ff=8192, layer=MODELS["random-qwen3"]["layer"],
+                        sha256="edb768292bee3a0cdfe0a642e6fbc33bcf8a28423bcbd5661d07977744febeea"),
+})
+TEST_MODELS = [name for name in MODELS if name.startswith("random-")]
+
+
+def uniform(name, shape, scale):
+    """Uniform in [-scale, scale), from a seed that depends only on the name."""
+    rng = np.random.Generator(np.random.PCG64(zlib.crc32(name.encode())))
+    return ((rng.random(shape) * 2.0 - 1.0) * scale).astype(np.float32)
+
+
+def llama3_rope_freqs(head_dim, base):
+    # The factors convert_hf_to_gguf.py computes for Llama 3.1 (factor 8,
+    # low/high frequency factors 1 and 4, original context 8192).
+    factor, low, high, old_ctx = 8.0, 1.0, 4.0, 8192
+    freqs = 1.0 / (base ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim))
+    low_wavelen, high_wavelen = old_ctx / low, old_ctx / high
+    out = []
+    for f in freqs:
+        wavelen = 2 * np.pi / f
+        if wavelen < high_wavelen:
+            out.append(1.0)
+        elif wavelen > low_wavelen:
+            out.append(factor)
+        else:
+            smooth = (old_ctx / wavelen - low) / (high - low)
+            out.append(1.0 / ((1 - smooth) / factor + smooth))
+    return np.array(out, dtype=np.float32)
+
+
+def layer_tensor(m, name):
+    """(numpy shape, scale) of a layer tensor; numpy shape = GGUF shape reversed."""
+    e, q, kv, ff = m["n_embd"], m["n_head"] * m["head_dim"], m["n_head_kv"] * m["head_dim"], m["n_ff"]
+    x, ffx = m.get("n_expert", 0), m.get("n_ff_exp", ff)
+    norm = lambda n: ((n,), None)
+    return {
+        "attn_norm": norm(e), "ffn_norm": norm(e), "post_attention_norm": norm(e), "post_ffw_norm": norm(e),
+        "attn_q_norm": norm(m["head_dim"]), "attn_k_norm": norm(m["head_dim"]),
+        "attn_q": ((q, e), e), "attn_k": ((kv, e), e), "attn_v": ((kv, e), e), "attn_output": ((e, q), q),
+        "ffn_gate": ((ff, e), e), "ffn_up": ((ff, e), e), "ffn_down": ((e, ff), ff),
+        "ffn_gate_inp": ((x, e), e),
+        "ffn_gate_exps": ((x, ffx, e), e), "ffn_up_exps": ((x, ffx, e), e), "ffn_down_exps": ((x, e, ffx), ffx),
+    }[name]
+
+
+def write(name, path):
+    m = dict(BASE, **MODELS[name])
+    arch = m["arch"]
+    src = gguf.GGUFReader(str(TOKENIZER_SOURCE))
+    tokens = [bytes(src.fields["tokenizer.ggml.tokens"].parts[i]) for i in src.fields["tokenizer.ggml.tokens"].data]
+    scores = [float(src.fields["tokenizer.ggml.scores"].parts[i][0]) for i in src.fields["tokenizer.ggml.scores"].data]
+    types = [int(src.fields["tokenizer.ggml.token_type"].parts[i][0])
+             for i in src.fields["tokenizer.ggml.token_type"].data]
+    n_vocab = len(tokens)
+
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_name(name)
+    w.add_uint32(f"{arch}.block_count", m["n_layer"])
+    w.add_uint32(f"{arch}.context_length", m["ctx"])
+    w.add_uint32(f"{arch}.embedding_length", m["n_embd"])
+    w.add_uint32(f"{arch}.feed_forward_length", m["n_ff"])
+    w.add_uint32(f"{arch}.attention.head_count", m["n_head"])
+    w.add_uint32(f"{arch}.attention.head_count_kv", m["n_head_kv"])
+    w.add_uint32(f"{arch}.attention.key_length", m["head_dim"])
+    w.add_uint32(f"{arch}.attention.value_length", m["head_dim"])
+    w.add_uint32(f"{arch}.rope.dimension_count", m["head_dim"])
+    w.add_float32(f"{arch}.rope.freq_base", m.get("rope_base", 1e4))
+    w.add_float32(f"{arch}.attention.layer_norm_rms_epsilon", 1e-6)
+    if "sliding_window" in m:
+        w.add_uint32(f"{arch}.attention.sliding_window", m["sliding_window"])
+        w.add_float32(f"{arch}.rope.freq_base_swa", m["rope_base_swa"])
+    if "softcap" in m:
+        w.add_float32(f"{arch}.final_logit_softcapping", m["softcap"])
+    if m.get("n_expert"):
+        w.add_uint32(f"{arch}.expert_count", m["n_expert"])
+        w.add_uint32(f"{arch}.expert_used_count", m["n_expert_used"])
+        if "n_ff_exp" in m:
+            w.add_uint32(f"{arch}.expert_feed_forward_length", m["n_ff_exp"])
+    w.add_tokenizer_model("llama")
+    if "chat_template" in m:
+        w.add_chat_template(m["chat_template"])
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    for key in ("bos_token_id", "eos_token_id", "unknown_token_id"):
+        w.add_uint32(f"tokenizer.ggml.{key}", int(src.fields[f"tokenizer.ggml.{key}"].parts[-1][0]))
+
+    def add_matrix(name, data):
+        if m.get("quant") != "Q8_0":
+            return w.add_tensor(name, data)
+        q = gguf.quants.quantize(data, gguf.GGMLQuantizationType.Q8_0)
+        w.add_tensor(name, q, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+
+    e = m["n_embd"]
+    add_matrix("token_embd.weight", uniform("token_embd", (n_vocab, e), 1.0))
+    w.add_tensor("output_norm.weight", 1.0 + uniform("output_norm", (e,), 0.2))
+    add_matrix("output.weight", uniform("output", (n_vocab, e), 3.0 / np.sqrt(e)))
+    if m.get("rope_freqs"):
+        w.add_tensor("rope_freqs.weight", llama3_rope_freqs(m["head_dim"], m["rope_base"]))
+    for l in range(m["n_layer"]):
+        for t in m["layer"]:
+            shape, fan_in = layer_tensor(m, t)
+            full = f"blk.{l}.{t}"
+            if fan_in is None:
+                w.add_tensor(full + ".weight", 1.0 + uniform(full, shape, 0.2))
+            else:
+                add_matrix(full + ".weight", uniform(full, shape, 1.7 / np.sqrt(fan_in)))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dir")
+    ap.add_argument("--list", action="store_true")
+    ap.add_argument("--print-hashes", action="store_true", help="write the files and print their sha256 (to update)")
+    ap.add_argument("names", nargs="*")
+    args = ap.parse_args()
+    if args.list:
+        print("\n".join(MODELS))  # the bench- ones only when named
+        return 0
+    default = Path(os.environ.get("SHOAL_MODELS_DIR", Path.home() / ".cache" / "shoal" / "models")) / "random"
+    out_dir = Path(args.dir) if args.dir else default
+    out_dir.mkdir(parents=True, exist_ok=True)
+    failed = False
+    for name in args.names or TEST_MODELS:
+        if name not in MODELS:
+            print(f"error: unknown model '{name}' (known: {', '.join(MODELS)})", file=sys.stderr)
+            return 2
+        path = out_dir / f"{name}.gguf"
+        if args.print_hashes or not (path.exists() and sha256(path) == MODELS[name]["sha256"]):
+            tmp = path.with_suffix(".tmp")
+            write(name, tmp)
+            digest = sha256(tmp)
+            if args.print_hashes:
+                print(f"{name} {digest}", file=sys.stderr)
+            elif digest != MODELS[name]["sha256"]:
+                tmp.unlink()
+                print(f"error: {name}: the generator made sha256 {digest}, expected {MODELS[name]['sha256']} "
+                      "(numpy or gguf changed what it writes; regenerate the references, see the docstring)",
+                      file=sys.stderr)
+                failed = True
+                continue
+            tmp.replace(path)
+        print(path)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
