@@ -354,6 +354,11 @@
     el.messages.appendChild(messageElement(conv.messages[conv.messages.length - 1]));
 
     const answer = { role: "assistant", content: "" };
+    // A thinking model's reasoning_content: shown above the answer as a
+    // quote while it streams, never sent back in the history.
+    let reasoning = "";
+    const shown = () =>
+      (reasoning ? "> *thinking:* " + reasoning.replace(/\n/g, "\n> ") + "\n\n" : "") + answer.content;
     const node = messageElement(answer);
     node.classList.add("pending");
     const contentNode = node.querySelector(".content");
@@ -376,7 +381,7 @@
       renderQueued = true;
       requestAnimationFrame(() => {
         renderQueued = false;
-        renderMarkdown(contentNode, answer.content);
+        renderMarkdown(contentNode, shown());
         scrollToBottom(false);
       });
     };
@@ -421,6 +426,12 @@
           if (j.usage) usage = j.usage;
           const choice = j.choices && j.choices[0];
           if (!choice) return;
+          const thought = choice.delta && choice.delta.reasoning_content;
+          if (thought) {
+            reasoning += thought;
+            node.classList.remove("pending");
+            scheduleRender();
+          }
           const piece = (choice.delta && choice.delta.content) || (choice.text || "");
           if (piece) {
             if (!firstTokenAt) firstTokenAt = performance.now();
@@ -458,7 +469,7 @@
     } finally {
       controller = null;
       node.classList.remove("pending");
-      renderMarkdown(contentNode, answer.content);
+      renderMarkdown(contentNode, shown());
       const elapsed = (performance.now() - started) / 1000;
       const parts = [];
       const ntok = usage && usage.completion_tokens ? usage.completion_tokens : chunks;

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "server/http_front.h"
+#include "server/reasoning_splitter.h"
 #include "server/request_channel.h"
 #include "server/serving_context.h"
 #include "util/error.h"
@@ -32,7 +33,7 @@ std::vector<TokenId> build_prompt(Engine& engine, GenerationRequest& g) {
   std::string text = g.prompt;
   if (g.chat) {
     try {
-      text = engine.chat_template().render(g.messages, true);
+      text = engine.chat_template().render(g.messages, true, g.reasoning.value_or(engine.options().reasoning));
     } catch (const Error& e) {
       throw ApiError(400, e.what(), "invalid_request_error", "messages", "invalid_value");
     }
@@ -88,8 +89,16 @@ void send_whole(ServingContext& ctx, httplib::Response& res, const std::shared_p
   if (r.finish_reason == "unavailable") throw unavailable(r.error);
   if (r.finish_reason == "error") throw engine_error(r);
   if (r.finish_reason == "cancelled") throw shutting_down();
+  std::string reasoning;
+  if (meta.thinks) {
+    ReasoningSplitter split;
+    ReasoningSplitter::Parts a = split.feed(text), b = split.finish();
+    reasoning = a.reasoning + b.reasoning;
+    text = a.content + b.content;
+  }
   res.status = 200;
-  res.set_content(dump(completion_response(meta, text, r.finish_reason, usage_of(r))), "application/json");
+  res.set_content(dump(completion_response(meta, text, r.finish_reason, usage_of(r), reasoning)),
+                  "application/json");
 }
 
 // Per-stream state the content provider keeps between its calls.
@@ -99,6 +108,7 @@ struct StreamState {
   ResponseMeta meta;
   bool include_usage = false;
   bool opened = false;
+  ReasoningSplitter split;  // used when meta.thinks
 };
 
 void send_stream(ServingContext& ctx, httplib::Response& res, std::shared_ptr<RequestChannel> channel, uint64_t id,
@@ -127,9 +137,21 @@ void send_stream(ServingContext& ctx, httplib::Response& res, std::shared_ptr<Re
       return true;
     }
     RequestChannel::Taken t = st->channel->take(kKeepAlive);
-    if (!t.text.empty()) {
-      if (!write(sse_event(stream_chunk(st->meta, t.text, "", false, st->include_usage)))) return gone();
-    } else if (!t.done) {
+    ReasoningSplitter::Parts parts{{}, t.text};
+    if (st->meta.thinks) {
+      parts = st->split.feed(t.text);
+      if (t.done) {
+        ReasoningSplitter::Parts rest = st->split.finish();
+        parts.reasoning += rest.reasoning;
+        parts.content += rest.content;
+      }
+    }
+    if (!parts.reasoning.empty() &&
+        !write(sse_event(stream_chunk(st->meta, "", "", false, st->include_usage, parts.reasoning))))
+      return gone();
+    if (!parts.content.empty()) {
+      if (!write(sse_event(stream_chunk(st->meta, parts.content, "", false, st->include_usage)))) return gone();
+    } else if (!t.done && parts.reasoning.empty()) {
       if (!write(": keep-alive\n\n")) return gone();
     }
     if (!t.done) return true;
@@ -176,7 +198,8 @@ void handle_generation(ServingContext& ctx, const httplib::Request& req, httplib
   ctx.check_model(g.model);
   std::vector<TokenId> prompt = build_prompt(engine, g);
   const size_t n_prompt = prompt.size();
-  const ResponseMeta meta = new_response_meta(chat, ctx.model_id);
+  ResponseMeta meta = new_response_meta(chat, ctx.model_id);
+  meta.thinks = chat && engine.chat_template().thinks();
 
   auto channel = std::make_shared<RequestChannel>();
   Metrics& metrics = ctx.metrics;

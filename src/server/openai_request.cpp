@@ -259,6 +259,12 @@ GenerationRequest parse_chat_request(const json& body, const RequestDefaults& de
                      key + ".content", "missing_required_parameter");
     r.messages.push_back({name, message_content(*content, name, i)});
   }
+  // llama-server's switch for thinking models (Qwen3's template reads it).
+  if (const json* kwargs = field(body, "chat_template_kwargs")) {
+    if (!kwargs->is_object()) bad_type("chat_template_kwargs", "an object", *kwargs);
+    bool thinking = true;
+    if (read_bool(*kwargs, "enable_thinking", thinking)) r.reasoning = thinking;
+  }
   return r;
 }
 

@@ -49,10 +49,11 @@ ResponseMeta new_response_meta(bool chat, const std::string& model) {
 }
 
 json completion_response(const ResponseMeta& meta, const std::string& text, const std::string& finish_reason,
-                         const Usage& usage) {
+                         const Usage& usage, const std::string& reasoning) {
   json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_reason}};
   if (meta.chat) {
     choice["message"] = {{"role", "assistant"}, {"content", text}, {"refusal", nullptr}};
+    if (!reasoning.empty()) choice["message"]["reasoning_content"] = reasoning;
   } else {
     choice["text"] = text;
   }
@@ -63,11 +64,12 @@ json completion_response(const ResponseMeta& meta, const std::string& text, cons
 }
 
 json stream_chunk(const ResponseMeta& meta, std::string_view text, const std::string& finish_reason,
-                  bool role_chunk, bool with_usage_null) {
+                  bool role_chunk, bool with_usage_null, std::string_view reasoning) {
   json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", nullable(finish_reason)}};
   if (meta.chat) {
     json delta = json::object();
     if (role_chunk) delta = {{"role", "assistant"}, {"content", ""}};
+    else if (finish_reason.empty() && !reasoning.empty()) delta["reasoning_content"] = std::string(reasoning);
     else if (finish_reason.empty()) delta["content"] = std::string(text);
     choice["delta"] = std::move(delta);
   } else {

@@ -6,6 +6,7 @@
 // touches the engine; the routes (http_server.cpp, generation_routes.cpp)
 // glue the two together.
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -53,6 +54,7 @@ struct GenerationRequest {
   GenerationOptions options;          // the request's stops only, not the template's
   bool stream = false;
   bool include_usage = false;         // stream_options.include_usage
+  std::optional<bool> reasoning;      // chat_template_kwargs.enable_thinking; unset: the server's --reasoning
 };
 
 // Throws ApiError 400 for a body that is not a JSON object.
@@ -66,6 +68,7 @@ struct ResponseMeta {
   int64_t created = 0;  // Unix seconds
   std::string model;
   bool chat = false;
+  bool thinks = false;  // chat with a thinking template: split out reasoning_content
 };
 ResponseMeta new_response_meta(bool chat, const std::string& model);
 
@@ -75,14 +78,15 @@ struct Usage {
 };
 
 // The whole answer of a request without "stream".
+// reasoning: a thinking model's reasoning_content (chat only; omitted when empty).
 json completion_response(const ResponseMeta& meta, const std::string& text, const std::string& finish_reason,
-                         const Usage& usage);
+                         const Usage& usage, const std::string& reasoning = {});
 // One chunk of a stream. Chat: role_chunk gives the opening
 // {"role":"assistant","content":""}; text its content delta; finish_reason
 // (non-empty) an empty delta that ends the choice. with_usage_null adds
 // "usage": null, as OpenAI does on every chunk when include_usage is asked.
 json stream_chunk(const ResponseMeta& meta, std::string_view text, const std::string& finish_reason,
-                  bool role_chunk, bool with_usage_null);
+                  bool role_chunk, bool with_usage_null, std::string_view reasoning = {});
 // The last chunk when include_usage is asked: no choices, the usage.
 json usage_chunk(const ResponseMeta& meta, const Usage& usage);
 // "data: {json}\n\n"

@@ -1,0 +1,95 @@
+"""Every architecture Shoal runs, through `shoal serve` and the official
+`openai` client: Gemma 3 270M (real weights) answers a question as llama.cpp
+does, each random-weight model serves completions, Qwen3's thinking switch
+reaches the prompt, and a chat template Shoal does not know is a clear 400,
+not garbage. (Logits against llama.cpp: tests/unit/golden_test.cpp; across
+workers: tests/e2e/test_cluster.py.)"""
+from pathlib import Path
+
+import gguf
+import pytest
+
+from conftest import RANDOM_MODELS, fetch, random_model, run_shoal
+from server_fixtures import Server
+
+
+def test_gemma3_270m_answers_like_llama_cpp(shoal_bin, tmp_path):
+    # llama.cpp's greedy answer on this file (tests/golden/gemma3-270m.germany.json).
+    model = fetch("gemma3-270m")
+    with Server(shoal_bin, model, tmp_path) as s:
+        r = s.client().completions.create(model=Path(model).name, prompt="Question: What is the capital of Germany?\nAnswer:",
+                                         max_tokens=8, temperature=0)
+        assert r.choices[0].text == " The capital of Germany is Berlin.\n\n"
+        # A base model: no chat template, so chat falls back to ChatML (as llama-server) and says so.
+        assert "no chat template" in s.stderr()
+
+
+@pytest.mark.parametrize("name", RANDOM_MODELS)
+def test_every_architecture_serves(shoal_bin, tmp_path, name):
+    model = random_model(name)
+    with Server(shoal_bin, model, tmp_path) as s:
+        c = s.client()
+        r = c.completions.create(model=Path(model).name, prompt="Once upon a time", max_tokens=12, temperature=0)
+        assert r.usage.completion_tokens == 12 and r.choices[0].finish_reason == "length"
+        # Greedy is deterministic and the stream gives the same text.
+        stream = c.completions.create(model=Path(model).name, prompt="Once upon a time", max_tokens=12, temperature=0,
+                                      stream=True)
+        assert "".join(ch.choices[0].text for ch in stream) == r.choices[0].text
+    # `shoal run` prints the same continuation.
+    out = run_shoal(shoal_bin, "run", "-m", model, "-p", "Once upon a time", "-n", 12, "--temp", 0, "-t", 2)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "Once upon a time" + r.choices[0].text + "\n"
+
+
+def test_qwen3_thinking_switch(shoal_bin, tmp_path):
+    """--reasoning off, or chat_template_kwargs.enable_thinking false, writes
+    Qwen3's empty thinking block into the prompt ("<think>\\n\\n</think>\\n\\n")."""
+    model = random_model("random-qwen3")
+    messages = [{"role": "user", "content": "Hi"}]
+    with Server(shoal_bin, model, tmp_path) as s:
+        c = s.client()
+        thinking = c.chat.completions.create(model=Path(model).name, messages=messages, max_tokens=1).usage.prompt_tokens
+        direct = c.chat.completions.create(model=Path(model).name, messages=messages, max_tokens=1,
+                                           extra_body={"chat_template_kwargs": {"enable_thinking": False}})
+        assert direct.usage.prompt_tokens > thinking
+        bad = s.post_json("/v1/chat/completions",
+                          {"messages": messages, "chat_template_kwargs": {"enable_thinking": "no"}})
+        assert bad[0] == 400 and "enable_thinking" in bad[1]["error"]["param"]
+    with Server(shoal_bin, model, tmp_path, "--reasoning", "off") as s:
+        r = s.client().chat.completions.create(model=Path(model).name, messages=messages, max_tokens=1)
+        assert r.usage.prompt_tokens == direct.usage.prompt_tokens
+
+
+def with_chat_template(src, dst, template):
+    """A copy of the GGUF `src` whose tokenizer.chat_template is `template`."""
+    r = gguf.GGUFReader(str(src))
+    w = gguf.GGUFWriter(str(dst), arch=r.fields["general.architecture"].contents())
+    for key, field in r.fields.items():
+        if key.startswith("GGUF.") or key in ("general.architecture", "tokenizer.chat_template"):
+            continue
+        sub = field.types[-1] if field.types[0] == gguf.GGUFValueType.ARRAY else None
+        w.add_key_value(key, field.contents(), field.types[0], sub)
+    w.add_chat_template(template)
+    for t in r.tensors:
+        w.add_tensor(t.name, t.data, raw_shape=list(reversed([int(d) for d in t.shape])), raw_dtype=t.tensor_type)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return dst
+
+
+def test_unknown_chat_template_is_a_clear_error(shoal_bin, shared, tmp_path):
+    model = with_chat_template(shared / "models/stories260K.gguf", tmp_path / "odd.gguf",
+                               "{% for m in messages %}### {{ m.content }}{% endfor %}")
+    messages = [{"role": "user", "content": "Hi"}]
+    with Server(shoal_bin, model, tmp_path) as s:
+        status, body = s.post_json("/v1/chat/completions", {"messages": messages, "max_tokens": 2})
+        assert status == 400 and "--chat-template" in body["error"]["message"], body
+        # Completions need no template.
+        assert s.post_json("/v1/completions", {"prompt": "Once", "max_tokens": 2})[0] == 200
+        assert "not one Shoal recognises" in s.stderr()
+    with Server(shoal_bin, model, tmp_path, "--chat-template", "chatml") as s:
+        assert s.post_json("/v1/chat/completions", {"messages": messages, "max_tokens": 2})[0] == 200
+    r = run_shoal(shoal_bin, "run", "-m", model, "-p", "x", "--chat-template", "nonsense")
+    assert r.returncode == 1 and "unknown chat template 'nonsense'" in r.stderr and "chatml" in r.stderr

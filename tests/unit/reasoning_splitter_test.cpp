@@ -1,0 +1,53 @@
+// The reasoning/answer split of a thinking model's output, whole and piece
+// by piece (a stream may cut a tag anywhere).
+#include "server/reasoning_splitter.h"
+
+#include <gtest/gtest.h>
+
+namespace shoal::server {
+namespace {
+
+ReasoningSplitter::Parts split_in_pieces(const std::string& text, size_t piece) {
+  ReasoningSplitter s;
+  ReasoningSplitter::Parts all;
+  for (size_t i = 0; i < text.size(); i += piece) {
+    auto p = s.feed(std::string_view(text).substr(i, piece));
+    all.reasoning += p.reasoning;
+    all.content += p.content;
+  }
+  auto p = s.finish();
+  all.reasoning += p.reasoning;
+  all.content += p.content;
+  return all;
+}
+
+void expect_split(const std::string& text, const std::string& reasoning, const std::string& content) {
+  for (size_t piece : {text.size() + 1, size_t{1}, size_t{2}, size_t{3}, size_t{5}, size_t{8}}) {
+    auto p = split_in_pieces(text, piece);
+    EXPECT_EQ(p.reasoning, reasoning) << "pieces of " << piece << " of " << text;
+    EXPECT_EQ(p.content, content) << "pieces of " << piece << " of " << text;
+  }
+}
+
+TEST(ReasoningSplitter, LeadingThinkBlockIsReasoning) {
+  expect_split("<think>\nLet me see. 2+2 is 4.\n</think>\n\nIt is 4.", "Let me see. 2+2 is 4.", "It is 4.");
+  expect_split("\n<think>a < b</think>answer", "a < b", "answer");
+}
+
+TEST(ReasoningSplitter, EmptyBlockLeavesOnlyTheAnswer) {
+  expect_split("<think>\n\n</think>\n\nParis.", "", "Paris.");
+}
+
+TEST(ReasoningSplitter, TextWithoutABlockIsAllContent) {
+  expect_split("Paris is the capital.", "", "Paris is the capital.");
+  expect_split("<b>bold</b> and <think>later</think>", "", "<b>bold</b> and <think>later</think>");
+  expect_split("<thin", "", "<thin");
+}
+
+TEST(ReasoningSplitter, CutOffInsideTheBlockIsStillReasoning) {
+  expect_split("<think>\nStep one, step two", "Step one, step two", "");
+  expect_split("<think>almost done</thi", "almost done</thi", "");
+}
+
+}  // namespace
+}  // namespace shoal::server
