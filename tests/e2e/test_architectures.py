@@ -4,13 +4,17 @@ does, each random-weight model serves completions, Qwen3's thinking switch
 reaches the prompt, and a chat template Shoal does not know is a clear 400,
 not garbage. (Logits against llama.cpp: tests/unit/golden_test.cpp; across
 workers: tests/e2e/test_cluster.py.)"""
+import sys
 from pathlib import Path
 
 import gguf
 import pytest
 
-from conftest import RANDOM_MODELS, fetch, random_model, run_shoal
+from conftest import RANDOM_MODELS, ROOT, fetch, random_model, run_shoal
 from server_fixtures import Server
+
+sys.path.insert(0, str(ROOT / "tests" / "models"))
+from gguf_files import copy_metadata, finish, writer_like  # noqa: E402
 
 
 def test_gemma3_270m_answers_like_llama_cpp(shoal_bin, tmp_path):
@@ -63,19 +67,12 @@ def test_qwen3_thinking_switch(shoal_bin, tmp_path):
 def with_chat_template(src, dst, template):
     """A copy of the GGUF `src` whose tokenizer.chat_template is `template`."""
     r = gguf.GGUFReader(str(src))
-    w = gguf.GGUFWriter(str(dst), arch=r.fields["general.architecture"].contents())
-    for key, field in r.fields.items():
-        if key.startswith("GGUF.") or key in ("general.architecture", "tokenizer.chat_template"):
-            continue
-        sub = field.types[-1] if field.types[0] == gguf.GGUFValueType.ARRAY else None
-        w.add_key_value(key, field.contents(), field.types[0], sub)
+    w = writer_like(r, dst)
+    copy_metadata(r, w, skip=("tokenizer.chat_template",))
     w.add_chat_template(template)
     for t in r.tensors:
-        w.add_tensor(t.name, t.data, raw_shape=list(reversed([int(d) for d in t.shape])), raw_dtype=t.tensor_type)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+        w.add_tensor(t.name, t.data, raw_dtype=t.tensor_type)
+    finish(w)
     return dst
 
 

@@ -15,7 +15,6 @@ sha256 below (a different file would make the committed references
 meaningless). Prints each path on stdout.
 """
 import argparse
-import hashlib
 import os
 import subprocess
 import sys
@@ -23,6 +22,8 @@ from pathlib import Path
 
 import gguf
 import numpy as np
+
+from gguf_files import copy_metadata, finish, make_pinned, writer_like
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,29 +42,13 @@ def fetch(name, out_dir):
 
 def dequantize(src, dst):
     r = gguf.GGUFReader(str(src))
-    w = gguf.GGUFWriter(str(dst), arch=r.fields["general.architecture"].contents())
-    for key, field in r.fields.items():
-        if key.startswith("GGUF.") or key in ("general.architecture", "general.file_type"):
-            continue
-        vtype = field.types[0]
-        sub = field.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None
-        w.add_key_value(key, field.contents(), vtype, sub)
+    w = writer_like(r, dst)
+    copy_metadata(r, w, skip=("general.file_type",))
     w.add_key_value("general.file_type", 0, gguf.GGUFValueType.UINT32)  # ALL_F32
     for t in r.tensors:
         data = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32)
         w.add_tensor(t.name, data.reshape([int(d) for d in reversed(t.shape)]))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-
-
-def sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+    finish(w)
 
 
 def main():
@@ -82,20 +67,9 @@ def main():
         src = fetch(name, out_dir)
         file_name, expected = MODELS[name]
         path = out_dir / file_name
-        if args.print_hashes or not (path.exists() and sha256(path) == expected):
-            tmp = path.with_suffix(".tmp")
-            print(f"dequantize_model: {src.name} -> {path.name}", file=sys.stderr)
-            dequantize(src, tmp)
-            digest = sha256(tmp)
-            if args.print_hashes:
-                print(f"{name} {digest}", file=sys.stderr)
-            elif digest != expected:
-                tmp.unlink()
-                print(f"error: {name}: dequantized to sha256 {digest}, expected {expected} "
-                      "(gguf-py changed; regenerate the references, see tests/golden/README.md)", file=sys.stderr)
-                failed = True
-                continue
-            tmp.replace(path)
+        if not make_pinned(name, path, expected, lambda tmp: dequantize(src, tmp), args.print_hashes):
+            failed = True
+            continue
         print(path)
     return 1 if failed else 0
 

@@ -15,7 +15,6 @@ references meaningless, so a mismatch is an error, not a silent rewrite.
 Prints each model's path on stdout.
 """
 import argparse
-import hashlib
 import os
 import sys
 import zlib
@@ -23,6 +22,8 @@ from pathlib import Path
 
 import gguf
 import numpy as np
+
+from gguf_files import finish, make_pinned
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKENIZER_SOURCE = ROOT.parent / "shared" / "models" / "stories260K.gguf"
@@ -196,18 +197,7 @@ def write(name, path):
                 w.add_tensor(full + ".weight", 1.0 + uniform(full, shape, 0.2))
             else:
                 add_matrix(full + ".weight", uniform(full, shape, 1.7 / np.sqrt(fan_in)))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-
-
-def sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+    finish(w)
 
 
 def main():
@@ -229,20 +219,9 @@ def main():
             print(f"error: unknown model '{name}' (known: {', '.join(MODELS)})", file=sys.stderr)
             return 2
         path = out_dir / f"{name}.gguf"
-        if args.print_hashes or not (path.exists() and sha256(path) == MODELS[name]["sha256"]):
-            tmp = path.with_suffix(".tmp")
-            write(name, tmp)
-            digest = sha256(tmp)
-            if args.print_hashes:
-                print(f"{name} {digest}", file=sys.stderr)
-            elif digest != MODELS[name]["sha256"]:
-                tmp.unlink()
-                print(f"error: {name}: the generator made sha256 {digest}, expected {MODELS[name]['sha256']} "
-                      "(numpy or gguf changed what it writes; regenerate the references, see the docstring)",
-                      file=sys.stderr)
-                failed = True
-                continue
-            tmp.replace(path)
+        if not make_pinned(name, path, MODELS[name]["sha256"], lambda tmp: write(name, tmp), args.print_hashes):
+            failed = True
+            continue
         print(path)
     return 1 if failed else 0
 
