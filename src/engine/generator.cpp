@@ -20,12 +20,24 @@ const float* Generator::feed(std::span<const TokenId> tokens, int start_pos) {
   if (tokens.empty()) fail("nothing to feed");
   const float* logits = nullptr;
   const size_t chunk = static_cast<size_t>(pipeline_.max_tokens());
-  for (size_t i = 0; i < tokens.size(); i += chunk) {
-    const size_t n = std::min(chunk, tokens.size() - i);
-    batch_.clear();
-    for (size_t j = 0; j < n; ++j)
-      batch_.add(tokens[i + j], start_pos + static_cast<int>(i + j), seq_, i + j + 1 == tokens.size());
-    logits = pipeline_.forward(batch_);
+  try {
+    for (size_t i = 0; i < tokens.size(); i += chunk) {
+      const size_t n = std::min(chunk, tokens.size() - i);
+      batch_.clear();
+      for (size_t j = 0; j < n; ++j)
+        batch_.add(tokens[i + j], start_pos + static_cast<int>(i + j), seq_, i + j + 1 == tokens.size());
+      logits = pipeline_.forward(batch_);
+    }
+  } catch (...) {
+    // Some chunks may be in the KV and `cached_` does not say which: start
+    // the next prompt from nothing.
+    cached_.clear();
+    try {
+      pipeline_.truncate_sequence(seq_, 0);
+    } catch (...) {
+      // A stage that cannot even truncate has failed already: the first error is the one to report.
+    }
+    throw;
   }
   cached_.resize(static_cast<size_t>(start_pos));
   cached_.insert(cached_.end(), tokens.begin(), tokens.end());

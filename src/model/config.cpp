@@ -20,7 +20,11 @@ std::vector<bool> windowed_layers(const gguf::File& f, const std::string& key, i
     for (int l = 0; l < n_layer; ++l) out[l] = a.items[l].as_bool(key);
     return out;
   }
-  if (const gguf::Value* v = f.find(key)) period = static_cast<int>(v->as_int(key));
+  if (const gguf::Value* v = f.find(key)) {
+    const int64_t p = v->as_int(key);
+    if (p < 0 || p > n_layer) fail("{}: bad {} {}", f.path(), key, p);
+    period = static_cast<int>(p);
+  }
   for (int l = 0; l < n_layer; ++l) out[l] = period == 0 || l % period < period - 1;
   return out;
 }
@@ -60,10 +64,10 @@ void ModelConfig::validate() const {
   if (moe && (n_expert < 1 || n_expert > 1024 || n_expert_used < 1 || n_expert_used > n_expert || n_ff_exp <= 0 ||
               n_ff_exp > (1 << 20)))
     fail("bad experts: {} of {} used, expert width {}", n_expert_used, n_expert, n_ff_exp);
-  if (!moe && n_expert != 0) fail("{} experts but no router tensor", n_expert);
+  if (!moe && (n_expert != 0 || n_ff_exp != 0)) fail("{} experts of width {} but no router tensor", n_expert, n_ff_exp);
   if (static_cast<int>(layers.size()) != n_layer) fail("{} layer settings for {} layers", layers.size(), n_layer);
   for (const LayerSettings& l : layers)
-    if (l.window < 0 || !(l.rope_freq_base > 0.0f) || !std::isfinite(l.rope_freq_base) ||
+    if (l.window < 0 || l.window > (1 << 20) || !(l.rope_freq_base > 0.0f) || !std::isfinite(l.rope_freq_base) ||
         !(l.rope_freq_scale > 0.0f) || !std::isfinite(l.rope_freq_scale))
       fail("bad layer settings (window {}, rope base {}, scale {})", l.window, l.rope_freq_base, l.rope_freq_scale);
   for (size_t i = 0; i < layer_tensors.size(); ++i)
@@ -134,8 +138,8 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
   if (c.n_expert > 0) {
     c.n_expert_used = static_cast<int>(f.get_int(key("expert_used_count")));
     c.n_ff_exp = static_cast<int>(f.get_int(key("expert_feed_forward_length"), c.n_ff));
-    const double s = f.get_float(key("expert_weights_scale"), 0.0);
-    c.expert_weights_scale = s == 0.0 ? 1.0f : static_cast<float>(s);
+    // expert_weights_scale stays 1: llama.cpp reads that key only for
+    // architectures Shoal does not run (DeepSeek and kin).
   }
 
   const gguf::TensorInfo& embd = f.tensor(tensor_name(TensorKind::TokenEmbd));

@@ -8,8 +8,8 @@
 namespace shoal {
 
 int KvCache::positions_for(const ModelConfig& c, int layer, int n_ctx, int max_tokens) {
-  const int window = c.layers.at(layer).window;
-  return window > 0 ? std::min(n_ctx, window + max_tokens) : n_ctx;
+  const int64_t window = c.layers.at(layer).window;
+  return window > 0 ? static_cast<int>(std::min<int64_t>(n_ctx, window + max_tokens)) : n_ctx;
 }
 
 int KvCache::max_rollback(const ModelConfig& c, int n_ctx, int max_tokens) {
@@ -58,7 +58,8 @@ void KvCache::store(int layer_index, const float* k, const float* v, const int32
 }
 
 void KvCache::admit(const int32_t* seq_ids, const int32_t* positions, int n_tokens) {
-  std::vector<int> next = lengths_;
+  std::vector<int>& next = next_lengths_;  // sized once: no allocation per step
+  next = lengths_;
   for (int t = 0; t < n_tokens; ++t) {
     const int s = seq_ids[t], p = positions[t];
     if (s < 0 || s >= n_seq_) fail("sequence id {} is outside 0..{}", s, n_seq_ - 1);
@@ -66,7 +67,7 @@ void KvCache::admit(const int32_t* seq_ids, const int32_t* positions, int n_toke
     if (p > next[s]) fail("position {} of sequence {} leaves a gap after {} cached positions", p, s, next[s]);
     next[s] = std::max(next[s], p + 1);
   }
-  lengths_ = std::move(next);
+  lengths_.swap(next);
 }
 
 void KvCache::truncate(int seq, int n_pos) {

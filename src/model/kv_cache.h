@@ -56,6 +56,7 @@ class KvCache {
   size_t total_positions_ = 0;  // over layers and sequences
   std::unique_ptr<float[]> k_, v_;  // uninitialised: pages are touched only as positions fill
   std::vector<int> lengths_;
+  std::vector<int> next_lengths_;  // admit()'s scratch
 };
 
 }  // namespace shoal

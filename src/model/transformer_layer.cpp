@@ -52,11 +52,10 @@ void forward_layer(Backend& be, const ModelConfig& c, int layer, const LayerWeig
   be.matmul(w[K::AttnQ], s.norm.get(), s.q.get(), n);
   be.matmul(w[K::AttnK], s.norm.get(), s.k.get(), n);
   be.matmul(w[K::AttnV], s.norm.get(), s.v.get(), n);
-  if (!w[K::AttnQBias].empty()) {
-    be.add_bias(s.q.get(), w[K::AttnQBias].f32(), n, c.q_width());
-    be.add_bias(s.k.get(), w[K::AttnKBias].f32(), n, c.kv_width());
-    be.add_bias(s.v.get(), w[K::AttnVBias].f32(), n, c.kv_width());
-  }
+  // Each bias the layer has (qwen2 has all three; llama.cpp applies any).
+  if (!w[K::AttnQBias].empty()) be.add_bias(s.q.get(), w[K::AttnQBias].f32(), n, c.q_width());
+  if (!w[K::AttnKBias].empty()) be.add_bias(s.k.get(), w[K::AttnKBias].f32(), n, c.kv_width());
+  if (!w[K::AttnVBias].empty()) be.add_bias(s.v.get(), w[K::AttnVBias].f32(), n, c.kv_width());
   if (!w[K::AttnQNorm].empty()) {  // per-head RMSNorm before rope (qwen3, gemma3)
     be.rmsnorm(s.q.get(), w[K::AttnQNorm].f32(), s.q.get(), n * c.n_head, c.head_dim, c.norm_eps);
     be.rmsnorm(s.k.get(), w[K::AttnKNorm].f32(), s.k.get(), n * c.n_head_kv, c.head_dim, c.norm_eps);

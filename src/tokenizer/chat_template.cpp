@@ -212,8 +212,9 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& messages,
     // The history keeps answers, not the thinking that led to them.
     if (thinks_ && m.role == "assistant") {
       std::string& c = turns.back().content;
-      const size_t end = c.find("</think>");
-      if (end != std::string::npos) c = trim(c.substr(end + 8));
+      // As Qwen3's template: the text after the last </think>, leading newlines dropped.
+      const size_t end = c.rfind("</think>");
+      if (end != std::string::npos) c = c.substr(std::min(c.size(), c.find_first_not_of('\n', end + 8)));
     }
   }
   std::string out = render_turns(turns, add_generation_prompt);

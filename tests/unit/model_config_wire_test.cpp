@@ -1,0 +1,75 @@
+// ModelConfig on the wire (LOAD_STAGE): every architecture's config comes
+// back the same, and a hostile one is refused before it sizes anything.
+#include <gtest/gtest.h>
+
+#include <climits>
+
+#include "cluster/wire/model_config_json.h"
+#include "cluster/wire/protocol.h"
+#include "gguf/reader.h"
+#include "model_test_support.h"
+
+namespace shoal::testing {
+namespace {
+
+std::vector<std::string> model_files() {
+  std::vector<std::string> out = {shared_dir() + "/models/stories260K.gguf"};
+  for (const char* name : {"random-qwen3", "random-gemma3", "random-qwen3moe", "random-mixtral", "random-llama3"})
+    if (file_exists(models_dir() + "/random/" + name + ".gguf")) out.push_back(models_dir() + "/random/" + name + ".gguf");
+  return out;
+}
+
+TEST(ModelConfigWire, EveryArchitectureRoundTrips) {
+  for (const std::string& path : model_files()) {
+    SCOPED_TRACE(path);
+    const ModelConfig c = ModelConfig::from_gguf(*gguf::File::open(path));
+    const nlohmann::json j = wire::config_to_json(c);
+    EXPECT_EQ(wire::config_to_json(wire::config_from_json(j)), j);
+  }
+}
+
+// The code and message of the ProtocolError that config_from_json throws.
+std::pair<wire::ErrorCode, std::string> refusal(const nlohmann::json& j) {
+  try {
+    wire::config_from_json(j);
+  } catch (const wire::ProtocolError& e) {
+    return {e.code(), e.what()};
+  }
+  ADD_FAILURE() << "accepted " << j.dump();
+  return {};
+}
+
+TEST(ModelConfigWire, HostileConfigsAreRefused) {
+  const std::string gemma = models_dir() + "/random/random-gemma3.gguf";
+  if (!file_exists(gemma)) GTEST_SKIP() << "random models not made";
+  const nlohmann::json good = wire::config_to_json(ModelConfig::from_gguf(*gguf::File::open(gemma)));
+
+  nlohmann::json j = good;
+  j["layers"][0][0] = INT_MAX;  // a window that would overflow the ring size
+  EXPECT_EQ(refusal(j).first, wire::ErrorCode::Malformed);
+
+  j = good;
+  j["layers"].erase(j["layers"].begin());  // one layer's settings missing
+  EXPECT_EQ(refusal(j).first, wire::ErrorCode::Malformed);
+
+  j = good;
+  j["n_ff_exp"] = 1 << 20;  // expert width without experts: would inflate the scratch
+  EXPECT_EQ(refusal(j).first, wire::ErrorCode::Malformed);
+
+  j = good;
+  j["layer_tensors"].push_back("attn_sinks.weight");  // a block this worker cannot compute
+  const auto [code, message] = refusal(j);
+  EXPECT_EQ(code, wire::ErrorCode::BadRequest);
+  EXPECT_NE(message.find("attn_sinks.weight"), std::string::npos) << message;
+
+  j = good;
+  j["layer_tensors"].push_back("attn_norm.weight");  // twice
+  EXPECT_EQ(refusal(j).first, wire::ErrorCode::Malformed);
+
+  j = good;
+  j["activation"] = "relu";
+  EXPECT_EQ(refusal(j).first, wire::ErrorCode::BadRequest);
+}
+
+}  // namespace
+}  // namespace shoal::testing
