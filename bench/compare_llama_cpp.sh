@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Side-by-side CPU throughput: `shoal bench` vs llama.cpp's `llama-bench`, same
-# model, threads and sizes, in one run. Prints a markdown table (mean ± stddev
-# tok/s and the ratio shoal/llama.cpp), the machine and the exact commands.
+# model, threads, sizes and depth, in one run, the repeats alternated (shoal,
+# llama.cpp, shoal, …) so that a noisy neighbour hits both alike. Prints a
+# markdown table (mean ± stddev tok/s and the ratio shoal/llama.cpp), the
+# machine and the exact commands.
 #
-#   bench/compare_llama_cpp.sh -m MODEL [-t THREADS] [-p N_PROMPT] [-n N_GEN] [-r REPS]
+#   bench/compare_llama_cpp.sh -m MODEL [-t THREADS] [-p N_PROMPT] [-n N_GEN] [-d DEPTH] [-r REPS]
 #
 # Builds nothing. Binaries: SHOAL (default build/shoal in this repository),
 # LLAMA_BENCH (default ~/.cache/shoal/llama.cpp-build/bin/llama-bench).
@@ -12,13 +14,13 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 shoal=${SHOAL:-$root/build/shoal}
 llama_bench=${LLAMA_BENCH:-$HOME/.cache/shoal/llama.cpp-build/bin/llama-bench}
-model="" threads=$(nproc) n_prompt=128 n_gen=64 reps=3
+model="" threads=$(nproc) n_prompt=128 n_gen=64 depth=0 reps=3
 
-usage() { sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
-while getopts "m:t:p:n:r:h" opt; do
+usage() { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+while getopts "m:t:p:n:d:r:h" opt; do
   case $opt in
     m) model=$OPTARG ;; t) threads=$OPTARG ;; p) n_prompt=$OPTARG ;;
-    n) n_gen=$OPTARG ;; r) reps=$OPTARG ;; *) usage ;;
+    n) n_gen=$OPTARG ;; d) depth=$OPTARG ;; r) reps=$OPTARG ;; *) usage ;;
   esac
 done
 [[ -n $model ]] || usage
@@ -28,33 +30,49 @@ done
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-args=(-m "$model" -t "$threads" -p "$n_prompt" -n "$n_gen" -r "$reps" -o json)
-run() {  # run NAME BINARY [ARGS...]: JSON to $tmp/NAME.json, stderr to $tmp/NAME.log
-  local name=$1; shift
-  "$@" >"$tmp/$name.json" 2>"$tmp/$name.log" || { echo "error: $name failed:" >&2; cat "$tmp/$name.log" >&2; exit 1; }
+args=(-m "$model" -t "$threads" -p "$n_prompt" -n "$n_gen" -d "$depth" -r 1 -o json)
+run() {  # run NAME REP BINARY [ARGS...]: JSON to $tmp/NAME.REP.json, stderr to $tmp/NAME.log
+  local name=$1 rep=$2; shift 2
+  "$@" >"$tmp/$name.$rep.json" 2>"$tmp/$name.log" || { echo "error: $name failed:" >&2; cat "$tmp/$name.log" >&2; exit 1; }
 }
 load=$(cut -d" " -f1-3 /proc/loadavg)
-run shoal "$shoal" bench "${args[@]}"
-run llama.cpp "$llama_bench" "${args[@]}"
+for rep in $(seq 1 "$reps"); do
+  run shoal "$rep" "$shoal" bench "${args[@]}"
+  run llama.cpp "$rep" "$llama_bench" "${args[@]}"
+done
 
 machine=$(lscpu | awk -F': *' '/^Model name/ {m=$2} /^Core\(s\) per socket/ {c=$2} /^Socket\(s\)/ {s=$2}
   /^Hypervisor vendor/ {h=", " $2 " guest"} END {print m ", " c * s " cores" h}')
 echo "Machine: $machine; load average before the run: $load"
 echo
-python3 - "$tmp/shoal.json" "$tmp/llama.cpp.json" "$(basename "$model")" "$threads" <<'EOF'
-import json, sys
-shoal, llama = (json.load(open(p)) for p in sys.argv[1:3])
-key = lambda r: f"pp{r['n_prompt']}" if r["n_prompt"] else f"tg{r['n_gen']}"
-llama = {key(r): r for r in llama}
+python3 - "$tmp" "$(basename "$model")" "$threads" "$reps" <<'EOF_PY'
+import glob, json, statistics, sys
+tmp, model, threads, reps = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+
+def key(r):
+    test = f"pp{r['n_prompt']}" if r["n_prompt"] else f"tg{r['n_gen']}"
+    return test + (f" @ d{r['n_depth']}" if r.get("n_depth") else "")
+
+def samples(name):
+    """test -> every repeat's tok/s (each run is -r 1)."""
+    out, commit = {}, ""
+    for path in sorted(glob.glob(f"{tmp}/{name}.*.json")):
+        for r in json.load(open(path)):
+            out.setdefault(key(r), []).extend(r["samples_ts"])
+            commit = r.get("build_commit", "")
+    return out, commit
+
+shoal, _ = samples("shoal")
+llama, commit = samples("llama.cpp")
+fmt = lambda v: f"{statistics.mean(v):.1f} ± {statistics.stdev(v) if len(v) > 1 else 0:.1f}"
 print("| model | threads | test | shoal t/s | llama.cpp t/s | shoal / llama.cpp |")
 print("| ----- | ------: | ---- | --------: | ------------: | ----------------: |")
-for r in shoal:
-    l = llama[key(r)]
-    print(f"| {sys.argv[3]} | {sys.argv[4]} | {key(r)} | {r['avg_ts']:.1f} ± {r['stddev_ts']:.1f} "
-          f"| {l['avg_ts']:.1f} ± {l['stddev_ts']:.1f} | {r['avg_ts'] / l['avg_ts']:.2f} |")
-print(f"\nllama.cpp build: commit {next(iter(llama.values()))['build_commit']}")
-EOF
+for test, s in shoal.items():
+    l = llama[test]
+    print(f"| {model} | {threads} | {test} | {fmt(s)} | {fmt(l)} | {statistics.mean(s) / statistics.mean(l):.2f} |")
+print(f"\nllama.cpp build: commit {commit}; {reps} repeats each, alternated")
+EOF_PY
 echo
-echo "Commands:"
+echo "Commands (each repeated $reps times, alternated):"
 echo "    $shoal bench ${args[*]}"
 echo "    $llama_bench ${args[*]}"

@@ -19,6 +19,7 @@ struct BenchOptions {
   CommonOptions common;
   int n_prompt = 512;
   int n_gen = 128;
+  int n_depth = 0;
   int repetitions = 5;
   std::string output = "md";
 };
@@ -46,22 +47,25 @@ struct BenchRow {
   }
 };
 
-// One timed run: a fresh sequence, n_prompt random tokens in batches, or
-// n_gen tokens one at a time (as llama-bench does: no sampling in the loop).
-double time_run(Engine& engine, int n_prompt, int n_gen, std::mt19937& rng) {
+// One timed run: a fresh sequence holding n_depth random tokens (not
+// timed; llama-bench's -d), then n_prompt random tokens in batches, or n_gen
+// tokens one at a time (as llama-bench does: no sampling in the loop).
+double time_run(Engine& engine, int n_depth, int n_prompt, int n_gen, std::mt19937& rng) {
   Pipeline& p = engine.pipeline();
   p.truncate_sequence(0, 0);
   std::uniform_int_distribution<TokenId> pick(0, engine.config().n_vocab - 1);
-  Generator g(p, engine.tokenizer(), engine.n_ctx());
-  auto t0 = std::chrono::steady_clock::now();
-  if (n_prompt > 0) {
-    std::vector<TokenId> tokens(n_prompt);
+  auto random_tokens = [&](int n) {
+    std::vector<TokenId> tokens(n);
     for (auto& t : tokens) t = pick(rng);
-    g.feed(tokens, 0);
-  }
+    return tokens;
+  };
+  Generator g(p, engine.tokenizer(), engine.n_ctx());
+  if (n_depth > 0) g.feed(random_tokens(n_depth), 0);
+  auto t0 = std::chrono::steady_clock::now();
+  if (n_prompt > 0) g.feed(random_tokens(n_prompt), n_depth);
   for (int i = 0; i < n_gen; ++i) {
     TokenId t[1] = {pick(rng)};
-    g.feed(t, i);
+    g.feed(t, n_depth + i);
   }
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -70,17 +74,19 @@ int bench(BenchOptions& o) {
   set_verbosity(o.common.verbosity);
   if (o.output != "md" && o.output != "json") fail("-o must be md or json, not '{}'", o.output);
   if (o.repetitions < 1) fail("-r must be at least 1");
+  if (o.n_depth < 0 || o.n_prompt < 0 || o.n_gen < 0) fail("-d, -p and -n must not be negative");
   EngineOptions eo = o.common.engine;
-  eo.n_ctx = std::max({eo.n_ctx, o.n_prompt + 1, o.n_gen + 1, 16});
+  eo.n_ctx = std::max({eo.n_ctx, o.n_depth + o.n_prompt + 1, o.n_depth + o.n_gen + 1, 16});
   Engine engine(eo, stage_builder(o.common));
   std::mt19937 rng(42);
-  time_run(engine, 0, 1, rng);  // warm-up: page in the weights
+  time_run(engine, 0, 0, 1, rng);  // warm-up: page in the weights
 
   std::vector<BenchRow> rows;
   if (o.n_prompt > 0) rows.push_back({o.n_prompt, 0, {}});
   if (o.n_gen > 0) rows.push_back({0, o.n_gen, {}});
   for (auto& row : rows)
-    for (int r = 0; r < o.repetitions; ++r) row.seconds.push_back(time_run(engine, row.n_prompt, row.n_gen, rng));
+    for (int r = 0; r < o.repetitions; ++r)
+      row.seconds.push_back(time_run(engine, o.n_depth, row.n_prompt, row.n_gen, rng));
 
   const auto& file = engine.file();
   size_t model_bytes = 0;
@@ -99,7 +105,8 @@ int bench(BenchOptions& o) {
       out.push_back({{"build_commit", "shoal"}, {"model_filename", filename}, {"model_type", engine.config().arch},
                      {"model_size", model_bytes}, {"model_n_params", n_params}, {"backend", "CPU"},
                      {"n_batch", engine.n_batch()}, {"n_threads", engine.threads()}, {"n_prompt", row.n_prompt},
-                     {"n_gen", row.n_gen}, {"avg_ns", static_cast<int64_t>(avg_ns)}, {"avg_ts", row.avg_ts()},
+                     {"n_gen", row.n_gen}, {"n_depth", o.n_depth}, {"avg_ns", static_cast<int64_t>(avg_ns)},
+                     {"avg_ts", row.avg_ts()},
                      {"stddev_ts", row.stddev_ts()}, {"samples_ts", row.rates()}});
     }
     std::printf("%s\n", out.dump(2).c_str());
@@ -109,6 +116,7 @@ int bench(BenchOptions& o) {
   std::printf("| ----- | ---: | -----: | ------- | ------: | ---: | --: |\n");
   for (const auto& row : rows) {
     std::string test = row.n_prompt > 0 ? "pp" + std::to_string(row.n_prompt) : "tg" + std::to_string(row.n_gen);
+    if (o.n_depth > 0) test += " @ d" + std::to_string(o.n_depth);  // llama-bench's spelling
     std::printf("| %s %s | %.2f MiB | %.2f M | CPU | %d | %s | %.2f ± %.2f |\n", engine.config().arch.c_str(),
                 filename.c_str(), model_bytes / 1048576.0, n_params / 1e6, engine.threads(), test.c_str(),
                 row.avg_ts(), row.stddev_ts());
@@ -125,6 +133,8 @@ Command add_bench_command(CLI::App& app) {
   add_cluster_options(*cmd, o->common);
   cmd->add_option("-p,--n-prompt", o->n_prompt, "prompt tokens (pp test; 0 = skip)")->capture_default_str();
   cmd->add_option("-n,--n-gen", o->n_gen, "generated tokens (tg test; 0 = skip)")->capture_default_str();
+  cmd->add_option("-d,--n-depth", o->n_depth, "tokens already in the context before each test (llama-bench -d)")
+      ->capture_default_str();
   cmd->add_option("-r,--repetitions", o->repetitions, "runs per test")->capture_default_str();
   cmd->add_option("-o,--output", o->output, "md or json")->capture_default_str();
   return [o] { return bench(*o); };
