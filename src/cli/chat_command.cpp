@@ -20,7 +20,7 @@ int chat(ChatOptions& o) {
   set_verbosity(o.common.verbosity);
   Engine engine(o.common.engine, stage_builder(o.common));
   const ChatTemplate& tmpl = engine.chat_template();
-  if (tmpl.unknown()) tmpl.render({}, true);  // refuses, naming --chat-template
+  tmpl.require_known();
   GenerationOptions gen;
   gen.max_tokens = o.n_predict;
   gen.sampling = o.common.sampling;

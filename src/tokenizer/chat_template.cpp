@@ -165,6 +165,12 @@ ChatTemplate ChatTemplate::detect(const std::string& src) {
   return t;
 }
 
+void ChatTemplate::require_known() const {
+  if (unknown_)
+    fail("the model's chat template is not one Shoal recognises; name its format with --chat-template "
+         "(one of: {}), or use plain completions", known_names());
+}
+
 std::string ChatTemplate::known_names() {
   std::string out;
   for (const Variant& v : kVariants) out += (out.empty() ? "" : ", ") + std::string(v.name);
@@ -194,9 +200,7 @@ std::string ChatTemplate::find_default_system(const std::string& src) const {
 
 std::string ChatTemplate::render(const std::vector<ChatMessage>& messages,
                                  bool add_generation_prompt, bool reasoning) const {
-  if (unknown_)
-    fail("the model's chat template is not one Shoal recognises; name its format with --chat-template "
-         "(one of: {}), or use plain completions", known_names());
+  require_known();
   for (size_t i = 0; i < messages.size(); ++i) {
     const std::string& role = messages[i].role;
     if (role != "system" && role != "user" && role != "assistant") {

@@ -51,6 +51,8 @@ class ChatTemplate {
   const char* name() const { return name_; }
   bool fell_back() const { return fell_back_; }
   bool unknown() const { return unknown_; }
+  // Throws shoal::Error naming --chat-template when unknown().
+  void require_known() const;
   // The template has a thinking block (Qwen3: <think>…</think> before the
   // answer; render() with reasoning off writes it empty, as the template
   // does for enable_thinking=false).

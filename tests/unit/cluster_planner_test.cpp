@@ -3,8 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <cstdlib>
-#include <fstream>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -15,6 +13,7 @@
 #include "gguf/reader.h"
 #include "model/config.h"
 #include "model/tensor_names.h"
+#include "model_test_support.h"
 #include "util/error.h"
 
 namespace shoal {
@@ -282,11 +281,9 @@ TEST(PlanInputTest, Stories260KLayerBytesAreTheSumOfTheLayersTensors) {
 // reads only two of eight, but the stage holds them all), and a windowed
 // layer's KV is only its window plus one batch.
 TEST(PlanInputTest, CountsEveryExpertAndWindowedKv) {
-  const char* home = std::getenv("HOME");
-  const std::string dir = std::getenv("SHOAL_MODELS_DIR") ? std::getenv("SHOAL_MODELS_DIR")
-                                                          : std::string(home ? home : "/root") + "/.cache/shoal/models";
-  const std::string moe = dir + "/random/random-qwen3moe.gguf", gemma = dir + "/random/random-gemma3.gguf";
-  if (!std::ifstream(moe).good() || !std::ifstream(gemma).good()) GTEST_SKIP() << "random models not made";
+  const std::string moe = testing::random_model_path("random-qwen3moe");
+  const std::string gemma = testing::random_model_path("random-gemma3");
+  if (!testing::file_exists(moe) || !testing::file_exists(gemma)) GTEST_SKIP() << "random models not made";
   {
     const auto file = gguf::File::open(moe);
     const ModelConfig config = ModelConfig::from_gguf(*file);

@@ -33,12 +33,7 @@ std::vector<std::string> models() {
   std::vector<std::string> m = {shared_dir() + "/models/stories260K.gguf"};
   std::string smol = models_dir() + "/SmolLM2-135M-Instruct.Q4_1.gguf";
   if (file_exists(smol)) m.push_back(smol);
-  // Every architecture's blocks (tests/models/make_random_models.py).
-  for (const char* name : {"random-qwen3", "random-gemma3", "random-qwen3moe", "random-mixtral", "random-llama3"}) {
-    const std::string path = models_dir() + "/random/" + name + ".gguf";
-    if (file_exists(path)) m.push_back(path);
-    else if (std::getenv("SHOAL_REQUIRE_MODELS")) ADD_FAILURE() << "missing " << path;
-  }
+  for (const std::string& path : random_model_paths()) m.push_back(path);  // every architecture's blocks
   return m;
 }
 
@@ -69,7 +64,7 @@ TEST(Determinism, ThreadsAndChunkingGiveIdenticalLogits) {
 // prefix is reused only when the sequence is cut back by at most one batch;
 // either way the logits are those of a fresh run.
 TEST(Determinism, SlidingWindowPrefixReuseMatchesAFreshRun) {
-  const std::string path = models_dir() + "/random/random-gemma3.gguf";
+  const std::string path = random_model_path("random-gemma3");
   if (!file_exists(path)) GTEST_SKIP() << path << " not made (tests/models/make_random_models.py)";
   auto engine = load_engine(path, 2, 4);
   ASSERT_EQ(engine->pipeline().max_rollback(), 4);  // ring 8 + 4, window 8

@@ -72,9 +72,9 @@ std::vector<GoldenCase> golden_cases() {
   };
   add_dir(shared_dir() + "/golden", shared_dir() + "/models");
   add_dir(source_dir() + "/tests/golden", models_dir());
-  for (GoldenCase& c : cases)  // random-weight models live in their own folder (tests/models/make_random_models.py)
-    if (std::filesystem::path(c.model_path).filename().string().starts_with("random-"))
-      c.model_path = models_dir() + "/random/" + std::filesystem::path(c.model_path).filename().string();
+  for (GoldenCase& c : cases)  // random-weight models live in their own folder
+    if (const std::filesystem::path p(c.model_path); p.filename().string().starts_with("random-"))
+      c.model_path = random_model_path(p.stem().string());
   std::sort(cases.begin(), cases.end(), [](auto& a, auto& b) { return a.golden_path < b.golden_path; });
   return cases;
 }

@@ -14,8 +14,7 @@ namespace {
 
 std::vector<std::string> model_files() {
   std::vector<std::string> out = {shared_dir() + "/models/stories260K.gguf"};
-  for (const char* name : {"random-qwen3", "random-gemma3", "random-qwen3moe", "random-mixtral", "random-llama3"})
-    if (file_exists(models_dir() + "/random/" + name + ".gguf")) out.push_back(models_dir() + "/random/" + name + ".gguf");
+  for (const std::string& path : random_model_paths()) out.push_back(path);
   return out;
 }
 
@@ -40,7 +39,7 @@ std::pair<wire::ErrorCode, std::string> refusal(const nlohmann::json& j) {
 }
 
 TEST(ModelConfigWire, HostileConfigsAreRefused) {
-  const std::string gemma = models_dir() + "/random/random-gemma3.gguf";
+  const std::string gemma = random_model_path("random-gemma3");
   if (!file_exists(gemma)) GTEST_SKIP() << "random models not made";
   const nlohmann::json good = wire::config_to_json(ModelConfig::from_gguf(*gguf::File::open(gemma)));
 

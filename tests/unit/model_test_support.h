@@ -1,6 +1,7 @@
 #pragma once
 // Helpers shared by the model-level tests: where the test data is, golden
 // file loading, and running a model to logits.
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include <cstdlib>
@@ -23,6 +24,21 @@ inline std::string models_dir() {
 }
 
 inline bool file_exists(const std::string& path) { return std::ifstream(path).good(); }
+
+// Where tests/models/make_random_models.py puts the random-weight model `name`.
+inline std::string random_model_path(const std::string& name) { return models_dir() + "/random/" + name + ".gguf"; }
+
+// The random-weight model of every architecture beyond llama/qwen2 that is
+// there; under SHOAL_REQUIRE_MODELS (scripts/test made them) a missing one
+// is a test failure.
+inline std::vector<std::string> random_model_paths() {
+  std::vector<std::string> out;
+  for (const char* name : {"random-qwen3", "random-gemma3", "random-qwen3moe", "random-mixtral", "random-llama3"}) {
+    if (file_exists(random_model_path(name))) out.push_back(random_model_path(name));
+    else if (std::getenv("SHOAL_REQUIRE_MODELS")) ADD_FAILURE() << "missing " << random_model_path(name);
+  }
+  return out;
+}
 
 inline nlohmann::json read_json(const std::string& path) {
   std::ifstream in(path);

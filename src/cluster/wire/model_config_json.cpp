@@ -1,5 +1,8 @@
 #include "cluster/wire/model_config_json.h"
 
+#include <array>
+#include <tuple>
+
 #include "cluster/wire/protocol.h"
 #include "util/error.h"
 
@@ -14,68 +17,64 @@ Activation activation_named(const std::string& s) {
   throw ProtocolError(ErrorCode::BadRequest, "LOAD_STAGE config: unknown activation '" + s + "'");
 }
 
+// The plain fields, by JSON name, in one list for both directions.
+template <typename T>
+struct Field {
+  const char* name;
+  T ModelConfig::*member;
+};
+using C = ModelConfig;
+constexpr std::tuple kFields{
+    std::array<Field<std::string>, 2>{{{"arch", &C::arch}, {"name", &C::name}}},
+    std::array<Field<int>, 12>{{{"n_layer", &C::n_layer},
+                                {"n_embd", &C::n_embd},
+                                {"n_head", &C::n_head},
+                                {"n_head_kv", &C::n_head_kv},
+                                {"head_dim", &C::head_dim},
+                                {"n_ff", &C::n_ff},
+                                {"n_vocab", &C::n_vocab},
+                                {"n_ctx_train", &C::n_ctx_train},
+                                {"rope_dim", &C::rope_dim},
+                                {"n_expert", &C::n_expert},
+                                {"n_expert_used", &C::n_expert_used},
+                                {"n_ff_exp", &C::n_ff_exp}}},
+    std::array<Field<float>, 5>{{{"norm_eps", &C::norm_eps},
+                                 {"attn_scale", &C::attn_scale},
+                                 {"embd_scale", &C::embd_scale},
+                                 {"logit_softcap", &C::logit_softcap},
+                                 {"expert_weights_scale", &C::expert_weights_scale}}},
+    std::array<Field<bool>, 2>{{{"tied_output", &C::tied_output}, {"rope_freq_factors", &C::rope_freq_factors}}},
+};
+
+template <typename Visit>
+void for_each_field(Visit visit) {
+  std::apply([&](const auto&... lists) { (..., [&](const auto& list) { for (const auto& f : list) visit(f); }(lists)); },
+             kFields);
+}
+
 }  // namespace
 
 // The block is described by its data (the layer's tensors, activation,
 // rope, per-layer settings), not by the architecture's name: a worker runs
 // any architecture whose blocks it can compute.
 nlohmann::json config_to_json(const ModelConfig& c) {
-  nlohmann::json tensors = nlohmann::json::array(), layers = nlohmann::json::array();
+  nlohmann::json j = nlohmann::json::object();
+  for_each_field([&](const auto& f) { j[f.name] = c.*f.member; });
+  j["rope_neox"] = c.rope_style == RopeStyle::Neox;
+  j["activation"] = activation_name(c.activation);
+  nlohmann::json& tensors = j["layer_tensors"] = nlohmann::json::array();
   for (TensorKind k : c.layer_tensors) tensors.push_back(tensor_spec(k).name);
+  nlohmann::json& layers = j["layers"] = nlohmann::json::array();
   for (const LayerSettings& l : c.layers) layers.push_back({l.window, l.rope_freq_base, l.rope_freq_scale});
-  return {{"arch", c.arch},
-          {"name", c.name},
-          {"n_layer", c.n_layer},
-          {"n_embd", c.n_embd},
-          {"n_head", c.n_head},
-          {"n_head_kv", c.n_head_kv},
-          {"head_dim", c.head_dim},
-          {"n_ff", c.n_ff},
-          {"n_vocab", c.n_vocab},
-          {"n_ctx_train", c.n_ctx_train},
-          {"rope_dim", c.rope_dim},
-          {"rope_neox", c.rope_style == RopeStyle::Neox},
-          {"activation", activation_name(c.activation)},
-          {"norm_eps", c.norm_eps},
-          {"attn_scale", c.attn_scale},
-          {"embd_scale", c.embd_scale},
-          {"logit_softcap", c.logit_softcap},
-          {"tied_output", c.tied_output},
-          {"rope_freq_factors", c.rope_freq_factors},
-          {"n_expert", c.n_expert},
-          {"n_expert_used", c.n_expert_used},
-          {"n_ff_exp", c.n_ff_exp},
-          {"expert_weights_scale", c.expert_weights_scale},
-          {"layer_tensors", tensors},
-          {"layers", layers}};
+  return j;
 }
 
 ModelConfig config_from_json(const nlohmann::json& j) {
   try {
     ModelConfig c;
-    c.arch = j.at("arch").get<std::string>();
-    c.name = j.at("name").get<std::string>();
-    c.n_layer = j.at("n_layer").get<int>();
-    c.n_embd = j.at("n_embd").get<int>();
-    c.n_head = j.at("n_head").get<int>();
-    c.n_head_kv = j.at("n_head_kv").get<int>();
-    c.head_dim = j.at("head_dim").get<int>();
-    c.n_ff = j.at("n_ff").get<int>();
-    c.n_vocab = j.at("n_vocab").get<int>();
-    c.n_ctx_train = j.at("n_ctx_train").get<int>();
-    c.rope_dim = j.at("rope_dim").get<int>();
+    for_each_field([&](const auto& f) { j.at(f.name).get_to(c.*f.member); });
     c.rope_style = j.at("rope_neox").get<bool>() ? RopeStyle::Neox : RopeStyle::Interleaved;
     c.activation = activation_named(j.at("activation").get<std::string>());
-    c.norm_eps = j.at("norm_eps").get<float>();
-    c.attn_scale = j.at("attn_scale").get<float>();
-    c.embd_scale = j.at("embd_scale").get<float>();
-    c.logit_softcap = j.at("logit_softcap").get<float>();
-    c.tied_output = j.at("tied_output").get<bool>();
-    c.rope_freq_factors = j.at("rope_freq_factors").get<bool>();
-    c.n_expert = j.at("n_expert").get<int>();
-    c.n_expert_used = j.at("n_expert_used").get<int>();
-    c.n_ff_exp = j.at("n_ff_exp").get<int>();
-    c.expert_weights_scale = j.at("expert_weights_scale").get<float>();
     for (const auto& name : j.at("layer_tensors")) {
       const auto kind = layer_kind_named(name.get<std::string>());
       if (!kind)
