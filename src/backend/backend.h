@@ -22,15 +22,23 @@ struct RopeParams {
   const float* freq_factors = nullptr;  // [rope_dim/2] divisors, or null
 };
 
-// One layer's KV cache as the attention op sees it. Entry (seq, pos) holds
-// `width` floats at k + seq * seq_stride + slot(pos) * width.
+// One layer's KV cache as the attention op sees it. Entry (seq, pos) of K is
+// one row of `width` values in k_type (F32, F16 or Q8_0) at
+// k + seq * k_seq_stride + slot(pos) * k_row_bytes; V likewise.
 struct KvLayerView {
-  float* k = nullptr;
-  float* v = nullptr;
-  int64_t seq_stride = 0;  // floats between sequences
-  int width = 0;           // n_head_kv * head_dim
-  int ring = 0;            // > 0: a sliding-window layer keeps its positions in a ring of this many
+  uint8_t* k = nullptr;
+  uint8_t* v = nullptr;
+  DType k_type = DType::F32;
+  DType v_type = DType::F32;
+  size_t k_row_bytes = 0;
+  size_t v_row_bytes = 0;
+  size_t k_seq_stride = 0;  // bytes between sequences
+  size_t v_seq_stride = 0;
+  int width = 0;            // n_head_kv * head_dim
+  int ring = 0;             // > 0: a sliding-window layer keeps its positions in a ring of this many
   size_t slot(int pos) const { return static_cast<size_t>(ring > 0 ? pos % ring : pos); }
+  uint8_t* k_row(int seq, int pos) const { return k + seq * k_seq_stride + slot(pos) * k_row_bytes; }
+  uint8_t* v_row(int seq, int pos) const { return v + seq * v_seq_stride + slot(pos) * v_row_bytes; }
 };
 
 struct AttentionShape {

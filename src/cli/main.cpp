@@ -1,6 +1,8 @@
 // shoal: one binary, one subcommand per role (DESIGN.md). Errors from any
 // input edge arrive here as shoal::Error and leave as one line + exit code 1.
+#include <algorithm>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "cli/commands.h"
@@ -25,8 +27,15 @@ int main(int argc, char** argv) {
   add(shoal::cli::add_plan_command);
   add(shoal::cli::add_ping_command);
   add(shoal::cli::add_serve_command);
+  // llama.cpp's multi-letter short options, which CLI11 cannot declare.
+  std::vector<std::string> args(argv + 1, argv + argc);
+  for (std::string& a : args) {
+    if (a == "-ctk") a = "--cache-type-k";
+    if (a == "-ctv") a = "--cache-type-v";
+  }
+  std::reverse(args.begin(), args.end());  // CLI11 takes them last first
   try {
-    app.parse(argc, argv);
+    app.parse(args);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }

@@ -25,7 +25,8 @@ Command add_plan_command(CLI::App& app) {
     resolve_cluster_options(*o);
     ThreadPool pool(o->engine.threads > 0 ? o->engine.threads : ThreadPool::default_threads());
     const int n_ctx = o->engine.n_ctx > 0 ? o->engine.n_ctx : default_context_size(config);
-    ClusterPlan cp = plan_cluster(*file, config, n_ctx, o->engine.n_seq, o->engine.n_batch, pool, o->cluster);
+    ClusterPlan cp = plan_cluster(*file, config, n_ctx, o->engine.n_seq, o->engine.n_batch, o->engine.kv_types, pool,
+                                  o->cluster);
     std::printf("model: %s (%s), %d layers, context %d x %d\n", config.name.c_str(), config.arch.c_str(),
                 config.n_layer, n_ctx, o->engine.n_seq);
     std::printf("%s", format_plan(cp.plan, cp.input).c_str());

@@ -55,7 +55,8 @@ Engine::Engine(const EngineOptions& options, const StageBuilder& build_stages) :
 }
 
 std::unique_ptr<Stage> Engine::make_local_stage(int begin, int end) {
-  return std::make_unique<LocalStage>(*backend_, config_, weights_, begin, end, options_.n_seq, n_ctx_, n_batch_);
+  return std::make_unique<LocalStage>(*backend_, config_, weights_, begin, end, options_.n_seq, n_ctx_, n_batch_,
+                                      options_.kv_types);
 }
 
 }  // namespace shoal

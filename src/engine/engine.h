@@ -11,6 +11,7 @@
 #include "engine/stage_supervisor.h"
 #include "gguf/reader.h"
 #include "model/config.h"
+#include "model/kv_cache.h"
 #include "model/weights.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -36,6 +37,7 @@ struct EngineOptions {
   int n_batch = 256;    // most tokens in one forward
   std::string chat_template;  // a format name that overrides the model's template
   bool reasoning = true;      // thinking models think (off: an empty thinking block)
+  KvTypes kv_types;           // the KV cache's element types (-ctk / -ctv)
 };
 
 class Engine {

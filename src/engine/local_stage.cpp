@@ -8,14 +8,14 @@
 namespace shoal {
 
 LocalStage::LocalStage(Backend& backend, const ModelConfig& config, const ModelWeights& weights, int begin, int end,
-                       int n_seq, int n_ctx, int max_tokens)
+                       int n_seq, int n_ctx, int max_tokens, KvTypes kv_types)
     : backend_(backend),
       config_(config),
       weights_(weights),
       begin_(begin),
       end_(end),
       max_tokens_(max_tokens),
-      kv_(config, begin, end, n_seq, n_ctx, max_tokens),
+      kv_(config, begin, end, n_seq, n_ctx, max_tokens, kv_types),
       scratch_(config, max_tokens) {
   if (begin < 0 || end > config.n_layer || begin >= end)
     fail("bad layer range [{}, {}) for a model of {} layers", begin, end, config.n_layer);

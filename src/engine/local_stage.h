@@ -12,7 +12,7 @@ namespace shoal {
 class LocalStage : public Stage {
  public:
   LocalStage(Backend& backend, const ModelConfig& config, const ModelWeights& weights, int begin, int end, int n_seq,
-             int n_ctx, int max_tokens);
+             int n_ctx, int max_tokens, KvTypes kv_types);
 
   int layer_begin() const override { return begin_; }
   int layer_end() const override { return end_; }

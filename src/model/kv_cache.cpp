@@ -3,9 +3,53 @@
 #include <algorithm>
 #include <cstring>
 
+#include "tensor/dequantize.h"
+#include "tensor/vec_dot.h"
 #include "util/error.h"
 
 namespace shoal {
+
+DType parse_kv_type(const std::string& name) {
+  if (name == "f32") return DType::F32;
+  if (name == "f16") return DType::F16;
+  if (name == "q8_0") return DType::Q8_0;
+  fail("KV cache type '{}' is not one of f32, f16, q8_0", name);
+}
+
+std::string kv_type_name(DType type) {
+  switch (type) {
+    case DType::F32: return "f32";
+    case DType::F16: return "f16";
+    case DType::Q8_0: return "q8_0";
+    default: return std::string(dtype_info(type).name);
+  }
+}
+
+void check_kv_types(const KvTypes& types, const ModelConfig& config) {
+  for (DType t : {types.k, types.v}) {
+    if (t != DType::F32 && t != DType::F16 && t != DType::Q8_0)
+      fail("KV cache type {} is not one of f32, f16, q8_0", dtype_info(t).name);
+    // A Q8_0 block must not straddle two heads: attention reads one head's slice.
+    if (t == DType::Q8_0 && config.head_dim % 32 != 0)
+      fail("a q8_0 KV cache needs a head size that is a multiple of 32 (this model's is {}): use f16 or f32",
+           config.head_dim);
+  }
+}
+
+namespace {
+// f32 row -> a KV row of `type` (F32, F16 or Q8_0).
+void encode_kv_row(DType type, const float* src, uint8_t* dst, int n) {
+  switch (type) {
+    case DType::F32: std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float)); return;
+    case DType::F16: {
+      auto* h = reinterpret_cast<uint16_t*>(dst);
+      for (int i = 0; i < n; ++i) h[i] = f32_to_f16(src[i]);
+      return;
+    }
+    default: quantize_activation(DType::Q8_0, src, dst, n); return;  // Q8_0 weights pair with Q8_0
+  }
+}
+}  // namespace
 
 int KvCache::positions_for(const ModelConfig& c, int layer, int n_ctx, int max_tokens) {
   const int64_t window = c.layers.at(layer).window;
@@ -21,39 +65,59 @@ int KvCache::max_rollback(const ModelConfig& c, int n_ctx, int max_tokens) {
   return most;
 }
 
-size_t KvCache::bytes_for(const ModelConfig& c, int begin, int end, int n_seq, int n_ctx, int max_tokens) {
+size_t KvCache::bytes_for(const ModelConfig& c, int begin, int end, int n_seq, int n_ctx, int max_tokens,
+                          KvTypes types) {
   size_t positions = 0;
   for (int l = begin; l < end; ++l) positions += static_cast<size_t>(positions_for(c, l, n_ctx, max_tokens));
-  return 2 * positions * n_seq * c.kv_width() * sizeof(float);
+  return positions * n_seq * (row_bytes(types.k, c.kv_width()) + row_bytes(types.v, c.kv_width()));
 }
 
-KvCache::KvCache(const ModelConfig& config, int begin, int end, int n_seq, int n_ctx, int max_tokens)
-    : n_seq_(n_seq), n_ctx_(n_ctx), width_(config.kv_width()), rollback_(max_rollback(config, n_ctx, max_tokens)),
+KvCache::KvCache(const ModelConfig& config, int begin, int end, int n_seq, int n_ctx, int max_tokens,
+                 KvTypes types)
+    : n_seq_(n_seq),
+      n_ctx_(n_ctx),
+      width_(config.kv_width()),
+      rollback_(max_rollback(config, n_ctx, max_tokens)),
+      types_(types),
+      k_row_bytes_(0),
+      v_row_bytes_(0),
       lengths_(n_seq, 0) {
   if (begin < 0 || end > config.n_layer || begin >= end)
     fail("bad layer range [{}, {}) for a model of {} layers", begin, end, config.n_layer);
+  check_kv_types(types, config);
+  k_row_bytes_ = row_bytes(types.k, width_);
+  v_row_bytes_ = row_bytes(types.v, width_);
   for (int l = begin; l < end; ++l) {
     const int positions = positions_for(config, l, n_ctx, max_tokens);
-    layers_.push_back({total_positions_ * width_, positions, positions < n_ctx});
+    layers_.push_back({total_positions_, positions, positions < n_ctx});
     total_positions_ += static_cast<size_t>(positions) * n_seq;
   }
-  k_.reset(new float[total_positions_ * width_]);
-  v_.reset(new float[total_positions_ * width_]);
+  k_.reset(new uint8_t[total_positions_ * k_row_bytes_]);
+  v_.reset(new uint8_t[total_positions_ * v_row_bytes_]);
 }
 
 KvLayerView KvCache::layer(int index) {
   const Layer& l = layers_[index];
-  return KvLayerView{k_.get() + l.offset, v_.get() + l.offset, static_cast<int64_t>(l.positions) * width_, width_,
-                     l.ring ? l.positions : 0};
+  KvLayerView view;
+  view.k = k_.get() + l.offset * k_row_bytes_;
+  view.v = v_.get() + l.offset * v_row_bytes_;
+  view.k_type = types_.k;
+  view.v_type = types_.v;
+  view.k_row_bytes = k_row_bytes_;
+  view.v_row_bytes = v_row_bytes_;
+  view.k_seq_stride = static_cast<size_t>(l.positions) * k_row_bytes_;
+  view.v_seq_stride = static_cast<size_t>(l.positions) * v_row_bytes_;
+  view.width = width_;
+  view.ring = l.ring ? l.positions : 0;
+  return view;
 }
 
 void KvCache::store(int layer_index, const float* k, const float* v, const int32_t* seq_ids,
                     const int32_t* positions, int n_tokens) {
   KvLayerView view = layer(layer_index);
   for (int t = 0; t < n_tokens; ++t) {
-    const size_t off = static_cast<size_t>(seq_ids[t]) * view.seq_stride + view.slot(positions[t]) * width_;
-    std::memcpy(view.k + off, k + static_cast<size_t>(t) * width_, width_ * sizeof(float));
-    std::memcpy(view.v + off, v + static_cast<size_t>(t) * width_, width_ * sizeof(float));
+    encode_kv_row(types_.k, k + static_cast<size_t>(t) * width_, view.k_row(seq_ids[t], positions[t]), width_);
+    encode_kv_row(types_.v, v + static_cast<size_t>(t) * width_, view.v_row(seq_ids[t], positions[t]), width_);
   }
 }
 
@@ -87,9 +151,9 @@ void KvCache::copy(int src, int dst, int n_pos) {
     fail("internal: copying {} of sequence {}'s {} positions loses its sliding window", n_pos, src, lengths_[src]);
   for (size_t l = 0; l < layers_.size(); ++l) {
     KvLayerView view = layer(static_cast<int>(l));
-    const size_t bytes = static_cast<size_t>(std::min(n_pos, layers_[l].positions)) * width_ * sizeof(float);
-    std::memcpy(view.k + dst * view.seq_stride, view.k + src * view.seq_stride, bytes);
-    std::memcpy(view.v + dst * view.seq_stride, view.v + src * view.seq_stride, bytes);
+    const size_t rows = static_cast<size_t>(std::min(n_pos, layers_[l].positions));
+    std::memcpy(view.k + dst * view.k_seq_stride, view.k + src * view.k_seq_stride, rows * k_row_bytes_);
+    std::memcpy(view.v + dst * view.v_seq_stride, view.v + src * view.v_seq_stride, rows * v_row_bytes_);
   }
   lengths_[dst] = n_pos;
 }

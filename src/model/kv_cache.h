@@ -1,6 +1,7 @@
 #pragma once
 // The KV cache of a range of layers: for each layer, K and V for every
-// sequence slot and position, f32. Positions of a sequence fill from 0 with
+// sequence slot and position, each in its own type (KvTypes: F16 by default,
+// as llama.cpp; F32 or Q8_0 on request). Positions of a sequence fill from 0 with
 // no gaps; the cache tracks each sequence's length to refuse a gap.
 //
 // A layer that attends through a sliding window keeps only the positions it
@@ -11,6 +12,7 @@
 #include <climits>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "backend/backend.h"
@@ -18,15 +20,29 @@
 
 namespace shoal {
 
+// The element types of the cache, as llama.cpp's -ctk / -ctv choose them.
+struct KvTypes {
+  DType k = DType::F16;
+  DType v = DType::F16;
+  bool operator==(const KvTypes&) const = default;
+};
+// "f32", "f16" or "q8_0" (llama.cpp's spelling) -> the type; throws otherwise.
+DType parse_kv_type(const std::string& name);
+std::string kv_type_name(DType type);
+// Throws unless both types are allowed and the model's heads fit their blocks.
+void check_kv_types(const KvTypes& types, const ModelConfig& config);
+
 class KvCache {
  public:
   // Layers [begin, end) of the model, n_seq sequences of up to n_ctx positions.
-  KvCache(const ModelConfig& config, int begin, int end, int n_seq, int n_ctx, int max_tokens);
+  KvCache(const ModelConfig& config, int begin, int end, int n_seq, int n_ctx, int max_tokens, KvTypes types);
 
   int n_seq() const { return n_seq_; }
   int n_ctx() const { return n_ctx_; }
-  size_t bytes() const { return 2 * total_positions_ * width_ * sizeof(float); }
-  static size_t bytes_for(const ModelConfig& config, int begin, int end, int n_seq, int n_ctx, int max_tokens);
+  size_t bytes() const { return total_positions_ * (k_row_bytes_ + v_row_bytes_); }
+  static size_t bytes_for(const ModelConfig& config, int begin, int end, int n_seq, int n_ctx, int max_tokens,
+                          KvTypes types);
+  KvTypes types() const { return types_; }
   // Positions per sequence that layer `layer` of the model keeps.
   static int positions_for(const ModelConfig& config, int layer, int n_ctx, int max_tokens);
   // How many positions a sequence may be cut back by (truncate) and still
@@ -47,14 +63,16 @@ class KvCache {
 
  private:
   struct Layer {
-    size_t offset;  // floats into k_ / v_
+    size_t offset;  // rows into k_ / v_
     int positions;  // per sequence
     bool ring;
   };
   int n_seq_, n_ctx_, width_, rollback_;
+  KvTypes types_;
+  size_t k_row_bytes_, v_row_bytes_;
   std::vector<Layer> layers_;
   size_t total_positions_ = 0;  // over layers and sequences
-  std::unique_ptr<float[]> k_, v_;  // uninitialised: pages are touched only as positions fill
+  std::unique_ptr<uint8_t[]> k_, v_;  // uninitialised: pages are touched only as positions fill
   std::vector<int> lengths_;
   std::vector<int> next_lengths_;  // admit()'s scratch
 };

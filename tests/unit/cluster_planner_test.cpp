@@ -252,7 +252,7 @@ TEST(PlanInputTest, Stories260KLayerBytesAreTheSumOfTheLayersTensors) {
   const auto file = gguf::File::open(std::string(SHOAL_SHARED_DIR) + "/models/stories260K.gguf");
   const ModelConfig config = ModelConfig::from_gguf(*file);
   ASSERT_EQ(config.n_layer, 5);
-  const PlanInput in = plan_input_for_model(*file, config, 256, 2, 32);
+  const PlanInput in = plan_input_for_model(*file, config, 256, 2, 32, KvTypes{});
   ASSERT_EQ(in.layer_bytes.size(), 5u);
   // Counted here through the name table, independently of the planner's scan of "blk.N.".
   const TensorKind kinds[] = {TensorKind::AttnNorm,  TensorKind::AttnQ,     TensorKind::AttnK,
@@ -266,7 +266,12 @@ TEST(PlanInputTest, Stories260KLayerBytesAreTheSumOfTheLayersTensors) {
     EXPECT_GT(expected, 0u);
     EXPECT_EQ(in.layer_bytes[l], expected) << "layer " << l;
   }
-  EXPECT_EQ(in.layer_kv_bytes, std::vector<uint64_t>(5, 2ull * 256 * 2 * config.kv_width() * 4));
+  // The default KV cache is f16: 2 bytes a value, K and V.
+  EXPECT_EQ(in.layer_kv_bytes, std::vector<uint64_t>(5, 2ull * 256 * 2 * config.kv_width() * 2));
+  // f32 keys and q8_0 values (34 bytes per 32 values) are counted as such.
+  const PlanInput mixed = plan_input_for_model(*file, config, 256, 2, 32, KvTypes{DType::F32, DType::Q8_0});
+  EXPECT_EQ(mixed.layer_kv_bytes,
+            std::vector<uint64_t>(5, 256ull * 2 * (config.kv_width() * 4 + config.kv_width() / 32 * 34)));
   EXPECT_EQ(in.activation_bytes, static_cast<uint64_t>(config.n_embd) * 4);
   const uint64_t embd = file->tensor(tensor_name(TensorKind::TokenEmbd)).bytes;
   EXPECT_GT(in.primary_bytes, embd + primary_scratch_bytes(config, 2, 32) - 1);
@@ -287,7 +292,7 @@ TEST(PlanInputTest, CountsEveryExpertAndWindowedKv) {
   {
     const auto file = gguf::File::open(moe);
     const ModelConfig config = ModelConfig::from_gguf(*file);
-    const PlanInput in = plan_input_for_model(*file, config, 256, 1, 32);
+    const PlanInput in = plan_input_for_model(*file, config, 256, 1, 32, KvTypes{});
     for (int l = 0; l < config.n_layer; ++l) {
       uint64_t experts = 0;
       for (TensorKind k : {TensorKind::FfnGateExps, TensorKind::FfnUpExps, TensorKind::FfnDownExps})
@@ -298,7 +303,7 @@ TEST(PlanInputTest, CountsEveryExpertAndWindowedKv) {
   }
   const auto file = gguf::File::open(gemma);
   const ModelConfig config = ModelConfig::from_gguf(*file);
-  const PlanInput in = plan_input_for_model(*file, config, 256, 1, 32);
+  const PlanInput in = plan_input_for_model(*file, config, 256, 1, 32, KvTypes{});
   const uint64_t row = 2ull * config.kv_width() * 4;  // K and V of one position
   for (int l = 0; l < config.n_layer; ++l)
     EXPECT_EQ(in.layer_kv_bytes[l], row * (l == 5 ? 256 : 8 + 32)) << "layer " << l;  // layer 5 is global

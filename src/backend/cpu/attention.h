@@ -1,16 +1,41 @@
 #pragma once
-// Attention of one query head over its sequence's cache, walked in
-// fixed-size blocks with the online-softmax recurrence: the same arithmetic
-// in prefill and decode, whatever the batch (DESIGN.md, determinism).
+// Causal attention on the CPU: SIMD (Highway, dispatched at run time), one
+// pass with the online-softmax recurrence, each K/V row read once for all
+// the query heads of its grouped-query group.
+//
+// Determinism: a query's positions are cut into fixed chunks of kChunk
+// (counted from its first visible position); each chunk's partial softmax is
+// computed from scratch and the partials are merged in chunk order. Whether
+// the chunks of one query run on one thread or are spread over many (decode,
+// where there are few queries), and whatever else is in the batch, the
+// arithmetic is the same (DESIGN.md).
 #include <cstdint>
+#include <vector>
 
 #include "backend/backend.h"
+#include "util/thread_pool.h"
 
 namespace shoal {
 
-// q: [head_dim] query of head h; out: [head_dim]. Attends over cache
-// positions 0..pos of sequence seq.
-void attend_one_head(const float* q, const KvLayerView& kv, int seq, int pos, int h, const AttentionShape& shape,
-                     float* out);
+inline constexpr int kAttentionChunk = 128;  // cache positions per partial softmax
+inline constexpr int kAttentionMaxHeadDim = 512;
+inline constexpr int kAttentionMaxGroup = 32;  // query heads per KV head
+
+// Buffers that grow to what a call needs and are kept for the next one.
+struct AttentionScratch {
+  std::vector<float> partials;         // chunk partials when a step's chunks are spread over threads
+  std::vector<int64_t> chunk_offsets;  // first chunk of each (token, KV head)
+  std::vector<uint8_t> q8;             // the queries in Q8_0 when K is Q8_0
+};
+
+// q, out: [n_tokens][n_head * head_dim].
+void cpu_attention(ThreadPool& pool, const float* q, const KvLayerView& kv, const int32_t* seq_ids,
+                   const int32_t* positions, int n_tokens, const AttentionShape& shape, float* out,
+                   AttentionScratch& scratch);
+
+// Plain scalar attention over the same cache, in double: the reference the
+// kernel is tested against.
+void cpu_attention_reference(const float* q, const KvLayerView& kv, const int32_t* seq_ids, const int32_t* positions,
+                             int n_tokens, const AttentionShape& shape, float* out);
 
 }  // namespace shoal

@@ -77,14 +77,7 @@ void CpuBackend::rope(float* x, int n_tokens, int n_heads, const int32_t* positi
 
 void CpuBackend::attention(const float* q, const KvLayerView& kv, const int32_t* seq_ids, const int32_t* positions,
                            int n_tokens, const AttentionShape& shape, float* out) {
-  const int64_t n_items = static_cast<int64_t>(n_tokens) * shape.n_head;
-  pool_.parallel_for(n_items, 1, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      const int t = static_cast<int>(i / shape.n_head), h = static_cast<int>(i % shape.n_head);
-      const int64_t qoff = (static_cast<int64_t>(t) * shape.n_head + h) * shape.head_dim;
-      attend_one_head(q + qoff, kv, seq_ids[t], positions[t], h, shape, out + qoff);
-    }
-  });
+  cpu_attention(pool_, q, kv, seq_ids, positions, n_tokens, shape, out, attention_scratch_);
 }
 
 void CpuBackend::swiglu(const float* gate, const float* up, float* out, int64_t n) {

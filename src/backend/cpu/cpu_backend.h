@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/attention.h"
 #include "util/thread_pool.h"
 
 namespace shoal {
@@ -35,6 +36,7 @@ class CpuBackend : public Backend {
   int max_tokens_;
   int64_t max_cols_;
   std::vector<uint8_t> activation_scratch_;  // activations converted for the weight type
+  AttentionScratch attention_scratch_;
 };
 
 }  // namespace shoal

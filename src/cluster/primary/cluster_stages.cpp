@@ -9,9 +9,9 @@
 namespace shoal {
 
 ClusterPlan plan_cluster(const gguf::File& file, const ModelConfig& config, int n_ctx, int n_seq, int n_batch,
-                         ThreadPool& pool, const ClusterOptions& options) {
+                         KvTypes kv_types, ThreadPool& pool, const ClusterOptions& options) {
   ClusterPlan cp;
-  cp.input = plan_input_for_model(file, config, n_ctx, n_seq, n_batch);
+  cp.input = plan_input_for_model(file, config, n_ctx, n_seq, n_batch, kv_types);
   cp.input.reserve_bytes = options.reserve_bytes;
   cp.input.tensor_split = options.tensor_split;
   DeviceInfo local = probe_local_cpu(pool);

@@ -39,7 +39,7 @@ struct ClusterPlan {
   Plan plan;
 };
 ClusterPlan plan_cluster(const gguf::File& file, const ModelConfig& config, int n_ctx, int n_seq, int n_batch,
-                         ThreadPool& pool, const ClusterOptions& options);
+                         KvTypes kv_types, ThreadPool& pool, const ClusterOptions& options);
 
 // A StageBuilder for Engine: a ClusterSupervisor (supervisor.h) connects,
 // plans, prints the split and loads the stages, and stays with the engine

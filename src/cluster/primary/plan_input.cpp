@@ -41,7 +41,8 @@ uint64_t primary_scratch_bytes(const ModelConfig& c, int n_seq, int n_batch) {
   return backend + pipeline + logits + layer;
 }
 
-PlanInput plan_input_for_model(const gguf::File& file, const ModelConfig& config, int n_ctx, int n_seq, int n_batch) {
+PlanInput plan_input_for_model(const gguf::File& file, const ModelConfig& config, int n_ctx, int n_seq, int n_batch,
+                               KvTypes kv_types) {
   PlanInput in;
   // Every tensor of the layer, not only those the binder knows: what the
   // file holds for a layer is what a stage would have to take.
@@ -56,7 +57,8 @@ PlanInput plan_input_for_model(const gguf::File& file, const ModelConfig& config
   // Same default as Engine: the trained context, capped at 4096.
   if (n_ctx <= 0) n_ctx = std::min(config.n_ctx_train, 4096);
   for (int l = 0; l < config.n_layer; ++l)
-    in.layer_kv_bytes.push_back(KvCache::bytes_for(config, l, l + 1, std::max(1, n_seq), n_ctx, std::max(1, n_batch)));
+    in.layer_kv_bytes.push_back(KvCache::bytes_for(config, l, l + 1, std::max(1, n_seq), n_ctx, std::max(1, n_batch),
+                                                       kv_types));
 
   const uint64_t embd = tensor_bytes(file, TensorKind::TokenEmbd);
   const uint64_t norm = tensor_bytes(file, TensorKind::OutputNorm);

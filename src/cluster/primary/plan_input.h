@@ -2,6 +2,7 @@
 // The model side of a PlanInput, measured from the GGUF itself: what each
 // layer weighs, what its KV cache will take, and what stays on the primary.
 #include "cluster/primary/planner.h"
+#include "model/kv_cache.h"
 
 namespace shoal {
 namespace gguf { class File; }
@@ -14,7 +15,8 @@ struct ModelConfig;
 // the output is tied — + rope_freqs + an estimate of the scratch buffers),
 // head_bytes and activation_bytes. Devices, reserve and tensor_split are
 // left for the caller. n_ctx <= 0 means the engine's default.
-PlanInput plan_input_for_model(const gguf::File& file, const ModelConfig& config, int n_ctx, int n_seq, int n_batch);
+PlanInput plan_input_for_model(const gguf::File& file, const ModelConfig& config, int n_ctx, int n_seq, int n_batch,
+                               KvTypes kv_types);
 
 // The scratch the primary allocates at load for these sizes (pipeline
 // buffers, logits, backend activation scratch, one stage's layer scratch):

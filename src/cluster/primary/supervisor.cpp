@@ -217,7 +217,7 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_stages(Engine& engi
   size_t n_members = 0;
   std::vector<std::string> lost;
   PlanInput input = plan_input_for_model(engine.file(), config, engine.n_ctx(), engine.options().n_seq,
-                                         engine.n_batch());
+                                         engine.n_batch(), engine.options().kv_types);
   input.reserve_bytes = options_.reserve_bytes;
   input.devices.push_back(local_);
   {
@@ -267,7 +267,8 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_stages(Engine& engi
     StageLoadReport r;
     try {
       r = client->load_stage(engine.file(), hashes, config, a.layer_begin, a.layer_end, engine.options().n_seq,
-                             engine.n_ctx(), engine.n_batch(), [&](uint64_t sent, uint64_t total) {
+                             engine.n_ctx(), engine.n_batch(), engine.options().kv_types,
+                             [&](uint64_t sent, uint64_t total) {
                                bar.update(sent, total);
                                if (options_.on_progress) options_.on_progress(client->address(), sent, total);
                              });

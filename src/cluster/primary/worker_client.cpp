@@ -72,7 +72,7 @@ void WorkerClient::unload(uint32_t stage_id) {
 }
 
 StageLoadReport WorkerClient::load_stage(const gguf::File& file, TensorHashes& hashes, const ModelConfig& config,
-                                         int begin, int end, int n_seq, int n_ctx, int max_tokens,
+                                         int begin, int end, int n_seq, int n_ctx, int max_tokens, KvTypes kv_types,
                                          const std::function<void(uint64_t, uint64_t)>& progress) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<std::string> names = tensor_names_for(config, BindRange{begin, end, false});
@@ -94,6 +94,8 @@ StageLoadReport WorkerClient::load_stage(const gguf::File& file, TensorHashes& h
                     {"n_seq", n_seq},
                     {"n_ctx", n_ctx},
                     {"max_tokens", max_tokens},
+                    {"kv_type_k", kv_type_name(kv_types.k)},
+                    {"kv_type_v", kv_type_name(kv_types.v)},
                     {"tensors", tensors}});
   // The worker looks through its cache and models dir meanwhile; it sends
   // HEARTBEATs, so a slow disk is not mistaken for a lost worker.

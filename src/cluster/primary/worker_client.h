@@ -13,6 +13,7 @@
 #include "cluster/content_hash.h"
 #include "cluster/device_info.h"
 #include "model/config.h"
+#include "model/kv_cache.h"
 
 namespace shoal {
 namespace gguf { class File; }
@@ -73,7 +74,7 @@ class WorkerClient {
   // only those are streamed, in chunks; `progress(sent, total)` is called
   // as bytes go out.
   StageLoadReport load_stage(const gguf::File& file, TensorHashes& hashes, const ModelConfig& config, int begin,
-                             int end, int n_seq, int n_ctx, int max_tokens,
+                             int end, int n_seq, int n_ctx, int max_tokens, KvTypes kv_types,
                              const std::function<void(uint64_t, uint64_t)>& progress);
   void kv_op(const nlohmann::json& op);
   void unload(uint32_t stage_id);

@@ -11,8 +11,9 @@
 namespace shoal::wire {
 
 constexpr uint32_t kMagic = 0x4C4F4853;  // "SHOL" little-endian
-constexpr uint16_t kProtocolVersion = 4;  // v2: HEARTBEAT, deadlines; v3: AEAD frames after a keyed handshake;
-                                          // v4: LOAD_STAGE describes the block by its tensors and settings
+constexpr uint16_t kProtocolVersion = 5;  // v2: HEARTBEAT, deadlines; v3: AEAD frames after a keyed handshake;
+                                          // v4: LOAD_STAGE describes the block by its tensors and settings;
+                                          // v5: LOAD_STAGE names the KV cache types
 constexpr size_t kHeaderBytes = 32;
 constexpr uint64_t kDefaultMaxPayload = 256ull << 20;  // refused before any allocation
 constexpr int kHandshakeTimeoutMs = 5000;

@@ -64,6 +64,14 @@ void WorkerSession::load_stage(const wire::Frame& request) {
   const int begin = body.at("layer_begin").get<int>(), end = body.at("layer_end").get<int>();
   const int n_seq = body.at("n_seq").get<int>(), n_ctx = body.at("n_ctx").get<int>();
   const int max_tokens = body.at("max_tokens").get<int>();
+  KvTypes kv_types;
+  try {
+    kv_types = KvTypes{parse_kv_type(body.at("kv_type_k").get<std::string>()),
+                       parse_kv_type(body.at("kv_type_v").get<std::string>())};
+    check_kv_types(kv_types, c);
+  } catch (const Error& e) {
+    throw ProtocolError(ErrorCode::BadRequest, fmt::format("LOAD_STAGE: {}", e.what()));
+  }
   if (begin < 0 || end > c.n_layer || begin >= end || n_seq < 1 || n_seq > 256 || n_ctx < 1 || n_ctx > (1 << 20) ||
       max_tokens < 1 || max_tokens > 4096)
     throw ProtocolError(ErrorCode::BadRequest, "LOAD_STAGE has an impossible layer range or size");
@@ -104,7 +112,7 @@ void WorkerSession::load_stage(const wire::Frame& request) {
   }
 
   // Memory: what --mem lends, less what other stages hold.
-  stage->kv_bytes = KvCache::bytes_for(c, begin, end, n_seq, n_ctx, max_tokens);
+  stage->kv_bytes = KvCache::bytes_for(c, begin, end, n_seq, n_ctx, max_tokens, kv_types);
   const uint64_t scratch = LayerScratch::bytes_for(c, max_tokens) +
                            CpuBackend::scratch_bytes(max_tokens, c.max_activation_width());
   const uint64_t need = stage->weight_bytes - shared_bytes + stage->kv_bytes + scratch;
@@ -198,7 +206,7 @@ void WorkerSession::load_stage(const wire::Frame& request) {
   stage->weights = bind_weights(lookup, "LOAD_STAGE", c, range);
   stage->backend = std::make_unique<CpuBackend>(*s_.pool_, max_tokens, c.max_activation_width());
   stage->stage = std::make_unique<LocalStage>(*stage->backend, stage->config, stage->weights, begin, end, n_seq,
-                                              n_ctx, max_tokens);
+                                              n_ctx, max_tokens, kv_types);
   {
     std::lock_guard<std::mutex> lock(s_.mutex_);
     stage->id = s_.next_stage_id_++;
