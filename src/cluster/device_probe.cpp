@@ -12,6 +12,7 @@
 #include "cluster/device_info.h"
 #include "util/system_memory.h"
 #include "tensor/blocks.h"
+#include "tensor/gemm.h"
 #include "tensor/vec_dot.h"
 #include "util/log.h"
 #include "util/thread_pool.h"
@@ -98,15 +99,13 @@ DeviceInfo probe_local_cpu(ThreadPool& pool) {
 
   auto matvec = [&] {
     pool.parallel_for(mv_rows, 16, [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) y_mv[r] = vec_dot(wtype, weights + r * wrow, act_q, kCols);
+      gemm_rows(wtype, weights, wrow, r0, r1, act_q, arow, 1, kCols, y_mv, mv_rows);
     });
   };
-  // Row outer, tokens inner, as CpuBackend::matmul: a weight row is read once per batch.
+  // As CpuBackend::matmul: rows split over threads, tokens in tiles.
   auto matmul = [&] {
     pool.parallel_for(mm_rows, 16, [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r)
-        for (int t = 0; t < kMatmulTokens; ++t)
-          y_mm[t * mm_rows + r] = vec_dot(wtype, weights + r * wrow, act_q + t * arow, kCols);
+      gemm_rows(wtype, weights, wrow, r0, r1, act_q, arow, kMatmulTokens, kCols, y_mm, mm_rows);
     });
   };
   // The best of a few runs: the question is what the machine can do, and

@@ -16,6 +16,7 @@
 #include "tensor/blocks.h"
 #include "tensor/dequantize.h"
 #include "tensor/dtype.h"
+#include "tensor/gemm.h"
 #include "tensor/quantize.h"
 #include "tensor/vec_dot.h"
 #include "util/error.h"
@@ -255,6 +256,59 @@ TEST(TensorVecDot, RejectsBadInput) {
   EXPECT_THROW(vec_dot(DType::Q8_K, zeros, zeros, 256), Error);
   EXPECT_THROW(vec_dot_reference(DType::Q5_1, zeros, zeros, 33), Error);
   EXPECT_EQ(vec_dot(DType::Q4_K, zeros, zeros, 0), 0.0f);
+}
+
+// gemm_rows, the matmul kernel: every element within the reference's
+// tolerance on every target, and the same bits whatever the tile a token
+// lands in (batches of 1..9 tokens), whatever the row range a thread takes.
+TEST(TensorGemm, MatchesReferenceAndIsBatchInvariantOnEveryTarget) {
+  TargetGuard guard;
+  std::mt19937 rng(4321);
+  constexpr int64_t kRows = 37, kTokens = 9;
+  for (const DType type : kAllTypes) {
+    SCOPED_TRACE(dtype_info(type).name);
+    const int64_t n = is_float(type) ? 100 : 3 * dtype_info(type).block_size;
+    const DType act_type = activation_dtype(type);
+    const size_t w_row = row_bytes(type, n), a_row = row_bytes(act_type, n);
+    std::vector<uint8_t> w;
+    for (int64_t r = 0; r < kRows; ++r) {
+      const auto row = random_weights(type, n, rng);
+      w.insert(w.end(), row.begin(), row.end());
+    }
+    std::vector<uint8_t> act(a_row * kTokens);
+    for (int t = 0; t < kTokens; ++t) {
+      const auto x = random_floats(n, rng);
+      quantize_activation(type, x.data(), act.data() + t * a_row, n);
+    }
+    for (const int64_t target : hwy::SupportedAndGeneratedTargets()) {
+      hwy::SetSupportedTargetsForTest(target);
+      SCOPED_TRACE(hwy::TargetName(target));
+      // All tokens at once, rows in two uneven ranges.
+      std::vector<float> all(kRows * kTokens, NAN);
+      gemm_rows(type, w.data(), w_row, 0, 5, act.data(), a_row, kTokens, n, all.data(), kRows);
+      gemm_rows(type, w.data(), w_row, 5, kRows, act.data(), a_row, kTokens, n, all.data(), kRows);
+      for (int t = 0; t < kTokens; ++t) {
+        std::vector<float> alone(kRows, NAN);
+        gemm_rows(type, w.data(), w_row, 0, kRows, act.data() + t * a_row, a_row, 1, n, alone.data(), kRows);
+        for (int64_t r = 0; r < kRows; ++r) {
+          const float got = all[t * kRows + r];
+          ASSERT_EQ(std::memcmp(&got, &alone[r], 4), 0) << "token " << t << " row " << r << ": " << got << " in a batch, "
+                                                        << alone[r] << " alone";
+          const uint8_t* wr = w.data() + r * w_row;
+          const uint8_t* ar = act.data() + t * a_row;
+          std::vector<float> wf(n), af(n);
+          dequantize_row(type, wr, wf.data(), n);
+          dequantize_row(act_type, ar, af.data(), n);
+          double magnitude = 0;
+          for (int64_t i = 0; i < n; ++i) magnitude += std::fabs(double(wf[i]) * af[i]);
+          const float ref = vec_dot_reference(type, wr, ar, n);
+          ASSERT_LE(std::fabs(double(got) - ref), simd_tolerance(type) * magnitude)
+              << "token " << t << " row " << r << " got " << got << " ref " << ref;
+        }
+      }
+    }
+    hwy::SetSupportedTargetsForTest(0);
+  }
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include "backend/cpu/attention.h"
 #include "tensor/dequantize.h"
+#include "tensor/gemm.h"
 #include "tensor/vec_dot.h"
 #include "util/error.h"
 
@@ -35,13 +36,9 @@ void CpuBackend::matmul(const Matrix& w, const float* x, float* y, int n_tokens)
     act = scratch;
   }
   const auto* act_bytes = static_cast<const uint8_t*>(act);
-  const int64_t rows = w.rows;
-  // Split by output rows; each element is one vec_dot whatever the batch.
-  pool_.parallel_for(rows, 16, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const uint8_t* wr = w.row(r);
-      for (int t = 0; t < n_tokens; ++t) y[t * rows + r] = vec_dot(w.type, wr, act_bytes + t * act_stride, w.cols);
-    }
+  // Split by output rows; every row meets every token (gemm_rows tiles them).
+  pool_.parallel_for(w.rows, 16, [&](int64_t r0, int64_t r1) {
+    gemm_rows(w.type, w.data, w.row_stride(), r0, r1, act_bytes, act_stride, n_tokens, w.cols, y, w.rows);
   });
 }
 
