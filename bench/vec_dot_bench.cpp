@@ -1,7 +1,13 @@
-// Throughput of vec_dot per weight type: a 4096 x 4096 matvec on one thread
-// (weights streamed from memory, as in decode), and the same kernel on 16
-// rows that stay in cache (the kernel's compute ceiling). GB/s counts weight
-// bytes. The scalar reference runs beside it for the ratio.
+// Throughput of the matmul kernels per weight type, on one thread:
+// - vec_dot: a 4096 x 4096 matvec (weights streamed from memory, as in
+//   decode), and the same kernel on 16 rows that stay in cache (its compute
+//   ceiling); the scalar reference beside it for the ratio;
+// - gemm: gemm_rows (what CpuBackend::matmul runs) on 4096 x 4096 weights
+//   for 1 token (decode: GB/s of weights) and on 256 rows for 64 tokens
+//   (prefill: items/s are multiply-adds);
+// - memory_read: the machine's read bandwidth on one thread (a 512 MiB sum),
+//   the ceiling for decode's GB/s.
+// GB/s counts weight bytes.
 //
 //   build/vec_dot_bench --benchmark_min_time=0.5
 #include <benchmark/benchmark.h>
@@ -13,6 +19,7 @@
 
 #include "tensor/dequantize.h"
 #include "tensor/dtype.h"
+#include "tensor/gemm.h"
 #include "tensor/vec_dot.h"
 
 namespace {
@@ -89,6 +96,45 @@ void BM_VecDot(benchmark::State& state, DType type, bool reference) {
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(weights.size()));
 }
 
+void BM_Gemm(benchmark::State& state, DType type) {
+  const int64_t rows = state.range(0);
+  const int n_tokens = static_cast<int>(state.range(1));
+  std::mt19937 rng(42);
+  const auto weights = random_matrix(type, rows, rng);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const size_t act_row = shoal::row_bytes(shoal::activation_dtype(type), kCols);
+  std::vector<uint8_t> act(act_row * n_tokens);
+  std::vector<float> x(kCols);
+  for (int t = 0; t < n_tokens; ++t) {
+    for (auto& v : x) v = normal(rng);
+    shoal::quantize_activation(type, x.data(), act.data() + t * act_row, kCols);
+  }
+  std::vector<float> out(static_cast<size_t>(rows) * n_tokens);
+  for (auto _ : state) {
+    shoal::gemm_rows(type, weights.data(), shoal::row_bytes(type, kCols), 0, rows, act.data(), act_row, n_tokens,
+                     kCols, out.data(), rows);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(weights.size()));
+  state.SetItemsProcessed(state.iterations() * rows * kCols * n_tokens);
+}
+
+void BM_MemoryRead(benchmark::State& state) {
+  std::vector<uint64_t> buffer((512ull << 20) / 8, 1);
+  for (auto _ : state) {
+    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (size_t i = 0; i < buffer.size(); i += 4) {
+      s0 += buffer[i];
+      s1 += buffer[i + 1];
+      s2 += buffer[i + 2];
+      s3 += buffer[i + 3];
+    }
+    benchmark::DoNotOptimize(s0 + s1 + s2 + s3);
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(buffer.size() * 8));
+}
+
 void BM_QuantizeActivation(benchmark::State& state, DType weight) {
   std::vector<float> x(kCols);
   std::mt19937 rng(7);
@@ -115,6 +161,12 @@ int main(int argc, char** argv) {
     benchmark::RegisterBenchmark(("vec_dot_reference/" + name).c_str(), BM_VecDot, t, true)
         ->Arg(16)->Unit(benchmark::kMicrosecond);
   }
+  for (const DType t : types) {
+    const std::string name(shoal::dtype_info(t).name);
+    benchmark::RegisterBenchmark(("gemm/" + name).c_str(), BM_Gemm, t)
+        ->Args({4096, 1})->Args({256, 64})->Unit(benchmark::kMicrosecond);
+  }
+  benchmark::RegisterBenchmark("memory_read", BM_MemoryRead)->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("quantize_activation/Q8_0", BM_QuantizeActivation, DType::Q8_0);
   benchmark::RegisterBenchmark("quantize_activation/Q8_K", BM_QuantizeActivation, DType::Q4_K);
   benchmark::Initialize(&argc, argv);

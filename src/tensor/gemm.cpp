@@ -18,6 +18,7 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "tensor/gemm.cpp"
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -36,20 +37,20 @@ namespace HWY_NAMESPACE {
 
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2  // (re-evaluated per target: not a #define)
 
-constexpr int kTileTokens = 4;
+constexpr int kTileTokens = 4;  // two pairs
 
 constexpr DType activation_dtype_of(DType weight) {
   return weight == DType::Q4_K || weight == DType::Q6_K ? DType::Q8_K : DType::Q8_0;
 }
 
-// Up to NT tokens' activations against one row. The accumulators live in
-// RowTile's locals (one array for even blocks, one for odd), passed to each
-// Block by reference so that they stay in registers.
+// Up to NT tokens' activations against one row. Each token has two float
+// accumulators (even and odd blocks), RowTile's locals, passed to Block by
+// reference so that they stay in registers.
 template <int NT>
 struct Tile {
-  const uint8_t* act[NT];   // each token's activation row
-  const int32_t* sums[NT];  // each token's per-block activation sums (Q4_1), or null
-  const float* scales[NT];  // each token's Q8_0 block scales as floats, or null (Q8_K)
+  const uint8_t* act[NT];        // each token's activation row
+  const float* scales[NT];       // each token's activation scale per block, as floats
+  const float* min_terms[NT];    // Q4_1: per block, activation scale * sum of the block's quants
 };
 
 // Four adjacent u8 * s8 products summed into each int32 lane, exactly.
@@ -61,19 +62,14 @@ HWY_INLINE __m256i DotBytesScaled(__m256i u, __m256i s, __m256i scale) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), scale);
 }
 HWY_INLINE __m256i Load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
-// x in lane 0, zeros elsewhere: how a per-block scalar term joins a vector sum.
-HWY_INLINE __m256 Lane0(float x) { return _mm256_setr_ps(x, 0, 0, 0, 0, 0, 0, 0); }
-// acc += isum * scale.
-HWY_INLINE __m256 AddScaled(__m256 acc, __m256i isum, float scale) {
-  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(scale), acc);
+
+// acc[k] += float(block sums of token k) * (dw * its activation scale).
+template <int NT>
+HWY_INLINE void AddBlock(const __m256i (&isum)[NT], float dw, const Tile<NT>& t, int64_t b, __m256 (&acc)[NT]) {
+  for (int k = 0; k < NT; ++k)
+    acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[k]), _mm256_set1_ps(dw * t.scales[k][b]), acc[k]);
 }
-// The lane sum in a fixed order.
-HWY_INLINE float HorizontalSum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
+
 // The 32 nibbles of a 32-block, values 0..15 in value order (low nibbles
 // are values 0..15, high nibbles 16..31).
 HWY_INLINE __m256i Nibbles32(const uint8_t* qs) {
@@ -94,16 +90,17 @@ HWY_INLINE __m256i BitsToBytes(uint32_t bits) {
 template <int NT>
 HWY_INLINE void SignedBlock(__m256i w, float dw, int64_t b, const Tile<NT>& t, __m256 (&acc)[NT]) {
   const __m256i abs_w = _mm256_sign_epi8(w, w);
+  __m256i isum[NT];
   for (int k = 0; k < NT; ++k) {
     const BlockQ8_0& a = reinterpret_cast<const BlockQ8_0*>(t.act[k])[b];
-    const __m256i isum = DotBytes(abs_w, _mm256_sign_epi8(Load32(a.qs), w));
-    acc[k] = AddScaled(acc[k], isum, dw * t.scales[k][b]);
+    isum[k] = DotBytes(abs_w, _mm256_sign_epi8(Load32(a.qs), w));
   }
+  AddBlock(isum, dw, t, b, acc);
 }
 
 struct Q4_0Tiles {
   static constexpr DType kType = DType::Q4_0;
-  static constexpr bool kNeedsSums = false;
+  static constexpr bool kRowMins = false;
   template <int NT>
   HWY_INLINE void Block(const uint8_t* row, int64_t b, const Tile<NT>& t, __m256 (&acc)[NT]) const {
     const BlockQ4_0& x = reinterpret_cast<const BlockQ4_0*>(row)[b];
@@ -113,7 +110,7 @@ struct Q4_0Tiles {
 
 struct Q5_0Tiles {
   static constexpr DType kType = DType::Q5_0;
-  static constexpr bool kNeedsSums = false;
+  static constexpr bool kRowMins = false;
   template <int NT>
   HWY_INLINE void Block(const uint8_t* row, int64_t b, const Tile<NT>& t, __m256 (&acc)[NT]) const {
     const BlockQ5_0& x = reinterpret_cast<const BlockQ5_0*>(row)[b];
@@ -125,7 +122,7 @@ struct Q5_0Tiles {
 
 struct Q8_0Tiles {
   static constexpr DType kType = DType::Q8_0;
-  static constexpr bool kNeedsSums = false;
+  static constexpr bool kRowMins = false;
   template <int NT>
   HWY_INLINE void Block(const uint8_t* row, int64_t b, const Tile<NT>& t, __m256 (&acc)[NT]) const {
     const BlockQ8_0& x = reinterpret_cast<const BlockQ8_0*>(row)[b];
@@ -133,21 +130,20 @@ struct Q8_0Tiles {
   }
 };
 
-// Q4_1: x = d * q + m, so x . a = d * da * (q . qa) + m * da * sum(qa).
+// Q4_1: x = d * q + m, so x . a = d * da * (q . qa) + m * da * sum(qa). The
+// second term is one dot per row over the blocks: the row's m against the
+// token's da * sum(qa) (RowTile, kRowMins).
 struct Q4_1Tiles {
   static constexpr DType kType = DType::Q4_1;
-  static constexpr bool kNeedsSums = true;
+  static constexpr bool kRowMins = true;
+  static float Min(const uint8_t* row, int64_t b) { return F16ToF32(reinterpret_cast<const BlockQ4_1*>(row)[b].m); }
   template <int NT>
   HWY_INLINE void Block(const uint8_t* row, int64_t b, const Tile<NT>& t, __m256 (&acc)[NT]) const {
     const BlockQ4_1& x = reinterpret_cast<const BlockQ4_1*>(row)[b];
     const __m256i q = Nibbles32(x.qs);
-    const float dw = F16ToF32(x.d), mw = F16ToF32(x.m);
-    for (int k = 0; k < NT; ++k) {
-      const BlockQ8_0& a = reinterpret_cast<const BlockQ8_0*>(t.act[k])[b];
-      const float da = t.scales[k][b];
-      const __m256 main = AddScaled(acc[k], DotBytes(q, Load32(a.qs)), dw * da);
-      acc[k] = _mm256_fmadd_ps(Lane0(static_cast<float>(t.sums[k][b])), _mm256_set1_ps(mw * da), main);
-    }
+    __m256i isum[NT];
+    for (int k = 0; k < NT; ++k) isum[k] = DotBytes(q, Load32(reinterpret_cast<const BlockQ8_0*>(t.act[k])[b].qs));
+    AddBlock(isum, F16ToF32(x.d), t, b, acc);
   }
 };
 
@@ -155,7 +151,7 @@ struct Q4_1Tiles {
 // activations' 16-value sums.
 struct Q4_KTiles {
   static constexpr DType kType = DType::Q4_K;
-  static constexpr bool kNeedsSums = false;
+  static constexpr bool kRowMins = false;
   template <int NT>
   HWY_INLINE void Block(const uint8_t* row, int64_t b, const Tile<NT>& t, __m256 (&acc)[NT]) const {
     const BlockQ4_K& x = reinterpret_cast<const BlockQ4_K*>(row)[b];
@@ -175,13 +171,19 @@ struct Q4_KTiles {
                                                              DotBytesScaled(hi, Load32(qa + 32), shi)));
       }
     }
-    const float dw = F16ToF32(x.d), dmin = F16ToF32(x.dmin);
+    AddBlock(isum, F16ToF32(x.d), t, b, acc);
+    // - dmin * da * sum over sub-blocks of min * (the sub-block's activation sum), in lane 0.
+    float msum[NT];
     for (int k = 0; k < NT; ++k) {
       const BlockQ8_K& a = reinterpret_cast<const BlockQ8_K*>(t.act[k])[b];
-      int msum = 0;
-      for (int s = 0; s < 8; ++s) msum += min[s] * (a.bsums[2 * s] + a.bsums[2 * s + 1]);
-      const __m256 main = AddScaled(acc[k], isum[k], dw * a.d);
-      acc[k] = _mm256_fmadd_ps(Lane0(static_cast<float>(msum)), _mm256_set1_ps(-(dmin * a.d)), main);
+      int m = 0;
+      for (int s = 0; s < 8; ++s) m += min[s] * (a.bsums[2 * s] + a.bsums[2 * s + 1]);
+      msum[k] = static_cast<float>(m);
+    }
+    const float neg_dmin = -F16ToF32(x.dmin);
+    for (int k = 0; k < NT; ++k) {
+      const __m256 mins = _mm256_setr_ps(msum[k], 0, 0, 0, 0, 0, 0, 0);
+      acc[k] = _mm256_fmadd_ps(mins, _mm256_set1_ps(neg_dmin * t.scales[k][b]), acc[k]);
     }
   }
 };
@@ -190,7 +192,7 @@ struct Q4_KTiles {
 // the 32 comes off exactly through the activations' 16-value sums.
 struct Q6_KTiles {
   static constexpr DType kType = DType::Q6_K;
-  static constexpr bool kNeedsSums = false;
+  static constexpr bool kRowMins = false;
   template <int NT>
   HWY_INLINE void Block(const uint8_t* row, int64_t b, const Tile<NT>& t, __m256 (&acc)[NT]) const {
     const BlockQ6_K& x = reinterpret_cast<const BlockQ6_K*>(row)[b];
@@ -208,9 +210,7 @@ struct Q6_KTiles {
       const __m256i q4 =
           _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v2, 4), low4), _mm256_and_si256(_mm256_srli_epi16(h, 2), bits45));
       // Each 32-value vector spans two groups: scale of the first 16 in the low half.
-      auto scales = [&](int g) {
-        return _mm256_set_m128i(_mm_set1_epi16(sc[g + 1]), _mm_set1_epi16(sc[g]));
-      };
+      auto scales = [&](int g) { return _mm256_set_m128i(_mm_set1_epi16(sc[g + 1]), _mm_set1_epi16(sc[g])); };
       const __m256i s1 = scales(0), s2 = scales(2), s3 = scales(4), s4 = scales(6);
       for (int k = 0; k < NT; ++k) {
         const int8_t* qa = reinterpret_cast<const BlockQ8_K*>(t.act[k])[b].qs + 128 * n;
@@ -220,58 +220,79 @@ struct Q6_KTiles {
         isum[k] = _mm256_add_epi32(isum[k], _mm256_add_epi32(p12, p34));
       }
     }
-    const float dw = F16ToF32(x.d);
     for (int k = 0; k < NT; ++k) {
       const BlockQ8_K& a = reinterpret_cast<const BlockQ8_K*>(t.act[k])[b];
       int offset = 0;
       for (int g = 0; g < 16; ++g) offset += x.scales[g] * a.bsums[g];
-      const __m256i exact = _mm256_sub_epi32(isum[k], _mm256_setr_epi32(32 * offset, 0, 0, 0, 0, 0, 0, 0));
-      acc[k] = AddScaled(acc[k], exact, dw * a.d);
+      isum[k] = _mm256_sub_epi32(isum[k], _mm256_setr_epi32(32 * offset, 0, 0, 0, 0, 0, 0, 0));
     }
+    AddBlock(isum, F16ToF32(x.d), t, b, acc);
   }
 };
 
+// The lane sum in a fixed order.
+HWY_INLINE float HorizontalSum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+
+// sum of v[i] * w[i] over n (a multiple of 8) in 8 lanes, then the lanes.
+HWY_INLINE float DotFloats(const float* v, const float* w, int64_t n) {
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(v + i), _mm256_loadu_ps(w + i), acc);
+  return HorizontalSum(acc);
+}
+
+// Blocks rounded up to whole 8-float vectors (the Q4_1 min dot).
+inline int64_t padded_blocks(int64_t nb) { return (nb + 7) / 8 * 8; }
+
 template <class Kernel, int NT>
-HWY_INLINE void RowTile(const Kernel& kernel, const uint8_t* row, int64_t nb, const uint8_t* act,
-                        size_t act_row_bytes, const int32_t* sums, const float* scales, float* y,
-                        int64_t y_stride) {
-  Tile<NT> t;
+HWY_INLINE void RowTile(const Kernel& kernel, const uint8_t* row, int64_t nb, const Tile<NT>& t,
+                        const float* row_mins, float* y, int64_t y_stride) {
   __m256 even[NT], odd[NT];
-  for (int k = 0; k < NT; ++k) {
-    t.act[k] = act + k * act_row_bytes;
-    t.sums[k] = sums ? sums + k * nb : nullptr;
-    t.scales[k] = scales ? scales + k * nb : nullptr;
-    even[k] = odd[k] = _mm256_setzero_ps();
-  }
+  for (int k = 0; k < NT; ++k) even[k] = odd[k] = _mm256_setzero_ps();
   int64_t b = 0;
   for (; b + 1 < nb; b += 2) {
     kernel.template Block<NT>(row, b, t, even);
     kernel.template Block<NT>(row, b + 1, t, odd);
   }
   if (b < nb) kernel.template Block<NT>(row, b, t, even);
-  for (int k = 0; k < NT; ++k) y[k * y_stride] = HorizontalSum(_mm256_add_ps(even[k], odd[k]));
+  for (int k = 0; k < NT; ++k) {
+    float value = HorizontalSum(_mm256_add_ps(even[k], odd[k]));
+    if constexpr (Kernel::kRowMins) value += DotFloats(row_mins, t.min_terms[k], padded_blocks(nb));
+    y[k * y_stride] = value;
+  }
 }
 
 template <class Kernel>
 void KernelRows(const Kernel& kernel, const uint8_t* w, size_t w_row_bytes, int64_t r0, int64_t r1,
                 const uint8_t* act, size_t act_row_bytes, int n_tokens, int64_t nb, float* y, int64_t y_stride) {
-  // Per-block activation scales as floats (Q8_0 keeps them in f16) and, for
-  // the Q4_1 min term, sums: once per call, not once per row.
-  thread_local std::vector<int32_t> sums;
-  thread_local std::vector<float> scales;
-  constexpr bool kQ8_0 = activation_dtype_of(Kernel::kType) == DType::Q8_0;
-  if constexpr (kQ8_0) {
-    scales.resize(static_cast<size_t>(n_tokens) * nb);
-    if (Kernel::kNeedsSums) sums.resize(static_cast<size_t>(n_tokens) * nb);
-    for (int t = 0; t < n_tokens; ++t) {
-      const auto* a = reinterpret_cast<const BlockQ8_0*>(act + t * act_row_bytes);
-      for (int64_t b = 0; b < nb; ++b) {
-        scales[t * nb + b] = F16ToF32(a[b].d);
-        if (!Kernel::kNeedsSums) continue;
-        int s = 0;
-        for (int j = 0; j < kQK; ++j) s += a[b].qs[j];
-        sums[t * nb + b] = s;
+  // Once per call, not once per row: each token's activation scales as
+  // floats, and (Q4_1) its da * sum(qa) per block.
+  thread_local std::vector<float> scales, min_terms, row_mins;
+  const int64_t nbp = padded_blocks(nb);
+  scales.resize(static_cast<size_t>(n_tokens) * nb);
+  if (Kernel::kRowMins) {
+    min_terms.assign(static_cast<size_t>(n_tokens) * nbp, 0.0f);
+    row_mins.assign(static_cast<size_t>(nbp), 0.0f);
+  }
+  for (int t = 0; t < n_tokens; ++t) {
+    const uint8_t* a = act + t * act_row_bytes;
+    for (int64_t b = 0; b < nb; ++b) {
+      float da;
+      if constexpr (activation_dtype_of(Kernel::kType) == DType::Q8_K) {
+        da = reinterpret_cast<const BlockQ8_K*>(a)[b].d;
+      } else {
+        const BlockQ8_0& q = reinterpret_cast<const BlockQ8_0*>(a)[b];
+        da = F16ToF32(q.d);
+        if (Kernel::kRowMins) {
+          int s = 0;
+          for (int j = 0; j < kQK; ++j) s += q.qs[j];
+          min_terms[t * nbp + b] = da * static_cast<float>(s);
+        }
       }
+      scales[t * nb + b] = da;
     }
   }
   // Rows in groups that stay in cache while every token tile passes them.
@@ -280,17 +301,26 @@ void KernelRows(const Kernel& kernel, const uint8_t* w, size_t w_row_bytes, int6
     const int64_t g1 = std::min(r1, g0 + kRowGroup);
     for (int t0 = 0; t0 < n_tokens; t0 += kTileTokens) {
       const int nt = std::min(kTileTokens, n_tokens - t0);
-      const uint8_t* a = act + t0 * act_row_bytes;
-      const int32_t* s = Kernel::kNeedsSums ? sums.data() + t0 * nb : nullptr;
-      const float* sc = kQ8_0 ? scales.data() + t0 * nb : nullptr;
       for (int64_t r = g0; r < g1; ++r) {
         const uint8_t* row = w + r * w_row_bytes;
+        if constexpr (Kernel::kRowMins)
+          for (int64_t b = 0; b < nb; ++b) row_mins[b] = Kernel::Min(row, b);
         float* out = y + t0 * y_stride + r;
+        auto run = [&](auto tokens) {
+          constexpr int NT = decltype(tokens)::value;
+          Tile<NT> t;
+          for (int k = 0; k < NT; ++k) {
+            t.act[k] = act + (t0 + k) * act_row_bytes;
+            t.scales[k] = scales.data() + (t0 + k) * nb;
+            t.min_terms[k] = Kernel::kRowMins ? min_terms.data() + (t0 + k) * nbp : nullptr;
+          }
+          RowTile<Kernel, NT>(kernel, row, nb, t, row_mins.data(), out, y_stride);
+        };
         switch (nt) {
-          case 4: RowTile<Kernel, 4>(kernel, row, nb, a, act_row_bytes, s, sc, out, y_stride); break;
-          case 3: RowTile<Kernel, 3>(kernel, row, nb, a, act_row_bytes, s, sc, out, y_stride); break;
-          case 2: RowTile<Kernel, 2>(kernel, row, nb, a, act_row_bytes, s, sc, out, y_stride); break;
-          default: RowTile<Kernel, 1>(kernel, row, nb, a, act_row_bytes, s, sc, out, y_stride); break;
+          case 4: run(std::integral_constant<int, 4>()); break;
+          case 3: run(std::integral_constant<int, 3>()); break;
+          case 2: run(std::integral_constant<int, 2>()); break;
+          default: run(std::integral_constant<int, 1>()); break;
         }
       }
     }
