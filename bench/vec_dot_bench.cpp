@@ -111,8 +111,8 @@ void BM_Gemm(benchmark::State& state, DType type) {
   }
   std::vector<float> out(static_cast<size_t>(rows) * n_tokens);
   for (auto _ : state) {
-    shoal::gemm_rows(type, weights.data(), shoal::row_bytes(type, kCols), 0, rows, act.data(), act_row, n_tokens,
-                     kCols, out.data(), rows);
+    shoal::gemm_rows(shoal::Matrix{type, weights.data(), rows, kCols}, 0, rows, act.data(), act_row, n_tokens,
+                     out.data(), rows);
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }

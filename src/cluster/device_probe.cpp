@@ -99,13 +99,13 @@ DeviceInfo probe_local_cpu(ThreadPool& pool) {
 
   auto matvec = [&] {
     pool.parallel_for(mv_rows, 16, [&](int64_t r0, int64_t r1) {
-      gemm_rows(wtype, weights, wrow, r0, r1, act_q, arow, 1, kCols, y_mv, mv_rows);
+      gemm_rows(Matrix{wtype, weights, mv_rows, kCols}, r0, r1, act_q, arow, 1, y_mv, mv_rows);
     });
   };
   // As CpuBackend::matmul: rows split over threads, tokens in tiles.
   auto matmul = [&] {
     pool.parallel_for(mm_rows, 16, [&](int64_t r0, int64_t r1) {
-      gemm_rows(wtype, weights, wrow, r0, r1, act_q, arow, kMatmulTokens, kCols, y_mm, mm_rows);
+      gemm_rows(Matrix{wtype, weights, mm_rows, kCols}, r0, r1, act_q, arow, kMatmulTokens, y_mm, mm_rows);
     });
   };
   // The best of a few runs: the question is what the machine can do, and

@@ -15,6 +15,7 @@ Engine::Engine(const EngineOptions& options, const StageBuilder& build_stages) :
   file_ = gguf::File::open(options.model_path);
   config_ = ModelConfig::from_gguf(*file_);
   weights_ = bind_weights(*file_, config_);
+  group_rows_for_cpu(weights_, config_, BindRange{0, 0, true});  // the head; layers as stages take them
   tokenizer_ = Tokenizer::from_gguf(*file_);
   if (tokenizer_->n_vocab() > config_.n_vocab)
     fail("{}: tokenizer has {} tokens but the embedding only {} rows", options.model_path, tokenizer_->n_vocab(),
@@ -55,6 +56,8 @@ Engine::Engine(const EngineOptions& options, const StageBuilder& build_stages) :
 }
 
 std::unique_ptr<Stage> Engine::make_local_stage(int begin, int end) {
+  // The layers this machine runs, in the layout its matmul reads fastest.
+  group_rows_for_cpu(weights_, config_, BindRange{begin, end, false});
   return std::make_unique<LocalStage>(*backend_, config_, weights_, begin, end, options_.n_seq, n_ctx_, n_batch_,
                                       options_.kv_types);
 }

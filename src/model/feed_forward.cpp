@@ -25,7 +25,9 @@ void gated(Backend& be, const ModelConfig& c, const Matrix& gate, const Matrix& 
 
 // Expert e of a [n_expert * rows][cols] tensor.
 Matrix expert(const Matrix& m, int e, int64_t rows) {
-  return Matrix{m.type, m.data + static_cast<size_t>(e) * rows * m.row_stride(), rows, m.cols};
+  // Groups of eight rows never straddle two experts (weights.cpp groups an
+  // expert tensor only when each expert's rows are whole groups).
+  return Matrix{m.type, m.data + static_cast<size_t>(e) * rows * m.row_stride(), rows, m.cols, m.interleaved};
 }
 
 // The top-k experts of one token, best first (ties to the lower id), and

@@ -1,10 +1,13 @@
 #include "model/weights.h"
 
+#include <algorithm>
 #include <map>
 
 #include <fmt/ranges.h>
 
 #include "gguf/reader.h"
+#include "tensor/gemm.h"
+#include "tensor/interleave.h"
 #include "util/error.h"
 
 namespace shoal {
@@ -73,6 +76,48 @@ ModelWeights bind_weights(const TensorLookup& lookup, const std::string& source,
   });
   if (r.with_head && c.tied_output) w.output = w.token_embd;
   return w;
+}
+
+namespace {
+
+// Calls fn(matrix) for every matrix group_rows_for_cpu may rewrite.
+template <class Weights, class Fn>
+void for_each_groupable(Weights& w, const ModelConfig& c, const BindRange& r, Fn&& fn) {
+  if (!gemm_reads_groups()) return;
+  auto consider = [&](auto& m, int64_t rows_per_slice) {
+    // An expert tensor is cut into slices of rows per expert: a group must not straddle two.
+    if (!m.empty() && !m.interleaved && interleavable(m.type) && m.rows >= 8 && rows_per_slice % 8 == 0) fn(m);
+  };
+  const int end = r.layer_end < 0 ? c.n_layer : std::min(r.layer_end, c.n_layer);
+  for (int l = std::max(0, r.layer_begin); l < end; ++l)
+    for (TensorKind k : c.layer_tensors) {
+      const TensorSpec& spec = tensor_spec(k);
+      const bool experts = c.dim(spec.dims[2]) > 1;
+      consider(w.layers[l][k], experts ? c.dim(spec.dims[1]) : 8);
+    }
+  // The head, unless it is the embedding (whose rows get_rows reads plainly).
+  if (r.with_head && !c.tied_output) consider(w.output, 8);
+}
+
+}  // namespace
+
+uint64_t groupable_bytes(const ModelWeights& w, const ModelConfig& c, const BindRange& r) {
+  uint64_t bytes = 0;
+  for_each_groupable(w, c, r, [&](const Matrix& m) { bytes += m.bytes(); });
+  return bytes;
+}
+
+uint64_t group_rows_for_cpu(ModelWeights& w, const ModelConfig& c, const BindRange& r) {
+  uint64_t bytes = 0;
+  for_each_groupable(w, c, r, [&](Matrix& m) {
+    std::unique_ptr<uint8_t[]> copy(new uint8_t[m.bytes()]);
+    interleave_rows(m.type, m.data, m.rows, m.cols, copy.get());
+    m.data = copy.get();
+    m.interleaved = true;
+    bytes += m.bytes();
+    w.owned.push_back(std::move(copy));
+  });
+  return bytes;
 }
 
 ModelWeights bind_weights(const gguf::File& f, const ModelConfig& c, const BindRange& r) {

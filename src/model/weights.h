@@ -3,7 +3,9 @@
 // config. Views point into the mapped file (or, on a worker, into received
 // or cached buffers); nothing is copied.
 #include <array>
+#include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -28,6 +30,7 @@ struct ModelWeights {
   Matrix output;              // [n_vocab][n_embd]; token_embd when tied; empty on a worker
   Matrix rope_freqs;          // [rope_dim / 2] f32 or empty
   std::vector<LayerWeights> layers;  // n_layer entries; those outside the bound range are empty
+  std::vector<std::unique_ptr<uint8_t[]>> owned;  // copies made at load (rows in groups of eight)
 };
 
 // A tensor as the binder sees it: GGUF shape order (shape[0] = row length).
@@ -54,5 +57,14 @@ std::vector<std::string> tensor_names_for(const ModelConfig& config, const BindR
 ModelWeights bind_weights(const TensorLookup& lookup, const std::string& source, const ModelConfig& config,
                           const BindRange& range = {});
 ModelWeights bind_weights(const gguf::File& file, const ModelConfig& config, const BindRange& range = {});
+
+// The bytes group_rows_for_cpu would copy: the layer matrices (and an untied
+// output) whose type has a layout in groups of eight rows, when this CPU's
+// matmul reads it; 0 otherwise.
+uint64_t groupable_bytes(const ModelWeights& w, const ModelConfig& config, const BindRange& range);
+// Copies those matrices into groups of eight rows (tensor/interleave.h), in
+// buffers `w` keeps; the views then point there. Speed only: the matmul
+// gives the same bits either way. Returns the bytes copied.
+uint64_t group_rows_for_cpu(ModelWeights& w, const ModelConfig& config, const BindRange& range);
 
 }  // namespace shoal

@@ -25,6 +25,8 @@
 #include "hwy/highway.h"
 #include "tensor/blocks.h"
 #include "tensor/dtype.h"
+#include "tensor/interleave.h"
+#include "tensor/matrix.h"
 #include "tensor/vec_dot_common-inl.h"
 
 #if HWY_ARCH_X86
@@ -50,7 +52,7 @@ template <int NT>
 struct Tile {
   const uint8_t* act[NT];        // each token's activation row
   const float* scales[NT];       // each token's activation scale per block, as floats
-  const float* min_terms[NT];    // Q4_1: per block, activation scale * sum of the block's quants
+  const int32_t* sums[NT];       // Q8_0 activations: each block's sum of quants
 };
 
 // Four adjacent u8 * s8 products summed into each int32 lane, exactly.
@@ -98,19 +100,8 @@ HWY_INLINE void SignedBlock(__m256i w, float dw, int64_t b, const Tile<NT>& t, _
   AddBlock(isum, dw, t, b, acc);
 }
 
-struct Q4_0Tiles {
-  static constexpr DType kType = DType::Q4_0;
-  static constexpr bool kRowMins = false;
-  template <int NT>
-  HWY_INLINE void Block(const uint8_t* row, int64_t b, const Tile<NT>& t, __m256 (&acc)[NT]) const {
-    const BlockQ4_0& x = reinterpret_cast<const BlockQ4_0*>(row)[b];
-    SignedBlock(_mm256_sub_epi8(Nibbles32(x.qs), _mm256_set1_epi8(8)), F16ToF32(x.d), b, t, acc);
-  }
-};
-
 struct Q5_0Tiles {
   static constexpr DType kType = DType::Q5_0;
-  static constexpr bool kRowMins = false;
   template <int NT>
   HWY_INLINE void Block(const uint8_t* row, int64_t b, const Tile<NT>& t, __m256 (&acc)[NT]) const {
     const BlockQ5_0& x = reinterpret_cast<const BlockQ5_0*>(row)[b];
@@ -120,38 +111,10 @@ struct Q5_0Tiles {
   }
 };
 
-struct Q8_0Tiles {
-  static constexpr DType kType = DType::Q8_0;
-  static constexpr bool kRowMins = false;
-  template <int NT>
-  HWY_INLINE void Block(const uint8_t* row, int64_t b, const Tile<NT>& t, __m256 (&acc)[NT]) const {
-    const BlockQ8_0& x = reinterpret_cast<const BlockQ8_0*>(row)[b];
-    SignedBlock(Load32(x.qs), F16ToF32(x.d), b, t, acc);
-  }
-};
-
-// Q4_1: x = d * q + m, so x . a = d * da * (q . qa) + m * da * sum(qa). The
-// second term is one dot per row over the blocks: the row's m against the
-// token's da * sum(qa) (RowTile, kRowMins).
-struct Q4_1Tiles {
-  static constexpr DType kType = DType::Q4_1;
-  static constexpr bool kRowMins = true;
-  static float Min(const uint8_t* row, int64_t b) { return F16ToF32(reinterpret_cast<const BlockQ4_1*>(row)[b].m); }
-  template <int NT>
-  HWY_INLINE void Block(const uint8_t* row, int64_t b, const Tile<NT>& t, __m256 (&acc)[NT]) const {
-    const BlockQ4_1& x = reinterpret_cast<const BlockQ4_1*>(row)[b];
-    const __m256i q = Nibbles32(x.qs);
-    __m256i isum[NT];
-    for (int k = 0; k < NT; ++k) isum[k] = DotBytes(q, Load32(reinterpret_cast<const BlockQ8_0*>(t.act[k])[b].qs));
-    AddBlock(isum, F16ToF32(x.d), t, b, acc);
-  }
-};
-
 // Q4_K: 8 sub-blocks of 32 with 6-bit scales and mins; the mins meet the
 // activations' 16-value sums.
 struct Q4_KTiles {
   static constexpr DType kType = DType::Q4_K;
-  static constexpr bool kRowMins = false;
   template <int NT>
   HWY_INLINE void Block(const uint8_t* row, int64_t b, const Tile<NT>& t, __m256 (&acc)[NT]) const {
     const BlockQ4_K& x = reinterpret_cast<const BlockQ4_K*>(row)[b];
@@ -192,7 +155,6 @@ struct Q4_KTiles {
 // the 32 comes off exactly through the activations' 16-value sums.
 struct Q6_KTiles {
   static constexpr DType kType = DType::Q6_K;
-  static constexpr bool kRowMins = false;
   template <int NT>
   HWY_INLINE void Block(const uint8_t* row, int64_t b, const Tile<NT>& t, __m256 (&acc)[NT]) const {
     const BlockQ6_K& x = reinterpret_cast<const BlockQ6_K*>(row)[b];
@@ -237,19 +199,61 @@ HWY_INLINE float HorizontalSum(__m256 v) {
   return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
 }
 
-// sum of v[i] * w[i] over n (a multiple of 8) in 8 lanes, then the lanes.
-HWY_INLINE float DotFloats(const float* v, const float* w, int64_t n) {
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(v + i), _mm256_loadu_ps(w + i), acc);
-  return HorizontalSum(acc);
+// Each token's activation scale per block as a float, and the sum of its
+// block's quants (Q4_0's offset, Q4_1's min term): once per call, not once
+// per row. Thread-local: every thread of a matmul fills its own.
+struct ActivationInfo {
+  std::vector<float> scales;  // [token][block]
+  std::vector<int32_t> sums;  // [token][block], Q8_0 activations only
+  void fill(DType act_type, const uint8_t* act, size_t act_row_bytes, int n_tokens, int64_t nb) {
+    scales.resize(static_cast<size_t>(n_tokens) * nb);
+    if (act_type == DType::Q8_0) sums.resize(static_cast<size_t>(n_tokens) * nb);
+    for (int t = 0; t < n_tokens; ++t) {
+      const uint8_t* a = act + t * act_row_bytes;
+      for (int64_t b = 0; b < nb; ++b) {
+        if (act_type == DType::Q8_K) {
+          scales[t * nb + b] = reinterpret_cast<const BlockQ8_K*>(a)[b].d;
+          continue;
+        }
+        const BlockQ8_0& q = reinterpret_cast<const BlockQ8_0*>(a)[b];
+        scales[t * nb + b] = F16ToF32(q.d);
+        int s = 0;
+        for (int j = 0; j < kQK; ++j) s += q.qs[j];
+        sums[t * nb + b] = s;
+      }
+    }
+  }
+};
+
+// Calls fn(std::integral_constant<int, NT>) for NT = n (1..4).
+template <class Fn>
+HWY_INLINE void WithTokens(int n, Fn&& fn) {
+  switch (n) {
+    case 4: fn(std::integral_constant<int, 4>()); break;
+    case 3: fn(std::integral_constant<int, 3>()); break;
+    case 2: fn(std::integral_constant<int, 2>()); break;
+    default: fn(std::integral_constant<int, 1>()); break;
+  }
 }
 
-// Blocks rounded up to whole 8-float vectors (the Q4_1 min dot).
-inline int64_t padded_blocks(int64_t nb) { return (nb + 7) / 8 * 8; }
+template <int NT>
+HWY_INLINE Tile<NT> MakeTile(const uint8_t* act, size_t act_row_bytes, const ActivationInfo& info, int t0,
+                             int64_t nb) {
+  Tile<NT> t;
+  for (int k = 0; k < NT; ++k) {
+    t.act[k] = act + (t0 + k) * act_row_bytes;
+    t.scales[k] = info.scales.data() + (t0 + k) * nb;
+    t.sums[k] = info.sums.empty() ? nullptr : info.sums.data() + (t0 + k) * nb;
+  }
+  return t;
+}
+
+// ---- Lane kernels (Q5_0, Q4_K, Q6_K): per token, 8 float lanes per block
+// sum, even and odd blocks apart, the lanes added at the end.
 
 template <class Kernel, int NT>
-HWY_INLINE void RowTile(const Kernel& kernel, const uint8_t* row, int64_t nb, const Tile<NT>& t,
-                        const float* row_mins, float* y, int64_t y_stride) {
+HWY_INLINE void RowTile(const Kernel& kernel, const uint8_t* row, int64_t nb, const Tile<NT>& t, float* y,
+                        int64_t y_stride) {
   __m256 even[NT], odd[NT];
   for (int k = 0; k < NT; ++k) even[k] = odd[k] = _mm256_setzero_ps();
   int64_t b = 0;
@@ -258,100 +262,214 @@ HWY_INLINE void RowTile(const Kernel& kernel, const uint8_t* row, int64_t nb, co
     kernel.template Block<NT>(row, b + 1, t, odd);
   }
   if (b < nb) kernel.template Block<NT>(row, b, t, even);
-  for (int k = 0; k < NT; ++k) {
-    float value = HorizontalSum(_mm256_add_ps(even[k], odd[k]));
-    if constexpr (Kernel::kRowMins) value += DotFloats(row_mins, t.min_terms[k], padded_blocks(nb));
-    y[k * y_stride] = value;
-  }
+  for (int k = 0; k < NT; ++k) y[k * y_stride] = HorizontalSum(_mm256_add_ps(even[k], odd[k]));
 }
 
 template <class Kernel>
-void KernelRows(const Kernel& kernel, const uint8_t* w, size_t w_row_bytes, int64_t r0, int64_t r1,
-                const uint8_t* act, size_t act_row_bytes, int n_tokens, int64_t nb, float* y, int64_t y_stride) {
-  // Once per call, not once per row: each token's activation scales as
-  // floats, and (Q4_1) its da * sum(qa) per block.
-  thread_local std::vector<float> scales, min_terms, row_mins;
-  const int64_t nbp = padded_blocks(nb);
-  scales.resize(static_cast<size_t>(n_tokens) * nb);
-  if (Kernel::kRowMins) {
-    min_terms.assign(static_cast<size_t>(n_tokens) * nbp, 0.0f);
-    row_mins.assign(static_cast<size_t>(nbp), 0.0f);
-  }
-  for (int t = 0; t < n_tokens; ++t) {
-    const uint8_t* a = act + t * act_row_bytes;
-    for (int64_t b = 0; b < nb; ++b) {
-      float da;
-      if constexpr (activation_dtype_of(Kernel::kType) == DType::Q8_K) {
-        da = reinterpret_cast<const BlockQ8_K*>(a)[b].d;
-      } else {
-        const BlockQ8_0& q = reinterpret_cast<const BlockQ8_0*>(a)[b];
-        da = F16ToF32(q.d);
-        if (Kernel::kRowMins) {
-          int s = 0;
-          for (int j = 0; j < kQK; ++j) s += q.qs[j];
-          min_terms[t * nbp + b] = da * static_cast<float>(s);
-        }
-      }
-      scales[t * nb + b] = da;
-    }
-  }
+void LaneRows(const Kernel& kernel, const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act,
+              size_t act_row_bytes, int n_tokens, float* y, int64_t y_stride) {
+  const int64_t nb = w.cols / dtype_info(w.type).block_size;
+  thread_local ActivationInfo info;
+  info.fill(activation_dtype_of(Kernel::kType), act, act_row_bytes, n_tokens, nb);
   // Rows in groups that stay in cache while every token tile passes them.
   constexpr int64_t kRowGroup = 16;
   for (int64_t g0 = r0; g0 < r1; g0 += kRowGroup) {
     const int64_t g1 = std::min(r1, g0 + kRowGroup);
     for (int t0 = 0; t0 < n_tokens; t0 += kTileTokens) {
-      const int nt = std::min(kTileTokens, n_tokens - t0);
-      for (int64_t r = g0; r < g1; ++r) {
-        const uint8_t* row = w + r * w_row_bytes;
-        if constexpr (Kernel::kRowMins)
-          for (int64_t b = 0; b < nb; ++b) row_mins[b] = Kernel::Min(row, b);
-        float* out = y + t0 * y_stride + r;
-        auto run = [&](auto tokens) {
-          constexpr int NT = decltype(tokens)::value;
-          Tile<NT> t;
-          for (int k = 0; k < NT; ++k) {
-            t.act[k] = act + (t0 + k) * act_row_bytes;
-            t.scales[k] = scales.data() + (t0 + k) * nb;
-            t.min_terms[k] = Kernel::kRowMins ? min_terms.data() + (t0 + k) * nbp : nullptr;
-          }
-          RowTile<Kernel, NT>(kernel, row, nb, t, row_mins.data(), out, y_stride);
-        };
-        switch (nt) {
-          case 4: run(std::integral_constant<int, 4>()); break;
-          case 3: run(std::integral_constant<int, 3>()); break;
-          case 2: run(std::integral_constant<int, 2>()); break;
-          default: run(std::integral_constant<int, 1>()); break;
-        }
+      WithTokens(std::min(kTileTokens, n_tokens - t0), [&](auto tokens) {
+        constexpr int NT = decltype(tokens)::value;
+        const Tile<NT> t = MakeTile<NT>(act, act_row_bytes, info, t0, nb);
+        for (int64_t r = g0; r < g1; ++r) RowTile<Kernel, NT>(kernel, w.row(r), nb, t, y + t0 * y_stride + r, y_stride);
+      });
+    }
+  }
+}
+
+// ---- Chain kernels (Q4_0, Q4_1, Q8_0): one float per (row, token),
+//   acc = fma(float(exact block sum), dw * da, acc)   block after block
+// (Q4_1 then acc = fma(m, da * sum(qa), acc)), the same arithmetic whether
+// eight rows share a vector (x8 layout, lane = row) or one row runs alone
+// (plain layout, scalar lane): the layout never changes a bit.
+
+// The exact sum of a vector's int32 lanes.
+HWY_INLINE int32_t SumLanes(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+  return _mm_cvtsi128_si32(s);
+}
+HWY_INLINE __m128 ChainStep(__m128 acc, int32_t isum, float scale) {
+  return _mm_fmadd_ss(_mm_cvtsi32_ss(_mm_setzero_ps(), isum), _mm_set_ss(scale), acc);
+}
+HWY_INLINE __m256i Broadcast4(const int8_t* p) { return _mm256_set1_epi32(static_cast<int32_t>(load_u32_le(reinterpret_cast<const uint8_t*>(p)))); }
+HWY_INLINE __m256 HalvesToFloats(const uint16_t* h) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h)));
+}
+
+struct Q4_0Chain {
+  using X8 = BlockQ4_0x8;
+  template <int NT>
+  static HWY_INLINE void Row(const uint8_t* row, int64_t b, const Tile<NT>& t, __m128 (&acc)[NT]) {
+    const BlockQ4_0& x = reinterpret_cast<const BlockQ4_0*>(row)[b];
+    const __m256i q = Nibbles32(x.qs);  // 0..15; the 8 comes off through the activation sum
+    const float dw = F16ToF32(x.d);
+    for (int k = 0; k < NT; ++k) {
+      const BlockQ8_0& a = reinterpret_cast<const BlockQ8_0*>(t.act[k])[b];
+      const int32_t isum = SumLanes(DotBytes(q, Load32(a.qs))) - 8 * t.sums[k][b];
+      acc[k] = ChainStep(acc[k], isum, dw * t.scales[k][b]);
+    }
+  }
+  template <int NT>
+  static HWY_INLINE void Group(const X8& g, int64_t b, const Tile<NT>& t, __m256 (&acc)[NT]) {
+    const __m256 dw = HalvesToFloats(g.d);
+    const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    __m256i lo[4], hi[4];
+    for (int c = 0; c < 4; ++c) {
+      const __m256i v = Load32(g.qs + 32 * c);
+      lo[c] = _mm256_and_si256(v, low4);
+      hi[c] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+    }
+    for (int k = 0; k < NT; ++k) {
+      const BlockQ8_0& a = reinterpret_cast<const BlockQ8_0*>(t.act[k])[b];
+      // Each int16 lane sums 16 products of at most 15 * 127: no overflow.
+      __m256i p = _mm256_setzero_si256();
+      for (int c = 0; c < 4; ++c) {
+        p = _mm256_add_epi16(p, _mm256_maddubs_epi16(lo[c], Broadcast4(a.qs + 4 * c)));
+        p = _mm256_add_epi16(p, _mm256_maddubs_epi16(hi[c], Broadcast4(a.qs + 16 + 4 * c)));
       }
+      const __m256i isum = _mm256_sub_epi32(_mm256_madd_epi16(p, ones), _mm256_set1_epi32(8 * t.sums[k][b]));
+      acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(t.scales[k][b])), acc[k]);
+    }
+  }
+};
+
+struct Q4_1Chain {
+  using X8 = BlockQ4_1x8;
+  template <int NT>
+  static HWY_INLINE void Row(const uint8_t* row, int64_t b, const Tile<NT>& t, __m128 (&acc)[NT]) {
+    const BlockQ4_1& x = reinterpret_cast<const BlockQ4_1*>(row)[b];
+    const __m256i q = Nibbles32(x.qs);
+    const float dw = F16ToF32(x.d), mw = F16ToF32(x.m);
+    for (int k = 0; k < NT; ++k) {
+      const BlockQ8_0& a = reinterpret_cast<const BlockQ8_0*>(t.act[k])[b];
+      const float da = t.scales[k][b];
+      acc[k] = ChainStep(acc[k], SumLanes(DotBytes(q, Load32(a.qs))), dw * da);
+      acc[k] = _mm_fmadd_ss(_mm_set_ss(mw), _mm_set_ss(da * static_cast<float>(t.sums[k][b])), acc[k]);
+    }
+  }
+  template <int NT>
+  static HWY_INLINE void Group(const X8& g, int64_t b, const Tile<NT>& t, __m256 (&acc)[NT]) {
+    const __m256 dw = HalvesToFloats(g.d), mw = HalvesToFloats(g.m);
+    const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    __m256i lo[4], hi[4];
+    for (int c = 0; c < 4; ++c) {
+      const __m256i v = Load32(g.qs + 32 * c);
+      lo[c] = _mm256_and_si256(v, low4);
+      hi[c] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+    }
+    for (int k = 0; k < NT; ++k) {
+      const BlockQ8_0& a = reinterpret_cast<const BlockQ8_0*>(t.act[k])[b];
+      __m256i p = _mm256_setzero_si256();
+      for (int c = 0; c < 4; ++c) {
+        p = _mm256_add_epi16(p, _mm256_maddubs_epi16(lo[c], Broadcast4(a.qs + 4 * c)));
+        p = _mm256_add_epi16(p, _mm256_maddubs_epi16(hi[c], Broadcast4(a.qs + 16 + 4 * c)));
+      }
+      const float da = t.scales[k][b];
+      const __m256 main = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones)),
+                                          _mm256_mul_ps(dw, _mm256_set1_ps(da)), acc[k]);
+      acc[k] = _mm256_fmadd_ps(mw, _mm256_set1_ps(da * static_cast<float>(t.sums[k][b])), main);
+    }
+  }
+};
+
+struct Q8_0Chain {
+  using X8 = BlockQ8_0x8;
+  template <int NT>
+  static HWY_INLINE void Row(const uint8_t* row, int64_t b, const Tile<NT>& t, __m128 (&acc)[NT]) {
+    const BlockQ8_0& x = reinterpret_cast<const BlockQ8_0*>(row)[b];
+    const __m256i w = Load32(x.qs), abs_w = _mm256_sign_epi8(w, w);
+    const float dw = F16ToF32(x.d);
+    for (int k = 0; k < NT; ++k) {
+      const BlockQ8_0& a = reinterpret_cast<const BlockQ8_0*>(t.act[k])[b];
+      const int32_t isum = SumLanes(DotBytes(abs_w, _mm256_sign_epi8(Load32(a.qs), w)));
+      acc[k] = ChainStep(acc[k], isum, dw * t.scales[k][b]);
+    }
+  }
+  template <int NT>
+  static HWY_INLINE void Group(const X8& g, int64_t b, const Tile<NT>& t, __m256 (&acc)[NT]) {
+    const __m256 dw = HalvesToFloats(g.d);
+    __m256i isum[NT];
+    for (int k = 0; k < NT; ++k) isum[k] = _mm256_setzero_si256();
+    for (int c = 0; c < 8; ++c) {
+      const __m256i w = Load32(g.qs + 32 * c), abs_w = _mm256_sign_epi8(w, w);
+      for (int k = 0; k < NT; ++k) {
+        const int8_t* qa = reinterpret_cast<const BlockQ8_0*>(t.act[k])[b].qs;
+        isum[k] = _mm256_add_epi32(isum[k], DotBytes(abs_w, _mm256_sign_epi8(Broadcast4(qa + 4 * c), w)));
+      }
+    }
+    for (int k = 0; k < NT; ++k)
+      acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[k]), _mm256_mul_ps(dw, _mm256_set1_ps(t.scales[k][b])), acc[k]);
+  }
+};
+
+template <class Kernel>
+void ChainRows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size_t act_row_bytes, int n_tokens,
+               float* y, int64_t y_stride) {
+  const int64_t nb = w.cols / kQK;
+  thread_local ActivationInfo info;
+  info.fill(DType::Q8_0, act, act_row_bytes, n_tokens, nb);
+  // Groups of eight rows (x8 layout): all token tiles pass a group while it is in cache.
+  const int64_t grouped = w.interleaved ? w.rows / 8 * 8 : 0;
+  int64_t r = r0;
+  for (; r < std::min(r1, grouped); r += 8) {
+    const auto* group = reinterpret_cast<const typename Kernel::X8*>(w.data + r * w.row_stride());
+    for (int t0 = 0; t0 < n_tokens; t0 += kTileTokens) {
+      WithTokens(std::min(kTileTokens, n_tokens - t0), [&](auto tokens) {
+        constexpr int NT = decltype(tokens)::value;
+        const Tile<NT> t = MakeTile<NT>(act, act_row_bytes, info, t0, nb);
+        __m256 acc[NT];
+        for (int k = 0; k < NT; ++k) acc[k] = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; ++b) Kernel::template Group<NT>(group[b], b, t, acc);
+        for (int k = 0; k < NT; ++k) _mm256_storeu_ps(y + (t0 + k) * y_stride + r, acc[k]);
+      });
+    }
+  }
+  // The plain rows, one at a time.
+  for (; r < r1; ++r) {
+    const uint8_t* row = w.row(r);
+    for (int t0 = 0; t0 < n_tokens; t0 += kTileTokens) {
+      WithTokens(std::min(kTileTokens, n_tokens - t0), [&](auto tokens) {
+        constexpr int NT = decltype(tokens)::value;
+        const Tile<NT> t = MakeTile<NT>(act, act_row_bytes, info, t0, nb);
+        __m128 acc[NT];
+        for (int k = 0; k < NT; ++k) acc[k] = _mm_setzero_ps();
+        for (int64_t b = 0; b < nb; ++b) Kernel::template Row<NT>(row, b, t, acc);
+        for (int k = 0; k < NT; ++k) y[(t0 + k) * y_stride + r] = _mm_cvtss_f32(acc[k]);
+      });
     }
   }
 }
 #endif  // x86 AVX2 and up
 
-// True if this target has tiles for `type` (and computed them).
-bool GemmRows(DType type, const uint8_t* w, size_t w_row_bytes, int64_t r0, int64_t r1, const uint8_t* act,
-              size_t act_row_bytes, int n_tokens, int64_t cols, float* y, int64_t y_stride) {
+bool GroupsSupported() {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
-  const int64_t nb32 = cols / kQK, nbk = cols / kQKK;
-  switch (type) {
-    case DType::Q4_0:
-      KernelRows(Q4_0Tiles{}, w, w_row_bytes, r0, r1, act, act_row_bytes, n_tokens, nb32, y, y_stride);
-      return true;
-    case DType::Q4_1:
-      KernelRows(Q4_1Tiles{}, w, w_row_bytes, r0, r1, act, act_row_bytes, n_tokens, nb32, y, y_stride);
-      return true;
-    case DType::Q5_0:
-      KernelRows(Q5_0Tiles{}, w, w_row_bytes, r0, r1, act, act_row_bytes, n_tokens, nb32, y, y_stride);
-      return true;
-    case DType::Q8_0:
-      KernelRows(Q8_0Tiles{}, w, w_row_bytes, r0, r1, act, act_row_bytes, n_tokens, nb32, y, y_stride);
-      return true;
-    case DType::Q4_K:
-      KernelRows(Q4_KTiles{}, w, w_row_bytes, r0, r1, act, act_row_bytes, n_tokens, nbk, y, y_stride);
-      return true;
-    case DType::Q6_K:
-      KernelRows(Q6_KTiles{}, w, w_row_bytes, r0, r1, act, act_row_bytes, n_tokens, nbk, y, y_stride);
-      return true;
+  return true;
+#else
+  return false;
+#endif
+}
+
+// True if this target has tiles for the matrix's type (and computed them).
+bool GemmRows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size_t act_row_bytes, int n_tokens,
+              float* y, int64_t y_stride) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+  switch (w.type) {
+    case DType::Q4_0: ChainRows<Q4_0Chain>(w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;
+    case DType::Q4_1: ChainRows<Q4_1Chain>(w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;
+    case DType::Q8_0: ChainRows<Q8_0Chain>(w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;
+    case DType::Q5_0: LaneRows(Q5_0Tiles{}, w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;
+    case DType::Q4_K: LaneRows(Q4_KTiles{}, w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;
+    case DType::Q6_K: LaneRows(Q6_KTiles{}, w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;
     default: return false;
   }
 #else
@@ -366,17 +484,23 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 #include "tensor/gemm.h"
 #include "tensor/vec_dot.h"
+#include "util/error.h"
 
 namespace shoal {
 
 HWY_EXPORT(GemmRows);
+HWY_EXPORT(GroupsSupported);
 
-void gemm_rows(DType type, const uint8_t* w, size_t w_row_bytes, int64_t r0, int64_t r1, const uint8_t* act,
-               size_t act_row_bytes, int n_tokens, int64_t cols, float* y, int64_t y_stride) {
-  if (HWY_DYNAMIC_DISPATCH(GemmRows)(type, w, w_row_bytes, r0, r1, act, act_row_bytes, n_tokens, cols, y, y_stride))
-    return;
+bool gemm_reads_groups() { return HWY_DYNAMIC_DISPATCH(GroupsSupported)(); }
+
+void gemm_rows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size_t act_row_bytes, int n_tokens,
+               float* y, int64_t y_stride) {
+  if (w.interleaved && (r0 % 8 != 0 || (r1 % 8 != 0 && r1 != w.rows)))
+    fail("internal: rows {}..{} split a group of eight", r0, r1);
+  if (HWY_DYNAMIC_DISPATCH(GemmRows)(w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride)) return;
+  if (w.interleaved) fail("internal: {} weights in groups of eight on a CPU without AVX2", dtype_info(w.type).name);
   for (int64_t r = r0; r < r1; ++r)
-    for (int t = 0; t < n_tokens; ++t) y[t * y_stride + r] = vec_dot(type, w + r * w_row_bytes, act + t * act_row_bytes, cols);
+    for (int t = 0; t < n_tokens; ++t) y[t * y_stride + r] = vec_dot(w.type, w.row(r), act + t * act_row_bytes, w.cols);
 }
 
 }  // namespace shoal

@@ -16,15 +16,19 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "tensor/dtype.h"
+#include "tensor/matrix.h"
 
 namespace shoal {
 
 // y[t * y_stride + r] = W[r] . act[t] for rows r in [r0, r1) and tokens
-// t < n_tokens. Row r of W starts at w + r * w_row_bytes; token t's
-// activations (activation_dtype(type), quantize_activation) at
-// act + t * act_row_bytes. cols is a whole number of the type's blocks.
-void gemm_rows(DType type, const uint8_t* w, size_t w_row_bytes, int64_t r0, int64_t r1, const uint8_t* act,
-               size_t act_row_bytes, int n_tokens, int64_t cols, float* y, int64_t y_stride);
+// t < n_tokens; token t's activations (activation_dtype(w.type),
+// quantize_activation) at act + t * act_row_bytes. A matrix in groups of
+// eight rows (w.interleaved) is split only at multiples of 8.
+// Whether this CPU's matmul reads weights in groups of eight rows
+// (tensor/interleave.h); elsewhere they stay plain.
+bool gemm_reads_groups();
+
+void gemm_rows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size_t act_row_bytes, int n_tokens,
+               float* y, int64_t y_stride);
 
 }  // namespace shoal

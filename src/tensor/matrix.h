@@ -14,6 +14,9 @@ struct Matrix {
   const uint8_t* data = nullptr;
   int64_t rows = 0;
   int64_t cols = 0;  // values per row (GGUF shape[0])
+  // Rows in groups of eight (tensor/interleave.h): the matmul reads them;
+  // row() then means nothing for rows before the plain tail.
+  bool interleaved = false;
 
   bool empty() const { return data == nullptr; }
   size_t row_stride() const { return row_bytes(type, cols); }

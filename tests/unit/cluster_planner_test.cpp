@@ -304,7 +304,7 @@ TEST(PlanInputTest, CountsEveryExpertAndWindowedKv) {
   const auto file = gguf::File::open(gemma);
   const ModelConfig config = ModelConfig::from_gguf(*file);
   const PlanInput in = plan_input_for_model(*file, config, 256, 1, 32, KvTypes{});
-  const uint64_t row = 2ull * config.kv_width() * 4;  // K and V of one position
+  const uint64_t row = 2ull * config.kv_width() * 2;  // K and V of one position, f16
   for (int l = 0; l < config.n_layer; ++l)
     EXPECT_EQ(in.layer_kv_bytes[l], row * (l == 5 ? 256 : 8 + 32)) << "layer " << l;  // layer 5 is global
 }

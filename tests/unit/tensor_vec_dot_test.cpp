@@ -17,6 +17,7 @@
 #include "tensor/dequantize.h"
 #include "tensor/dtype.h"
 #include "tensor/gemm.h"
+#include "tensor/interleave.h"
 #include "tensor/quantize.h"
 #include "tensor/vec_dot.h"
 #include "util/error.h"
@@ -260,7 +261,8 @@ TEST(TensorVecDot, RejectsBadInput) {
 
 // gemm_rows, the matmul kernel: every element within the reference's
 // tolerance on every target, and the same bits whatever the tile a token
-// lands in (batches of 1..9 tokens), whatever the row range a thread takes.
+// lands in (batches of 1..9 tokens), whatever the row range a thread takes,
+// and (on targets that have it) whether the rows are in groups of eight.
 TEST(TensorGemm, MatchesReferenceAndIsBatchInvariantOnEveryTarget) {
   TargetGuard guard;
   std::mt19937 rng(4321);
@@ -280,16 +282,28 @@ TEST(TensorGemm, MatchesReferenceAndIsBatchInvariantOnEveryTarget) {
       const auto x = random_floats(n, rng);
       quantize_activation(type, x.data(), act.data() + t * a_row, n);
     }
+    const Matrix plain{type, w.data(), kRows, n};
+    std::vector<uint8_t> grouped_bytes(w.size());
+    if (interleavable(type)) interleave_rows(type, w.data(), kRows, n, grouped_bytes.data());
+    const Matrix grouped{type, grouped_bytes.data(), kRows, n, true};
     for (const int64_t target : hwy::SupportedAndGeneratedTargets()) {
       hwy::SetSupportedTargetsForTest(target);
       SCOPED_TRACE(hwy::TargetName(target));
-      // All tokens at once, rows in two uneven ranges.
+      // All tokens at once, rows in two ranges (a group of eight and the rest).
       std::vector<float> all(kRows * kTokens, NAN);
-      gemm_rows(type, w.data(), w_row, 0, 5, act.data(), a_row, kTokens, n, all.data(), kRows);
-      gemm_rows(type, w.data(), w_row, 5, kRows, act.data(), a_row, kTokens, n, all.data(), kRows);
+      gemm_rows(plain, 0, 8, act.data(), a_row, kTokens, all.data(), kRows);
+      gemm_rows(plain, 8, kRows, act.data(), a_row, kTokens, all.data(), kRows);
+      const bool have_groups = interleavable(type) && (target == HWY_AVX2 || target == HWY_AVX3 || target == HWY_AVX3_DL);
+      if (have_groups) {
+        std::vector<float> from_groups(kRows * kTokens, NAN);
+        gemm_rows(grouped, 0, 16, act.data(), a_row, kTokens, from_groups.data(), kRows);
+        gemm_rows(grouped, 16, kRows, act.data(), a_row, kTokens, from_groups.data(), kRows);
+        ASSERT_EQ(0, std::memcmp(all.data(), from_groups.data(), all.size() * sizeof(float)))
+            << "groups of eight change the result";
+      }
       for (int t = 0; t < kTokens; ++t) {
         std::vector<float> alone(kRows, NAN);
-        gemm_rows(type, w.data(), w_row, 0, kRows, act.data() + t * a_row, a_row, 1, n, alone.data(), kRows);
+        gemm_rows(plain, 0, kRows, act.data() + t * a_row, a_row, 1, alone.data(), kRows);
         for (int64_t r = 0; r < kRows; ++r) {
           const float got = all[t * kRows + r];
           ASSERT_EQ(std::memcmp(&got, &alone[r], 4), 0) << "token " << t << " row " << r << ": " << got << " in a batch, "

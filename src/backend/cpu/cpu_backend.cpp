@@ -38,7 +38,7 @@ void CpuBackend::matmul(const Matrix& w, const float* x, float* y, int n_tokens)
   const auto* act_bytes = static_cast<const uint8_t*>(act);
   // Split by output rows; every row meets every token (gemm_rows tiles them).
   pool_.parallel_for(w.rows, 16, [&](int64_t r0, int64_t r1) {
-    gemm_rows(w.type, w.data, w.row_stride(), r0, r1, act_bytes, act_stride, n_tokens, w.cols, y, w.rows);
+    gemm_rows(w, r0, r1, act_bytes, act_stride, n_tokens, y, w.rows);
   });
 }
 

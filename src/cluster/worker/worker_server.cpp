@@ -149,7 +149,7 @@ nlohmann::json WorkerServer::hello_info() {
 uint64_t WorkerServer::memory_in_use() {
   std::lock_guard<std::mutex> lock(mutex_);
   uint64_t used = 0;
-  for (const auto& [id, s] : stages_) used += s->weight_bytes + s->kv_bytes;
+  for (const auto& [id, s] : stages_) used += s->weight_bytes + s->kv_bytes + s->grouped_bytes;
   return used;
 }
 

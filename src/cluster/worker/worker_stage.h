@@ -25,6 +25,7 @@ struct WorkerStage {
   std::unique_ptr<LocalStage> stage;
   uint64_t weight_bytes = 0;
   uint64_t kv_bytes = 0;
+  uint64_t grouped_bytes = 0;  // weights copied into groups of eight rows for the matmul
   std::mutex run_mutex;  // one forward or KV operation at a time
 };
 

@@ -1,0 +1,47 @@
+#pragma once
+// Weights in groups of eight rows ("x8"), for the CPU matmul: block b of
+// eight consecutive rows is stored as one x8 block, the eight scales side by
+// side and the quants interleaved four bytes at a time, so that one 32-byte
+// load holds four bytes of each row and one vpmaddubsw works on eight rows
+// against one activation broadcast. Made once at load; rows past the last
+// whole group stay in the plain layout after the groups. Same total size.
+//
+// The layout changes speed only: gemm_rows gives the same bits for a matrix
+// in either layout (tensor/gemm.h), so a machine may keep the plain layout
+// (a worker short of memory) and still agree with the others.
+#include <cstdint>
+
+#include "tensor/blocks.h"
+#include "tensor/dtype.h"
+
+namespace shoal {
+
+#pragma pack(push, 1)
+// qs[32c + 4r + j] = qs[4c + j] of row r (c < 4).
+struct BlockQ4_0x8 {
+  uint16_t d[8];
+  uint8_t qs[8 * kQK / 2];
+};
+struct BlockQ4_1x8 {
+  uint16_t d[8];
+  uint16_t m[8];
+  uint8_t qs[8 * kQK / 2];
+};
+// qs[32c + 4r + j] = qs[4c + j] of row r (c < 8).
+struct BlockQ8_0x8 {
+  uint16_t d[8];
+  int8_t qs[8 * kQK];
+};
+#pragma pack(pop)
+static_assert(sizeof(BlockQ4_0x8) == 8 * sizeof(BlockQ4_0));
+static_assert(sizeof(BlockQ4_1x8) == 8 * sizeof(BlockQ4_1));
+static_assert(sizeof(BlockQ8_0x8) == 8 * sizeof(BlockQ8_0));
+
+// Whether `type` has an x8 layout.
+bool interleavable(DType type);
+
+// Writes the rows x cols matrix at src (plain layout) to dst in the x8
+// layout (the same number of bytes). src and dst must not overlap.
+void interleave_rows(DType type, const uint8_t* src, int64_t rows, int64_t cols, uint8_t* dst);
+
+}  // namespace shoal
