@@ -88,28 +88,6 @@ HWY_INLINE __m256i BitsToBytes(uint32_t bits) {
   return _mm256_cmpeq_epi8(_mm256_and_si256(bytes, select), select);
 }
 
-// Signed 32-blocks against Q8_0: |w| and the activation with w's sign.
-template <int NT>
-HWY_INLINE void SignedBlock(__m256i w, float dw, int64_t b, const Tile<NT>& t, __m256 (&acc)[NT]) {
-  const __m256i abs_w = _mm256_sign_epi8(w, w);
-  __m256i isum[NT];
-  for (int k = 0; k < NT; ++k) {
-    const BlockQ8_0& a = reinterpret_cast<const BlockQ8_0*>(t.act[k])[b];
-    isum[k] = DotBytes(abs_w, _mm256_sign_epi8(Load32(a.qs), w));
-  }
-  AddBlock(isum, dw, t, b, acc);
-}
-
-struct Q5_0Tiles {
-  static constexpr DType kType = DType::Q5_0;
-  template <int NT>
-  HWY_INLINE void Block(const uint8_t* row, int64_t b, const Tile<NT>& t, __m256 (&acc)[NT]) const {
-    const BlockQ5_0& x = reinterpret_cast<const BlockQ5_0*>(row)[b];
-    const __m256i fifth = _mm256_and_si256(BitsToBytes(load_u32_le(x.qh)), _mm256_set1_epi8(0x10));
-    const __m256i q = _mm256_or_si256(Nibbles32(x.qs), fifth);
-    SignedBlock(_mm256_sub_epi8(q, _mm256_set1_epi8(16)), F16ToF32(x.d), b, t, acc);
-  }
-};
 
 // Q4_K: 8 sub-blocks of 32 with 6-bit scales and mins; the mins meet the
 // activations' 16-value sums.
@@ -382,6 +360,55 @@ struct Q4_1Chain {
   }
 };
 
+struct Q5_0Chain {
+  using X8 = BlockQ5_0x8;
+  template <int NT>
+  static HWY_INLINE void Row(const uint8_t* row, int64_t b, const Tile<NT>& t, __m128 (&acc)[NT]) {
+    const BlockQ5_0& x = reinterpret_cast<const BlockQ5_0*>(row)[b];
+    const __m256i fifth = _mm256_and_si256(BitsToBytes(load_u32_le(x.qh)), _mm256_set1_epi8(0x10));
+    const __m256i q = _mm256_or_si256(Nibbles32(x.qs), fifth);  // 0..31; the 16 comes off through the sum
+    const float dw = F16ToF32(x.d);
+    for (int k = 0; k < NT; ++k) {
+      const BlockQ8_0& a = reinterpret_cast<const BlockQ8_0*>(t.act[k])[b];
+      const int32_t isum = SumLanes(DotBytes(q, Load32(a.qs))) - 16 * t.sums[k][b];
+      acc[k] = ChainStep(acc[k], isum, dw * t.scales[k][b]);
+    }
+  }
+  // 0x10 in byte j of each 32-bit lane where bit j (< 4) of the lane is set.
+  static HWY_INLINE __m256i FifthBits(__m256i bits) {
+    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12,  //
+                                            0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12);
+    const __m256i select = _mm256_set1_epi32(0x08040201);
+    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(bits, spread), select), select);
+    return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+  }
+  template <int NT>
+  static HWY_INLINE void Group(const X8& g, int64_t b, const Tile<NT>& t, __m256 (&acc)[NT]) {
+    const __m256 dw = HalvesToFloats(g.d);
+    const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1), qh = Load32(g.qh);
+    __m256i lo[4], hi[4];
+    for (int c = 0; c < 4; ++c) {  // values 4c.. and 16 + 4c.. of each row: bits 4c.. and 16 + 4c.. of its qh
+      const __m256i v = Load32(g.qs + 32 * c);
+      lo[c] = _mm256_or_si256(_mm256_and_si256(v, low4), FifthBits(_mm256_srli_epi32(qh, 4 * c)));
+      hi[c] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), low4), FifthBits(_mm256_srli_epi32(qh, 16 + 4 * c)));
+    }
+    for (int k = 0; k < NT; ++k) {
+      const BlockQ8_0& a = reinterpret_cast<const BlockQ8_0*>(t.act[k])[b];
+      // An int16 lane sums 8 products of at most 31 * 127 before widening.
+      __m256i isum = _mm256_setzero_si256();
+      for (int c = 0; c < 4; c += 2) {
+        __m256i p = _mm256_maddubs_epi16(lo[c], Broadcast4(a.qs + 4 * c));
+        p = _mm256_add_epi16(p, _mm256_maddubs_epi16(hi[c], Broadcast4(a.qs + 16 + 4 * c)));
+        p = _mm256_add_epi16(p, _mm256_maddubs_epi16(lo[c + 1], Broadcast4(a.qs + 4 * c + 4)));
+        p = _mm256_add_epi16(p, _mm256_maddubs_epi16(hi[c + 1], Broadcast4(a.qs + 16 + 4 * c + 4)));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, ones));
+      }
+      isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(16 * t.sums[k][b]));
+      acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(t.scales[k][b])), acc[k]);
+    }
+  }
+};
+
 struct Q8_0Chain {
   using X8 = BlockQ8_0x8;
   template <int NT>
@@ -467,7 +494,7 @@ bool GemmRows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size_
     case DType::Q4_0: ChainRows<Q4_0Chain>(w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;
     case DType::Q4_1: ChainRows<Q4_1Chain>(w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;
     case DType::Q8_0: ChainRows<Q8_0Chain>(w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;
-    case DType::Q5_0: LaneRows(Q5_0Tiles{}, w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;
+    case DType::Q5_0: ChainRows<Q5_0Chain>(w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;
     case DType::Q4_K: LaneRows(Q4_KTiles{}, w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;
     case DType::Q6_K: LaneRows(Q6_KTiles{}, w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;
     default: return false;

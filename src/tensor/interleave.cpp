@@ -6,13 +6,15 @@
 
 namespace shoal {
 
-bool interleavable(DType type) { return type == DType::Q4_0 || type == DType::Q4_1 || type == DType::Q8_0; }
+bool interleavable(DType type) {
+  return type == DType::Q4_0 || type == DType::Q4_1 || type == DType::Q5_0 || type == DType::Q8_0;
+}
 
 namespace {
 
 // Eight rows' blocks b -> one x8 block: scales (and mins) side by side, then
 // the quants four bytes of each row at a time.
-template <class Plain, class X8, bool kMin>
+template <class Plain, class X8, bool kMin, bool kHigh = false>
 void interleave_group(const uint8_t* src, size_t row_bytes, int64_t nb, uint8_t* dst) {
   constexpr int kQsBytes = sizeof(Plain::qs);
   for (int64_t b = 0; b < nb; ++b) {
@@ -21,6 +23,7 @@ void interleave_group(const uint8_t* src, size_t row_bytes, int64_t nb, uint8_t*
       const Plain& in = reinterpret_cast<const Plain*>(src + r * row_bytes)[b];
       out.d[r] = in.d;
       if constexpr (kMin) out.m[r] = in.m;
+      if constexpr (kHigh) out.qh[r] = load_u32_le(in.qh);
       for (int c = 0; c < kQsBytes / 4; ++c) std::memcpy(&out.qs[32 * c + 4 * r], &in.qs[4 * c], 4);
     }
     std::memcpy(dst + b * sizeof(X8), &out, sizeof(X8));
@@ -39,6 +42,7 @@ void interleave_rows(DType type, const uint8_t* src, int64_t rows, int64_t cols,
     switch (type) {
       case DType::Q4_0: interleave_group<BlockQ4_0, BlockQ4_0x8, false>(s, row, nb, d); break;
       case DType::Q4_1: interleave_group<BlockQ4_1, BlockQ4_1x8, true>(s, row, nb, d); break;
+      case DType::Q5_0: interleave_group<BlockQ5_0, BlockQ5_0x8, false, true>(s, row, nb, d); break;
       default: interleave_group<BlockQ8_0, BlockQ8_0x8, false>(s, row, nb, d); break;
     }
   }

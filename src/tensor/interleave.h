@@ -27,6 +27,12 @@ struct BlockQ4_1x8 {
   uint16_t m[8];
   uint8_t qs[8 * kQK / 2];
 };
+// qh[r] = qh of row r; qs as Q4_0's.
+struct BlockQ5_0x8 {
+  uint16_t d[8];
+  uint32_t qh[8];
+  uint8_t qs[8 * kQK / 2];
+};
 // qs[32c + 4r + j] = qs[4c + j] of row r (c < 8).
 struct BlockQ8_0x8 {
   uint16_t d[8];
@@ -35,6 +41,7 @@ struct BlockQ8_0x8 {
 #pragma pack(pop)
 static_assert(sizeof(BlockQ4_0x8) == 8 * sizeof(BlockQ4_0));
 static_assert(sizeof(BlockQ4_1x8) == 8 * sizeof(BlockQ4_1));
+static_assert(sizeof(BlockQ5_0x8) == 8 * sizeof(BlockQ5_0));
 static_assert(sizeof(BlockQ8_0x8) == 8 * sizeof(BlockQ8_0));
 
 // Whether `type` has an x8 layout.
