@@ -18,6 +18,7 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "tensor/gemm.cpp"
 #include <algorithm>
+#include <cstring>
 #include <type_traits>
 #include <vector>
 
@@ -28,6 +29,7 @@
 #include "tensor/interleave.h"
 #include "tensor/matrix.h"
 #include "tensor/vec_dot_common-inl.h"
+#include "tensor/vec_dot_float-inl.h"
 
 #if HWY_ARCH_X86
 #include <immintrin.h>
@@ -478,6 +480,84 @@ void ChainRows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size
 }
 #endif  // x86 AVX2 and up
 
+// ---- Float weights (F32, F16, BF16) against f32 activations, on every
+// fixed-width target: R rows x T tokens per tile, so that each weight vector
+// is loaded and widened once for T tokens and each activation vector once
+// for R rows. Per element: 8-lane vectors, even and odd vectors into two
+// accumulators, a last partial vector zero-padded (as an odd or even one by
+// its index), the two added and the lanes summed.
+#if !HWY_HAVE_SCALABLE
+using DFloat = hn::CappedTag<float, 8>;
+
+template <class Weights, int R, int T>
+HWY_INLINE void FloatTile(const uint8_t* const (&rows)[R], const float* const (&acts)[T], size_t n, float* y,
+                          int64_t y_stride) {
+  const DFloat d;
+  const size_t N = hn::Lanes(d);
+  using V = hn::Vec<DFloat>;
+  V acc[R][T][2];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) acc[r][t][0] = acc[r][t][1] = hn::Zero(d);
+  size_t i = 0, v = 0;
+  auto step = [&](auto load_w, auto load_a, size_t parity) {
+    V w[R];
+    for (int r = 0; r < R; ++r) w[r] = load_w(r);
+    for (int t = 0; t < T; ++t) {
+      const V a = load_a(t);
+      for (int r = 0; r < R; ++r) acc[r][t][parity] = hn::MulAdd(w[r], a, acc[r][t][parity]);
+    }
+  };
+  for (; i + 2 * N <= n; i += 2 * N, v += 2) {
+    step([&](int r) { return Weights{rows[r]}.Load(d, i); }, [&](int t) { return hn::LoadU(d, acts[t] + i); }, 0);
+    step([&](int r) { return Weights{rows[r]}.Load(d, i + N); }, [&](int t) { return hn::LoadU(d, acts[t] + i + N); }, 1);
+  }
+  for (; i < n; i += N, ++v) {
+    const size_t m = std::min(N, n - i);
+    HWY_ALIGN uint8_t w_tail[R][8 * Weights::kBytes] = {};
+    HWY_ALIGN float a_tail[T][8] = {};
+    for (int r = 0; r < R; ++r) std::memcpy(w_tail[r], rows[r] + i * Weights::kBytes, m * Weights::kBytes);
+    for (int t = 0; t < T; ++t) std::memcpy(a_tail[t], acts[t] + i, m * sizeof(float));
+    step([&](int r) { return Weights{w_tail[r]}.Load(d, 0); }, [&](int t) { return hn::LoadU(d, a_tail[t]); }, v & 1);
+  }
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) y[t * y_stride + r] = hn::GetLane(hn::SumOfLanes(d, hn::Add(acc[r][t][0], acc[r][t][1])));
+}
+
+template <class Weights>
+void FloatRows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size_t act_row_bytes, int n_tokens,
+               float* y, int64_t y_stride) {
+  constexpr int kRows = 2, kTokens = 3;
+  constexpr int64_t kRowGroup = 16;  // rows that stay in cache while the token tiles pass
+  const size_t n = static_cast<size_t>(w.cols);
+  auto tile = [&](auto rows_c, auto tokens_c, int64_t r, int t0) {
+    constexpr int R = decltype(rows_c)::value, T = decltype(tokens_c)::value;
+    const uint8_t* rows[R];
+    const float* acts[T];
+    for (int k = 0; k < R; ++k) rows[k] = w.row(r + k);
+    for (int k = 0; k < T; ++k) acts[k] = reinterpret_cast<const float*>(act + (t0 + k) * act_row_bytes);
+    FloatTile<Weights, R, T>(rows, acts, n, y + t0 * y_stride + r, y_stride);
+  };
+  for (int64_t g0 = r0; g0 < r1; g0 += kRowGroup) {
+    const int64_t g1 = std::min(r1, g0 + kRowGroup);
+    for (int t0 = 0; t0 < n_tokens; t0 += kTokens) {
+      const int nt = std::min(kTokens, n_tokens - t0);
+      for (int64_t r = g0; r < g1; r += (r + 1 < g1 && nt > 1) ? kRows : 1) {
+        // Decode streams one row at a time (a second stream per thread only
+        // costs there); a tile of tokens shares two rows' loads.
+        const bool pair = r + 1 < g1 && nt > 1;
+        auto with_rows = [&](auto tokens_c) {
+          if (pair) tile(std::integral_constant<int, 2>(), tokens_c, r, t0);
+          else tile(std::integral_constant<int, 1>(), tokens_c, r, t0);
+        };
+        if (nt == 3) with_rows(std::integral_constant<int, 3>());
+        else if (nt == 2) with_rows(std::integral_constant<int, 2>());
+        else with_rows(std::integral_constant<int, 1>());
+      }
+    }
+  }
+}
+#endif  // fixed-width vectors
+
 bool GroupsSupported() {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
   return true;
@@ -489,19 +569,26 @@ bool GroupsSupported() {
 // True if this target has tiles for the matrix's type (and computed them).
 bool GemmRows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size_t act_row_bytes, int n_tokens,
               float* y, int64_t y_stride) {
+#if !HWY_HAVE_SCALABLE
+  switch (w.type) {
+    case DType::F32: FloatRows<F32Weights>(w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;
+    case DType::F16: FloatRows<F16Weights>(w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;
+    case DType::BF16: FloatRows<BF16Weights>(w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;
+    default: break;
+  }
+#endif
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
   switch (w.type) {
     case DType::Q4_0: ChainRows<Q4_0Chain>(w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;
     case DType::Q4_1: ChainRows<Q4_1Chain>(w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;
-    case DType::Q8_0: ChainRows<Q8_0Chain>(w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;
     case DType::Q5_0: ChainRows<Q5_0Chain>(w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;
+    case DType::Q8_0: ChainRows<Q8_0Chain>(w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;
     case DType::Q4_K: LaneRows(Q4_KTiles{}, w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;
     case DType::Q6_K: LaneRows(Q6_KTiles{}, w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;
-    default: return false;
+    default: break;
   }
-#else
-  return false;
 #endif
+  return false;
 }
 
 }  // namespace HWY_NAMESPACE
