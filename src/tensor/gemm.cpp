@@ -288,17 +288,10 @@ HWY_INLINE __m256 HalvesToFloats(const uint16_t* h) {
 
 struct Q4_0Chain {
   using X8 = BlockQ4_0x8;
-  template <int NT>
-  static HWY_INLINE void Row(const uint8_t* row, int64_t b, const Tile<NT>& t, __m128 (&acc)[NT]) {
-    const BlockQ4_0& x = reinterpret_cast<const BlockQ4_0*>(row)[b];
-    const __m256i q = Nibbles32(x.qs);  // 0..15; the 8 comes off through the activation sum
-    const float dw = F16ToF32(x.d);
-    for (int k = 0; k < NT; ++k) {
-      const BlockQ8_0& a = reinterpret_cast<const BlockQ8_0*>(t.act[k])[b];
-      const int32_t isum = SumLanes(DotBytes(q, Load32(a.qs))) - 8 * t.sums[k][b];
-      acc[k] = ChainStep(acc[k], isum, dw * t.scales[k][b]);
-    }
-  }
+  using Plain = BlockQ4_0;
+  static constexpr int kOffset = 8;  // q is stored + 8: it comes off through the activation sum
+  static constexpr bool kMin = false;
+  static HWY_INLINE __m256i Lanes(const Plain& x, const int8_t* qa) { return DotBytes(Nibbles32(x.qs), Load32(qa)); }
   template <int NT>
   static HWY_INLINE void Group(const X8& g, int64_t b, const Tile<NT>& t, __m256 (&acc)[NT]) {
     const __m256 dw = HalvesToFloats(g.d);
@@ -325,18 +318,10 @@ struct Q4_0Chain {
 
 struct Q4_1Chain {
   using X8 = BlockQ4_1x8;
-  template <int NT>
-  static HWY_INLINE void Row(const uint8_t* row, int64_t b, const Tile<NT>& t, __m128 (&acc)[NT]) {
-    const BlockQ4_1& x = reinterpret_cast<const BlockQ4_1*>(row)[b];
-    const __m256i q = Nibbles32(x.qs);
-    const float dw = F16ToF32(x.d), mw = F16ToF32(x.m);
-    for (int k = 0; k < NT; ++k) {
-      const BlockQ8_0& a = reinterpret_cast<const BlockQ8_0*>(t.act[k])[b];
-      const float da = t.scales[k][b];
-      acc[k] = ChainStep(acc[k], SumLanes(DotBytes(q, Load32(a.qs))), dw * da);
-      acc[k] = _mm_fmadd_ss(_mm_set_ss(mw), _mm_set_ss(da * static_cast<float>(t.sums[k][b])), acc[k]);
-    }
-  }
+  using Plain = BlockQ4_1;
+  static constexpr int kOffset = 0;
+  static constexpr bool kMin = true;  // x = d * q + m
+  static HWY_INLINE __m256i Lanes(const Plain& x, const int8_t* qa) { return DotBytes(Nibbles32(x.qs), Load32(qa)); }
   template <int NT>
   static HWY_INLINE void Group(const X8& g, int64_t b, const Tile<NT>& t, __m256 (&acc)[NT]) {
     const __m256 dw = HalvesToFloats(g.d), mw = HalvesToFloats(g.m);
@@ -364,17 +349,12 @@ struct Q4_1Chain {
 
 struct Q5_0Chain {
   using X8 = BlockQ5_0x8;
-  template <int NT>
-  static HWY_INLINE void Row(const uint8_t* row, int64_t b, const Tile<NT>& t, __m128 (&acc)[NT]) {
-    const BlockQ5_0& x = reinterpret_cast<const BlockQ5_0*>(row)[b];
+  using Plain = BlockQ5_0;
+  static constexpr int kOffset = 16;
+  static constexpr bool kMin = false;
+  static HWY_INLINE __m256i Lanes(const Plain& x, const int8_t* qa) {
     const __m256i fifth = _mm256_and_si256(BitsToBytes(load_u32_le(x.qh)), _mm256_set1_epi8(0x10));
-    const __m256i q = _mm256_or_si256(Nibbles32(x.qs), fifth);  // 0..31; the 16 comes off through the sum
-    const float dw = F16ToF32(x.d);
-    for (int k = 0; k < NT; ++k) {
-      const BlockQ8_0& a = reinterpret_cast<const BlockQ8_0*>(t.act[k])[b];
-      const int32_t isum = SumLanes(DotBytes(q, Load32(a.qs))) - 16 * t.sums[k][b];
-      acc[k] = ChainStep(acc[k], isum, dw * t.scales[k][b]);
-    }
+    return DotBytes(_mm256_or_si256(Nibbles32(x.qs), fifth), Load32(qa));
   }
   // 0x10 in byte j of each 32-bit lane where bit j (< 4) of the lane is set.
   static HWY_INLINE __m256i FifthBits(__m256i bits) {
@@ -413,16 +393,12 @@ struct Q5_0Chain {
 
 struct Q8_0Chain {
   using X8 = BlockQ8_0x8;
-  template <int NT>
-  static HWY_INLINE void Row(const uint8_t* row, int64_t b, const Tile<NT>& t, __m128 (&acc)[NT]) {
-    const BlockQ8_0& x = reinterpret_cast<const BlockQ8_0*>(row)[b];
-    const __m256i w = Load32(x.qs), abs_w = _mm256_sign_epi8(w, w);
-    const float dw = F16ToF32(x.d);
-    for (int k = 0; k < NT; ++k) {
-      const BlockQ8_0& a = reinterpret_cast<const BlockQ8_0*>(t.act[k])[b];
-      const int32_t isum = SumLanes(DotBytes(abs_w, _mm256_sign_epi8(Load32(a.qs), w)));
-      acc[k] = ChainStep(acc[k], isum, dw * t.scales[k][b]);
-    }
+  using Plain = BlockQ8_0;
+  static constexpr int kOffset = 0;
+  static constexpr bool kMin = false;
+  static HWY_INLINE __m256i Lanes(const Plain& x, const int8_t* qa) {
+    const __m256i w = Load32(x.qs);
+    return DotBytes(_mm256_sign_epi8(w, w), _mm256_sign_epi8(Load32(qa), w));
   }
   template <int NT>
   static HWY_INLINE void Group(const X8& g, int64_t b, const Tile<NT>& t, __m256 (&acc)[NT]) {
@@ -440,6 +416,53 @@ struct Q8_0Chain {
       acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[k]), _mm256_mul_ps(dw, _mm256_set1_ps(t.scales[k][b])), acc[k]);
   }
 };
+
+// [sum of v[0]'s lanes, ..., sum of v[7]'s lanes], exactly.
+HWY_INLINE __m256i SumLanes8(const __m256i (&v)[8]) {
+  const __m256i a01 = _mm256_hadd_epi32(v[0], v[1]), a23 = _mm256_hadd_epi32(v[2], v[3]);
+  const __m256i a45 = _mm256_hadd_epi32(v[4], v[5]), a67 = _mm256_hadd_epi32(v[6], v[7]);
+  const __m256i b03 = _mm256_hadd_epi32(a01, a23), b47 = _mm256_hadd_epi32(a45, a67);
+  return _mm256_add_epi32(_mm256_permute2x128_si256(b03, b47, 0x20), _mm256_permute2x128_si256(b03, b47, 0x31));
+}
+
+// One plain row against NT tokens, block b: the chain step in lane 0.
+template <class Kernel, int NT>
+HWY_INLINE void PlainRow(const uint8_t* row, int64_t b, const Tile<NT>& t, __m128 (&acc)[NT]) {
+  const auto& x = reinterpret_cast<const typename Kernel::Plain*>(row)[b];
+  const float dw = F16ToF32(x.d);
+  for (int k = 0; k < NT; ++k) {
+    const int8_t* qa = reinterpret_cast<const BlockQ8_0*>(t.act[k])[b].qs;
+    const int32_t isum = SumLanes(Kernel::Lanes(x, qa)) - Kernel::kOffset * t.sums[k][b];
+    const float da = t.scales[k][b];
+    acc[k] = ChainStep(acc[k], isum, dw * da);
+    if constexpr (Kernel::kMin)
+      acc[k] = _mm_fmadd_ss(_mm_set_ss(F16ToF32(x.m)), _mm_set_ss(da * static_cast<float>(t.sums[k][b])), acc[k]);
+  }
+}
+
+// Eight plain rows against NT tokens, block b: the chain step with lane = row,
+// as in the x8 layout (the same bits), the block sums reduced together.
+template <class Kernel, int NT>
+HWY_INLINE void PlainEight(const uint8_t* const (&rows)[8], int64_t b, const Tile<NT>& t, __m256 (&acc)[NT]) {
+  using Plain = typename Kernel::Plain;
+  float dw[8], mw[8];
+  for (int r = 0; r < 8; ++r) {
+    const Plain& x = reinterpret_cast<const Plain*>(rows[r])[b];
+    dw[r] = F16ToF32(x.d);
+    if constexpr (Kernel::kMin) mw[r] = F16ToF32(x.m);
+  }
+  const __m256 vdw = _mm256_loadu_ps(dw);
+  for (int k = 0; k < NT; ++k) {
+    const int8_t* qa = reinterpret_cast<const BlockQ8_0*>(t.act[k])[b].qs;
+    __m256i lanes[8];
+    for (int r = 0; r < 8; ++r) lanes[r] = Kernel::Lanes(reinterpret_cast<const Plain*>(rows[r])[b], qa);
+    const __m256i isum = _mm256_sub_epi32(SumLanes8(lanes), _mm256_set1_epi32(Kernel::kOffset * t.sums[k][b]));
+    const float da = t.scales[k][b];
+    acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(vdw, _mm256_set1_ps(da)), acc[k]);
+    if constexpr (Kernel::kMin)
+      acc[k] = _mm256_fmadd_ps(_mm256_loadu_ps(mw), _mm256_set1_ps(da * static_cast<float>(t.sums[k][b])), acc[k]);
+  }
+}
 
 template <class Kernel>
 void ChainRows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size_t act_row_bytes, int n_tokens,
@@ -463,7 +486,21 @@ void ChainRows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size
       });
     }
   }
-  // The plain rows, one at a time.
+  // Plain rows, eight at a time (lane = row, as above), then the rest alone.
+  for (; r + 8 <= r1; r += 8) {
+    const uint8_t* rows[8];
+    for (int k = 0; k < 8; ++k) rows[k] = w.row(r + k);
+    for (int t0 = 0; t0 < n_tokens; t0 += kTileTokens) {
+      WithTokens(std::min(kTileTokens, n_tokens - t0), [&](auto tokens) {
+        constexpr int NT = decltype(tokens)::value;
+        const Tile<NT> t = MakeTile<NT>(act, act_row_bytes, info, t0, nb);
+        __m256 acc[NT];
+        for (int k = 0; k < NT; ++k) acc[k] = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; ++b) PlainEight<Kernel, NT>(rows, b, t, acc);
+        for (int k = 0; k < NT; ++k) _mm256_storeu_ps(y + (t0 + k) * y_stride + r, acc[k]);
+      });
+    }
+  }
   for (; r < r1; ++r) {
     const uint8_t* row = w.row(r);
     for (int t0 = 0; t0 < n_tokens; t0 += kTileTokens) {
@@ -472,7 +509,7 @@ void ChainRows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size
         const Tile<NT> t = MakeTile<NT>(act, act_row_bytes, info, t0, nb);
         __m128 acc[NT];
         for (int k = 0; k < NT; ++k) acc[k] = _mm_setzero_ps();
-        for (int64_t b = 0; b < nb; ++b) Kernel::template Row<NT>(row, b, t, acc);
+        for (int64_t b = 0; b < nb; ++b) PlainRow<Kernel, NT>(row, b, t, acc);
         for (int k = 0; k < NT; ++k) y[(t0 + k) * y_stride + r] = _mm_cvtss_f32(acc[k]);
       });
     }
