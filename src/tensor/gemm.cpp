@@ -91,46 +91,6 @@ HWY_INLINE __m256i BitsToBytes(uint32_t bits) {
 }
 
 
-// Q4_K: 8 sub-blocks of 32 with 6-bit scales and mins; the mins meet the
-// activations' 16-value sums.
-struct Q4_KTiles {
-  static constexpr DType kType = DType::Q4_K;
-  template <int NT>
-  HWY_INLINE void Block(const uint8_t* row, int64_t b, const Tile<NT>& t, __m256 (&acc)[NT]) const {
-    const BlockQ4_K& x = reinterpret_cast<const BlockQ4_K*>(row)[b];
-    int scale[8], min[8];
-    for (int s = 0; s < 8; ++s) kquant_scale_min(x.scales, s, scale[s], min[s]);
-    __m256i isum[NT];
-    for (int k = 0; k < NT; ++k) isum[k] = _mm256_setzero_si256();
-    const __m256i low4 = _mm256_set1_epi8(0x0F);
-    for (int j = 0; j < 4; ++j) {  // values 64j + l (low nibbles), 64j + 32 + l (high)
-      const __m256i q = Load32(x.qs + 32 * j);
-      const __m256i lo = _mm256_and_si256(q, low4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
-      const __m256i slo = _mm256_set1_epi16(static_cast<int16_t>(scale[2 * j]));
-      const __m256i shi = _mm256_set1_epi16(static_cast<int16_t>(scale[2 * j + 1]));
-      for (int k = 0; k < NT; ++k) {
-        const int8_t* qa = reinterpret_cast<const BlockQ8_K*>(t.act[k])[b].qs + 64 * j;
-        isum[k] = _mm256_add_epi32(isum[k], _mm256_add_epi32(DotBytesScaled(lo, Load32(qa), slo),
-                                                             DotBytesScaled(hi, Load32(qa + 32), shi)));
-      }
-    }
-    AddBlock(isum, F16ToF32(x.d), t, b, acc);
-    // - dmin * da * sum over sub-blocks of min * (the sub-block's activation sum), in lane 0.
-    float msum[NT];
-    for (int k = 0; k < NT; ++k) {
-      const BlockQ8_K& a = reinterpret_cast<const BlockQ8_K*>(t.act[k])[b];
-      int m = 0;
-      for (int s = 0; s < 8; ++s) m += min[s] * (a.bsums[2 * s] + a.bsums[2 * s + 1]);
-      msum[k] = static_cast<float>(m);
-    }
-    const float neg_dmin = -F16ToF32(x.dmin);
-    for (int k = 0; k < NT; ++k) {
-      const __m256 mins = _mm256_setr_ps(msum[k], 0, 0, 0, 0, 0, 0, 0);
-      acc[k] = _mm256_fmadd_ps(mins, _mm256_set1_ps(neg_dmin * t.scales[k][b]), acc[k]);
-    }
-  }
-};
-
 // Q6_K: 16 groups of 16 with int8 scales; the stored 0..63 is q + 32, and
 // the 32 comes off exactly through the activations' 16-value sums.
 struct Q6_KTiles {
@@ -291,7 +251,9 @@ struct Q4_0Chain {
   using Plain = BlockQ4_0;
   static constexpr int kOffset = 8;  // q is stored + 8: it comes off through the activation sum
   static constexpr bool kMin = false;
-  static HWY_INLINE __m256i Lanes(const Plain& x, const int8_t* qa) { return DotBytes(Nibbles32(x.qs), Load32(qa)); }
+  static constexpr bool kKMin = false;
+  using Act = BlockQ8_0;
+  static HWY_INLINE __m256i Lanes(const Plain& x, const BlockQ8_0& a) { return DotBytes(Nibbles32(x.qs), Load32(a.qs)); }
   template <int NT>
   static HWY_INLINE void Group(const X8& g, int64_t b, const Tile<NT>& t, __m256 (&acc)[NT]) {
     const __m256 dw = HalvesToFloats(g.d);
@@ -321,7 +283,9 @@ struct Q4_1Chain {
   using Plain = BlockQ4_1;
   static constexpr int kOffset = 0;
   static constexpr bool kMin = true;  // x = d * q + m
-  static HWY_INLINE __m256i Lanes(const Plain& x, const int8_t* qa) { return DotBytes(Nibbles32(x.qs), Load32(qa)); }
+  static constexpr bool kKMin = false;
+  using Act = BlockQ8_0;
+  static HWY_INLINE __m256i Lanes(const Plain& x, const BlockQ8_0& a) { return DotBytes(Nibbles32(x.qs), Load32(a.qs)); }
   template <int NT>
   static HWY_INLINE void Group(const X8& g, int64_t b, const Tile<NT>& t, __m256 (&acc)[NT]) {
     const __m256 dw = HalvesToFloats(g.d), mw = HalvesToFloats(g.m);
@@ -352,9 +316,11 @@ struct Q5_0Chain {
   using Plain = BlockQ5_0;
   static constexpr int kOffset = 16;
   static constexpr bool kMin = false;
-  static HWY_INLINE __m256i Lanes(const Plain& x, const int8_t* qa) {
+  static constexpr bool kKMin = false;
+  using Act = BlockQ8_0;
+  static HWY_INLINE __m256i Lanes(const Plain& x, const BlockQ8_0& a) {
     const __m256i fifth = _mm256_and_si256(BitsToBytes(load_u32_le(x.qh)), _mm256_set1_epi8(0x10));
-    return DotBytes(_mm256_or_si256(Nibbles32(x.qs), fifth), Load32(qa));
+    return DotBytes(_mm256_or_si256(Nibbles32(x.qs), fifth), Load32(a.qs));
   }
   // 0x10 in byte j of each 32-bit lane where bit j (< 4) of the lane is set.
   static HWY_INLINE __m256i FifthBits(__m256i bits) {
@@ -396,9 +362,11 @@ struct Q8_0Chain {
   using Plain = BlockQ8_0;
   static constexpr int kOffset = 0;
   static constexpr bool kMin = false;
-  static HWY_INLINE __m256i Lanes(const Plain& x, const int8_t* qa) {
+  static constexpr bool kKMin = false;
+  using Act = BlockQ8_0;
+  static HWY_INLINE __m256i Lanes(const Plain& x, const BlockQ8_0& a) {
     const __m256i w = Load32(x.qs);
-    return DotBytes(_mm256_sign_epi8(w, w), _mm256_sign_epi8(Load32(qa), w));
+    return DotBytes(_mm256_sign_epi8(w, w), _mm256_sign_epi8(Load32(a.qs), w));
   }
   template <int NT>
   static HWY_INLINE void Group(const X8& g, int64_t b, const Tile<NT>& t, __m256 (&acc)[NT]) {
@@ -417,6 +385,100 @@ struct Q8_0Chain {
   }
 };
 
+// Q4_K: x = d * scale_s * q - dmin * min_s per sub-block s of 32, so
+//   x . a = da * (d * isum - dmin * msum)
+// with isum = sum_s scale_s * (q . qa over s) and msum = sum_s min_s * (the
+// activation's sum over s), both exact: acc = fma(isum, d * da, acc), then
+// acc = -(msum * (dmin * da)) + acc.
+struct Q4_KChain {
+  using X8 = BlockQ4_Kx8;
+  using Plain = BlockQ4_K;
+  using Act = BlockQ8_K;
+  static constexpr int kOffset = 0;
+  static constexpr bool kMin = false;
+  static constexpr bool kKMin = true;
+  static HWY_INLINE __m256i Lanes(const Plain& x, const Act& a) {
+    int scale[8], min[8];
+    for (int s = 0; s < 8; ++s) kquant_scale_min(x.scales, s, scale[s], min[s]);
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    __m256i isum = _mm256_setzero_si256();
+    for (int j = 0; j < 4; ++j) {
+      const __m256i q = Load32(x.qs + 32 * j);
+      const __m256i lo = _mm256_and_si256(q, low4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+      isum = _mm256_add_epi32(isum, DotBytesScaled(lo, Load32(a.qs + 64 * j), _mm256_set1_epi16(static_cast<int16_t>(scale[2 * j]))));
+      isum = _mm256_add_epi32(isum, DotBytesScaled(hi, Load32(a.qs + 64 * j + 32), _mm256_set1_epi16(static_cast<int16_t>(scale[2 * j + 1]))));
+    }
+    return isum;
+  }
+  static HWY_INLINE int32_t MinSum(const Plain& x, const Act& a) {
+    int32_t m = 0;
+    for (int s = 0; s < 8; ++s) {
+      int scale, min;
+      kquant_scale_min(x.scales, s, scale, min);
+      m += min * (a.bsums[2 * s] + a.bsums[2 * s + 1]);
+    }
+    return m;
+  }
+  // Eight rows' scale (or min) of sub-block j as bytes, from the byte-major scales.
+  static HWY_INLINE void ScalesMins(const uint8_t* t, int j, __m128i& scale, __m128i& min) {
+    auto row_bytes = [&](int i) { return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(t + 8 * i)); };
+    const __m128i low6 = _mm_set1_epi8(63), low4 = _mm_set1_epi8(0x0F), low2 = _mm_set1_epi8(0x03);
+    if (j < 4) {
+      scale = _mm_and_si128(row_bytes(j), low6);
+      min = _mm_and_si128(row_bytes(j + 4), low6);
+    } else {
+      const __m128i b = row_bytes(j + 4);
+      const __m128i top_s = _mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(row_bytes(j - 4), 6), low2), 4);
+      const __m128i top_m = _mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(row_bytes(j), 6), low2), 4);
+      scale = _mm_or_si128(_mm_and_si128(b, low4), top_s);
+      min = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(b, 4), low4), top_m);
+    }
+  }
+  template <int NT>
+  static HWY_INLINE void Group(const X8& g, int64_t b, const Tile<NT>& t, __m256 (&acc)[NT]) {
+    const __m256 d = HalvesToFloats(g.d), dmin = HalvesToFloats(g.dmin);
+    __m256i scale16[8], min_pairs[4];
+    __m128i mins[8];
+    for (int j = 0; j < 8; ++j) {
+      __m128i sc;
+      ScalesMins(g.scales, j, sc, mins[j]);
+      scale16[j] = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(sc, sc));  // [s_r0, s_r0, s_r1, s_r1, ...]
+    }
+    for (int p = 0; p < 4; ++p) min_pairs[p] = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mins[2 * p], mins[2 * p + 1]));
+    __m256i isum[NT];
+    for (int k = 0; k < NT; ++k) isum[k] = _mm256_setzero_si256();
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    for (int j = 0; j < 4; ++j) {  // sub-blocks 2j (low nibbles) and 2j + 1 (high)
+      __m256i plo[NT], phi[NT];
+      for (int k = 0; k < NT; ++k) plo[k] = phi[k] = _mm256_setzero_si256();
+      for (int c = 0; c < 8; ++c) {  // an int16 lane sums 16 products of at most 15 * 127
+        const __m256i v = Load32(g.qs + 32 * (8 * j + c));
+        const __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+        for (int k = 0; k < NT; ++k) {
+          const int8_t* qa = reinterpret_cast<const BlockQ8_K*>(t.act[k])[b].qs + 64 * j + 4 * c;
+          plo[k] = _mm256_add_epi16(plo[k], _mm256_maddubs_epi16(lo, Broadcast4(qa)));
+          phi[k] = _mm256_add_epi16(phi[k], _mm256_maddubs_epi16(hi, Broadcast4(qa + 32)));
+        }
+      }
+      for (int k = 0; k < NT; ++k)
+        isum[k] = _mm256_add_epi32(isum[k], _mm256_add_epi32(_mm256_madd_epi16(plo[k], scale16[2 * j]),
+                                                             _mm256_madd_epi16(phi[k], scale16[2 * j + 1])));
+    }
+    for (int k = 0; k < NT; ++k) {
+      const BlockQ8_K& a = reinterpret_cast<const BlockQ8_K*>(t.act[k])[b];
+      __m256i msum = _mm256_setzero_si256();
+      for (int p = 0; p < 4; ++p) {
+        const int bs0 = a.bsums[4 * p] + a.bsums[4 * p + 1], bs1 = a.bsums[4 * p + 2] + a.bsums[4 * p + 3];
+        const __m256i pair = _mm256_set1_epi32(static_cast<int32_t>((static_cast<uint32_t>(bs1) << 16) | (static_cast<uint32_t>(bs0) & 0xFFFF)));
+        msum = _mm256_add_epi32(msum, _mm256_madd_epi16(min_pairs[p], pair));
+      }
+      const __m256 da = _mm256_set1_ps(t.scales[k][b]);
+      acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[k]), _mm256_mul_ps(d, da), acc[k]);
+      acc[k] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dmin, da), acc[k]);
+    }
+  }
+};
+
 // [sum of v[0]'s lanes, ..., sum of v[7]'s lanes], exactly.
 HWY_INLINE __m256i SumLanes8(const __m256i (&v)[8]) {
   const __m256i a01 = _mm256_hadd_epi32(v[0], v[1]), a23 = _mm256_hadd_epi32(v[2], v[3]);
@@ -431,10 +493,14 @@ HWY_INLINE void PlainRow(const uint8_t* row, int64_t b, const Tile<NT>& t, __m12
   const auto& x = reinterpret_cast<const typename Kernel::Plain*>(row)[b];
   const float dw = F16ToF32(x.d);
   for (int k = 0; k < NT; ++k) {
-    const int8_t* qa = reinterpret_cast<const BlockQ8_0*>(t.act[k])[b].qs;
-    const int32_t isum = SumLanes(Kernel::Lanes(x, qa)) - Kernel::kOffset * t.sums[k][b];
+    const auto& a = reinterpret_cast<const typename Kernel::Act*>(t.act[k])[b];
+    int32_t isum = SumLanes(Kernel::Lanes(x, a));
+    if constexpr (Kernel::kOffset != 0) isum -= Kernel::kOffset * t.sums[k][b];
     const float da = t.scales[k][b];
     acc[k] = ChainStep(acc[k], isum, dw * da);
+    if constexpr (Kernel::kKMin)
+      acc[k] = _mm_fnmadd_ss(_mm_cvtsi32_ss(_mm_setzero_ps(), Kernel::MinSum(x, a)), _mm_set_ss(F16ToF32(x.dmin) * da),
+                             acc[k]);
     if constexpr (Kernel::kMin)
       acc[k] = _mm_fmadd_ss(_mm_set_ss(F16ToF32(x.m)), _mm_set_ss(da * static_cast<float>(t.sums[k][b])), acc[k]);
   }
@@ -450,15 +516,23 @@ HWY_INLINE void PlainEight(const uint8_t* const (&rows)[8], int64_t b, const Til
     const Plain& x = reinterpret_cast<const Plain*>(rows[r])[b];
     dw[r] = F16ToF32(x.d);
     if constexpr (Kernel::kMin) mw[r] = F16ToF32(x.m);
+    if constexpr (Kernel::kKMin) mw[r] = F16ToF32(x.dmin);
   }
   const __m256 vdw = _mm256_loadu_ps(dw);
   for (int k = 0; k < NT; ++k) {
-    const int8_t* qa = reinterpret_cast<const BlockQ8_0*>(t.act[k])[b].qs;
+    const auto& a = reinterpret_cast<const typename Kernel::Act*>(t.act[k])[b];
     __m256i lanes[8];
-    for (int r = 0; r < 8; ++r) lanes[r] = Kernel::Lanes(reinterpret_cast<const Plain*>(rows[r])[b], qa);
-    const __m256i isum = _mm256_sub_epi32(SumLanes8(lanes), _mm256_set1_epi32(Kernel::kOffset * t.sums[k][b]));
+    for (int r = 0; r < 8; ++r) lanes[r] = Kernel::Lanes(reinterpret_cast<const Plain*>(rows[r])[b], a);
+    __m256i isum = SumLanes8(lanes);
+    if constexpr (Kernel::kOffset != 0) isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(Kernel::kOffset * t.sums[k][b]));
     const float da = t.scales[k][b];
     acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(vdw, _mm256_set1_ps(da)), acc[k]);
+    if constexpr (Kernel::kKMin) {
+      int32_t msum[8];
+      for (int r = 0; r < 8; ++r) msum[r] = Kernel::MinSum(reinterpret_cast<const Plain*>(rows[r])[b], a);
+      acc[k] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(msum))),
+                                _mm256_mul_ps(_mm256_loadu_ps(mw), _mm256_set1_ps(da)), acc[k]);
+    }
     if constexpr (Kernel::kMin)
       acc[k] = _mm256_fmadd_ps(_mm256_loadu_ps(mw), _mm256_set1_ps(da * static_cast<float>(t.sums[k][b])), acc[k]);
   }
@@ -467,9 +541,10 @@ HWY_INLINE void PlainEight(const uint8_t* const (&rows)[8], int64_t b, const Til
 template <class Kernel>
 void ChainRows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size_t act_row_bytes, int n_tokens,
                float* y, int64_t y_stride) {
-  const int64_t nb = w.cols / kQK;
+  constexpr bool kQ8_K = std::is_same_v<typename Kernel::Act, BlockQ8_K>;
+  const int64_t nb = w.cols / (kQ8_K ? kQKK : kQK);
   thread_local ActivationInfo info;
-  info.fill(DType::Q8_0, act, act_row_bytes, n_tokens, nb);
+  info.fill(kQ8_K ? DType::Q8_K : DType::Q8_0, act, act_row_bytes, n_tokens, nb);
   // Groups of eight rows (x8 layout): all token tiles pass a group while it is in cache.
   const int64_t grouped = w.interleaved ? w.rows / 8 * 8 : 0;
   int64_t r = r0;
@@ -486,8 +561,9 @@ void ChainRows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size
       });
     }
   }
-  // Plain rows, eight at a time (lane = row, as above), then the rest alone.
-  for (; r + 8 <= r1; r += 8) {
+  // Plain rows: for a tile of tokens eight at a time (lane = row, as above);
+  // one token (decode) streams row after row, which memory serves faster.
+  for (; n_tokens > 1 && r + 8 <= r1; r += 8) {
     const uint8_t* rows[8];
     for (int k = 0; k < 8; ++k) rows[k] = w.row(r + k);
     for (int t0 = 0; t0 < n_tokens; t0 += kTileTokens) {
@@ -620,7 +696,7 @@ bool GemmRows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size_
     case DType::Q4_1: ChainRows<Q4_1Chain>(w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;
     case DType::Q5_0: ChainRows<Q5_0Chain>(w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;
     case DType::Q8_0: ChainRows<Q8_0Chain>(w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;
-    case DType::Q4_K: LaneRows(Q4_KTiles{}, w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;
+    case DType::Q4_K: ChainRows<Q4_KChain>(w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;
     case DType::Q6_K: LaneRows(Q6_KTiles{}, w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;
     default: break;
   }

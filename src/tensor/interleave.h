@@ -38,11 +38,20 @@ struct BlockQ8_0x8 {
   uint16_t d[8];
   int8_t qs[8 * kQK];
 };
+// 8 rows of Q4_K: scales[8i + r] = byte i of row r's packed scales and
+// mins; qs[32c + 4r + j] = qs[4c + j] of row r (c < 32).
+struct BlockQ4_Kx8 {
+  uint16_t d[8];
+  uint16_t dmin[8];
+  uint8_t scales[8 * 12];
+  uint8_t qs[8 * kQKK / 2];
+};
 #pragma pack(pop)
 static_assert(sizeof(BlockQ4_0x8) == 8 * sizeof(BlockQ4_0));
 static_assert(sizeof(BlockQ4_1x8) == 8 * sizeof(BlockQ4_1));
 static_assert(sizeof(BlockQ5_0x8) == 8 * sizeof(BlockQ5_0));
 static_assert(sizeof(BlockQ8_0x8) == 8 * sizeof(BlockQ8_0));
+static_assert(sizeof(BlockQ4_Kx8) == 8 * sizeof(BlockQ4_K));
 
 // Whether `type` has an x8 layout.
 bool interleavable(DType type);
