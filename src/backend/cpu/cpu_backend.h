@@ -1,6 +1,7 @@
 #pragma once
 // The CPU backend: matmuls from the SIMD block dot products in tensor/,
 // split over the persistent thread pool by output rows.
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -37,6 +38,10 @@ class CpuBackend : public Backend {
   int64_t max_cols_;
   std::vector<uint8_t> activation_scratch_;  // activations converted for the weight type
   AttentionScratch attention_scratch_;
+  std::vector<double> rope_freqs_;  // per pair, for the call in progress
+
+  // fn(i0, i1) over [0, n), on the pool when n is large enough to pay.
+  void for_elements(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
 };
 
 }  // namespace shoal
