@@ -67,13 +67,6 @@ HWY_INLINE __m256i DotBytesScaled(__m256i u, __m256i s, __m256i scale) {
 }
 HWY_INLINE __m256i Load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
-// acc[k] += float(block sums of token k) * (dw * its activation scale).
-template <int NT>
-HWY_INLINE void AddBlock(const __m256i (&isum)[NT], float dw, const Tile<NT>& t, int64_t b, __m256 (&acc)[NT]) {
-  for (int k = 0; k < NT; ++k)
-    acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[k]), _mm256_set1_ps(dw * t.scales[k][b]), acc[k]);
-}
-
 // The 32 nibbles of a 32-block, values 0..15 in value order (low nibbles
 // are values 0..15, high nibbles 16..31).
 HWY_INLINE __m256i Nibbles32(const uint8_t* qs) {
@@ -93,52 +86,6 @@ HWY_INLINE __m256i BitsToBytes(uint32_t bits) {
 
 // Q6_K: 16 groups of 16 with int8 scales; the stored 0..63 is q + 32, and
 // the 32 comes off exactly through the activations' 16-value sums.
-struct Q6_KTiles {
-  static constexpr DType kType = DType::Q6_K;
-  template <int NT>
-  HWY_INLINE void Block(const uint8_t* row, int64_t b, const Tile<NT>& t, __m256 (&acc)[NT]) const {
-    const BlockQ6_K& x = reinterpret_cast<const BlockQ6_K*>(row)[b];
-    __m256i isum[NT];
-    for (int k = 0; k < NT; ++k) isum[k] = _mm256_setzero_si256();
-    const __m256i low4 = _mm256_set1_epi8(0x0F), low2 = _mm256_set1_epi8(0x03), bits45 = _mm256_set1_epi8(0x30);
-    for (int n = 0; n < 2; ++n) {
-      const uint8_t* ql = x.ql + 64 * n;
-      const int8_t* sc = x.scales + 8 * n;
-      const __m256i v1 = Load32(ql), v2 = Load32(ql + 32), h = Load32(x.qh + 32 * n);
-      // Values 128n + l, + 32, + 64, + 96 for l < 32 (blocks.h).
-      const __m256i q1 = _mm256_or_si256(_mm256_and_si256(v1, low4), _mm256_slli_epi16(_mm256_and_si256(h, low2), 4));
-      const __m256i q2 = _mm256_or_si256(_mm256_and_si256(v2, low4), _mm256_and_si256(_mm256_slli_epi16(h, 2), bits45));
-      const __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v1, 4), low4), _mm256_and_si256(h, bits45));
-      const __m256i q4 =
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v2, 4), low4), _mm256_and_si256(_mm256_srli_epi16(h, 2), bits45));
-      // Each 32-value vector spans two groups: scale of the first 16 in the low half.
-      auto scales = [&](int g) { return _mm256_set_m128i(_mm_set1_epi16(sc[g + 1]), _mm_set1_epi16(sc[g])); };
-      const __m256i s1 = scales(0), s2 = scales(2), s3 = scales(4), s4 = scales(6);
-      for (int k = 0; k < NT; ++k) {
-        const int8_t* qa = reinterpret_cast<const BlockQ8_K*>(t.act[k])[b].qs + 128 * n;
-        const __m256i p12 = _mm256_add_epi32(DotBytesScaled(q1, Load32(qa), s1), DotBytesScaled(q2, Load32(qa + 32), s2));
-        const __m256i p34 =
-            _mm256_add_epi32(DotBytesScaled(q3, Load32(qa + 64), s3), DotBytesScaled(q4, Load32(qa + 96), s4));
-        isum[k] = _mm256_add_epi32(isum[k], _mm256_add_epi32(p12, p34));
-      }
-    }
-    for (int k = 0; k < NT; ++k) {
-      const BlockQ8_K& a = reinterpret_cast<const BlockQ8_K*>(t.act[k])[b];
-      int offset = 0;
-      for (int g = 0; g < 16; ++g) offset += x.scales[g] * a.bsums[g];
-      isum[k] = _mm256_sub_epi32(isum[k], _mm256_setr_epi32(32 * offset, 0, 0, 0, 0, 0, 0, 0));
-    }
-    AddBlock(isum, F16ToF32(x.d), t, b, acc);
-  }
-};
-
-// The lane sum in a fixed order.
-HWY_INLINE float HorizontalSum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
-}
-
 // Each token's activation scale per block as a float, and the sum of its
 // block's quants (Q4_0's offset, Q4_1's min term): once per call, not once
 // per row. Thread-local: every thread of a matmul fills its own.
@@ -186,43 +133,6 @@ HWY_INLINE Tile<NT> MakeTile(const uint8_t* act, size_t act_row_bytes, const Act
     t.sums[k] = info.sums.empty() ? nullptr : info.sums.data() + (t0 + k) * nb;
   }
   return t;
-}
-
-// ---- Lane kernels (Q5_0, Q4_K, Q6_K): per token, 8 float lanes per block
-// sum, even and odd blocks apart, the lanes added at the end.
-
-template <class Kernel, int NT>
-HWY_INLINE void RowTile(const Kernel& kernel, const uint8_t* row, int64_t nb, const Tile<NT>& t, float* y,
-                        int64_t y_stride) {
-  __m256 even[NT], odd[NT];
-  for (int k = 0; k < NT; ++k) even[k] = odd[k] = _mm256_setzero_ps();
-  int64_t b = 0;
-  for (; b + 1 < nb; b += 2) {
-    kernel.template Block<NT>(row, b, t, even);
-    kernel.template Block<NT>(row, b + 1, t, odd);
-  }
-  if (b < nb) kernel.template Block<NT>(row, b, t, even);
-  for (int k = 0; k < NT; ++k) y[k * y_stride] = HorizontalSum(_mm256_add_ps(even[k], odd[k]));
-}
-
-template <class Kernel>
-void LaneRows(const Kernel& kernel, const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act,
-              size_t act_row_bytes, int n_tokens, float* y, int64_t y_stride) {
-  const int64_t nb = w.cols / dtype_info(w.type).block_size;
-  thread_local ActivationInfo info;
-  info.fill(activation_dtype_of(Kernel::kType), act, act_row_bytes, n_tokens, nb);
-  // Rows in groups that stay in cache while every token tile passes them.
-  constexpr int64_t kRowGroup = 16;
-  for (int64_t g0 = r0; g0 < r1; g0 += kRowGroup) {
-    const int64_t g1 = std::min(r1, g0 + kRowGroup);
-    for (int t0 = 0; t0 < n_tokens; t0 += kTileTokens) {
-      WithTokens(std::min(kTileTokens, n_tokens - t0), [&](auto tokens) {
-        constexpr int NT = decltype(tokens)::value;
-        const Tile<NT> t = MakeTile<NT>(act, act_row_bytes, info, t0, nb);
-        for (int64_t r = g0; r < g1; ++r) RowTile<Kernel, NT>(kernel, w.row(r), nb, t, y + t0 * y_stride + r, y_stride);
-      });
-    }
-  }
 }
 
 // ---- Chain kernels (Q4_0, Q4_1, Q8_0): one float per (row, token),
@@ -479,6 +389,88 @@ struct Q4_KChain {
   }
 };
 
+// Q6_K: 16 groups of 16 with int8 scales; the stored 0..63 is q + 32:
+//   isum = sum_g scale_g * (q6 . qa over g) - 32 * sum_g scale_g * (the activation's sum over g),
+// exact, then acc = fma(isum, d * da, acc).
+struct Q6_KChain {
+  using X8 = BlockQ6_Kx8;
+  using Plain = BlockQ6_K;
+  using Act = BlockQ8_K;
+  static constexpr int kOffset = 0;
+  static constexpr bool kMin = false;
+  static constexpr bool kKMin = false;
+  // The four 32-value vectors of half n of a row's block (blocks.h): values
+  // 128n + l, + 32, + 64, + 96 from ql bytes v1 (l), v2 (32 + l) and qh bytes h.
+  static HWY_INLINE void Unpack(__m256i v1, __m256i v2, __m256i h, __m256i (&q)[4]) {
+    const __m256i low4 = _mm256_set1_epi8(0x0F), low2 = _mm256_set1_epi8(0x03), bits45 = _mm256_set1_epi8(0x30);
+    q[0] = _mm256_or_si256(_mm256_and_si256(v1, low4), _mm256_slli_epi16(_mm256_and_si256(h, low2), 4));
+    q[1] = _mm256_or_si256(_mm256_and_si256(v2, low4), _mm256_and_si256(_mm256_slli_epi16(h, 2), bits45));
+    q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v1, 4), low4), _mm256_and_si256(h, bits45));
+    q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v2, 4), low4), _mm256_and_si256(_mm256_srli_epi16(h, 2), bits45));
+  }
+  static HWY_INLINE __m256i Lanes(const Plain& x, const Act& a) {
+    __m256i isum = _mm256_setzero_si256();
+    for (int n = 0; n < 2; ++n) {
+      const int8_t* sc = x.scales + 8 * n;
+      __m256i q[4];
+      Unpack(Load32(x.ql + 64 * n), Load32(x.ql + 64 * n + 32), Load32(x.qh + 32 * n), q);
+      for (int i = 0; i < 4; ++i) {  // a 32-value vector spans two groups: the first 16 in the low half
+        const __m256i scale = _mm256_set_m128i(_mm_set1_epi16(sc[2 * i + 1]), _mm_set1_epi16(sc[2 * i]));
+        isum = _mm256_add_epi32(isum, DotBytesScaled(q[i], Load32(a.qs + 128 * n + 32 * i), scale));
+      }
+    }
+    int offset = 0;
+    for (int g = 0; g < 16; ++g) offset += x.scales[g] * a.bsums[g];
+    return _mm256_sub_epi32(isum, _mm256_setr_epi32(32 * offset, 0, 0, 0, 0, 0, 0, 0));
+  }
+  template <int NT>
+  static HWY_INLINE void Group(const X8& g, int64_t b, const Tile<NT>& t, __m256 (&acc)[NT]) {
+    const __m256 d = HalvesToFloats(g.d);
+    // Eight rows' scale of group j as int16 pairs [s_r0, s_r0, s_r1, s_r1, ...].
+    auto scale16 = [&](int j) {
+      const __m128i s = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(g.scales + 8 * j));
+      return _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(s, s));
+    };
+    __m256i isum[NT];
+    for (int k = 0; k < NT; ++k) isum[k] = _mm256_setzero_si256();
+    for (int n = 0; n < 2; ++n) {
+      for (int m0 = 0; m0 < 8; m0 += 2) {  // qh chunks m0, m0 + 1: values 4m0 .. 4m0 + 7 of each quarter
+        __m256i q[2][4];
+        for (int u = 0; u < 2; ++u) {
+          const int m = m0 + u;
+          Unpack(Load32(g.ql + 32 * (16 * n + m)), Load32(g.ql + 32 * (16 * n + m + 8)), Load32(g.qh + 32 * (8 * n + m)),
+                 q[u]);
+        }
+        // Quarter i of half n holds values 128n + 32i + 4m: group 8n + 2i + m0 / 4.
+        __m256i sc[4];
+        for (int i = 0; i < 4; ++i) sc[i] = scale16(8 * n + 2 * i + m0 / 4);
+        for (int k = 0; k < NT; ++k) {
+          const int8_t* qa = reinterpret_cast<const BlockQ8_K*>(t.act[k])[b].qs + 128 * n + 4 * m0;
+          for (int i = 0; i < 4; ++i) {  // an int16 lane sums 4 products of at most 63 * 127
+            const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(q[0][i], Broadcast4(qa + 32 * i)),
+                                               _mm256_maddubs_epi16(q[1][i], Broadcast4(qa + 32 * i + 4)));
+            isum[k] = _mm256_add_epi32(isum[k], _mm256_madd_epi16(p, sc[i]));
+          }
+        }
+      }
+    }
+    for (int k = 0; k < NT; ++k) {
+      const BlockQ8_K& a = reinterpret_cast<const BlockQ8_K*>(t.act[k])[b];
+      __m256i offset = _mm256_setzero_si256();
+      for (int p = 0; p < 8; ++p) {  // groups 2p, 2p + 1: [s_r,2p, s_r,2p+1] . [bsum_2p, bsum_2p+1]
+        const __m128i s0 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(g.scales + 16 * p));
+        const __m128i s1 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(g.scales + 16 * p + 8));
+        const __m256i pairs = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(s0, s1));
+        const uint32_t bs = (static_cast<uint32_t>(static_cast<uint16_t>(a.bsums[2 * p + 1])) << 16) |
+                            static_cast<uint16_t>(a.bsums[2 * p]);
+        offset = _mm256_add_epi32(offset, _mm256_madd_epi16(pairs, _mm256_set1_epi32(static_cast<int32_t>(bs))));
+      }
+      const __m256i exact = _mm256_sub_epi32(isum[k], _mm256_slli_epi32(offset, 5));
+      acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(exact), _mm256_mul_ps(d, _mm256_set1_ps(t.scales[k][b])), acc[k]);
+    }
+  }
+};
+
 // [sum of v[0]'s lanes, ..., sum of v[7]'s lanes], exactly.
 HWY_INLINE __m256i SumLanes8(const __m256i (&v)[8]) {
   const __m256i a01 = _mm256_hadd_epi32(v[0], v[1]), a23 = _mm256_hadd_epi32(v[2], v[3]);
@@ -697,7 +689,7 @@ bool GemmRows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size_
     case DType::Q5_0: ChainRows<Q5_0Chain>(w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;
     case DType::Q8_0: ChainRows<Q8_0Chain>(w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;
     case DType::Q4_K: ChainRows<Q4_KChain>(w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;
-    case DType::Q6_K: LaneRows(Q6_KTiles{}, w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;
+    case DType::Q6_K: ChainRows<Q6_KChain>(w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;
     default: break;
   }
 #endif

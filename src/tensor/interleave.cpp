@@ -8,7 +8,7 @@ namespace shoal {
 
 bool interleavable(DType type) {
   return type == DType::Q4_0 || type == DType::Q4_1 || type == DType::Q5_0 || type == DType::Q8_0 ||
-         type == DType::Q4_K;
+         type == DType::Q4_K || type == DType::Q6_K;
 }
 
 namespace {
@@ -35,6 +35,20 @@ void interleave_group(const uint8_t* src, size_t row_bytes, int64_t nb, uint8_t*
   }
 }
 
+void interleave_q6_k(const uint8_t* src, size_t row_bytes, int64_t nb, uint8_t* dst) {
+  for (int64_t b = 0; b < nb; ++b) {
+    BlockQ6_Kx8 out;
+    for (int r = 0; r < 8; ++r) {
+      const BlockQ6_K& in = reinterpret_cast<const BlockQ6_K*>(src + r * row_bytes)[b];
+      out.d[r] = in.d;
+      for (int g = 0; g < 16; ++g) out.scales[8 * g + r] = in.scales[g];
+      for (int c = 0; c < 32; ++c) std::memcpy(&out.ql[32 * c + 4 * r], &in.ql[4 * c], 4);
+      for (int c = 0; c < 16; ++c) std::memcpy(&out.qh[32 * c + 4 * r], &in.qh[4 * c], 4);
+    }
+    std::memcpy(dst + b * sizeof(out), &out, sizeof(out));
+  }
+}
+
 }  // namespace
 
 void interleave_rows(DType type, const uint8_t* src, int64_t rows, int64_t cols, uint8_t* dst) {
@@ -49,6 +63,7 @@ void interleave_rows(DType type, const uint8_t* src, int64_t rows, int64_t cols,
       case DType::Q4_1: interleave_group<BlockQ4_1, BlockQ4_1x8, true>(s, row, nb, d); break;
       case DType::Q5_0: interleave_group<BlockQ5_0, BlockQ5_0x8, false, true>(s, row, nb, d); break;
       case DType::Q4_K: interleave_group<BlockQ4_K, BlockQ4_Kx8, false, false, true>(s, row, nb, d); break;
+      case DType::Q6_K: interleave_q6_k(s, row, nb, d); break;
       default: interleave_group<BlockQ8_0, BlockQ8_0x8, false>(s, row, nb, d); break;
     }
   }

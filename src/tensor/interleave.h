@@ -46,12 +46,21 @@ struct BlockQ4_Kx8 {
   uint8_t scales[8 * 12];
   uint8_t qs[8 * kQKK / 2];
 };
+// 8 rows of Q6_K: scales[8g + r] = scale g of row r; ql[32c + 4r + j] =
+// ql[4c + j] of row r (c < 32); qh[32c + 4r + j] = qh[4c + j] of row r (c < 16).
+struct BlockQ6_Kx8 {
+  uint16_t d[8];
+  int8_t scales[8 * 16];
+  uint8_t ql[8 * kQKK / 2];
+  uint8_t qh[8 * kQKK / 4];
+};
 #pragma pack(pop)
 static_assert(sizeof(BlockQ4_0x8) == 8 * sizeof(BlockQ4_0));
 static_assert(sizeof(BlockQ4_1x8) == 8 * sizeof(BlockQ4_1));
 static_assert(sizeof(BlockQ5_0x8) == 8 * sizeof(BlockQ5_0));
 static_assert(sizeof(BlockQ8_0x8) == 8 * sizeof(BlockQ8_0));
 static_assert(sizeof(BlockQ4_Kx8) == 8 * sizeof(BlockQ4_K));
+static_assert(sizeof(BlockQ6_Kx8) == 8 * sizeof(BlockQ6_K));
 
 // Whether `type` has an x8 layout.
 bool interleavable(DType type);

