@@ -5,21 +5,25 @@
 # markdown table (mean ± stddev tok/s and the ratio shoal/llama.cpp), the
 # machine and the exact commands.
 #
-#   bench/compare_llama_cpp.sh -m MODEL [-t THREADS] [-p N_PROMPT] [-n N_GEN] [-d DEPTH] [-r REPS]
+#   bench/compare_llama_cpp.sh -m MODEL [-q TYPE] [-t THREADS] [-p N_PROMPT] [-n N_GEN] [-d DEPTH] [-r REPS]
 #
+# -q TYPE benchmarks MODEL requantized to TYPE (Q4_0, Q8_0, F16, ...) with
+# llama.cpp's quantize tool, written once beside MODEL (outside the repository).
 # Builds nothing. Binaries: SHOAL (default build/shoal in this repository),
-# LLAMA_BENCH (default ~/.cache/shoal/llama.cpp-build/bin/llama-bench).
+# LLAMA_BENCH (default ~/.cache/shoal/llama.cpp-build/bin/llama-bench), LLAMA_QUANTIZE
+# (default: llama-quantize beside LLAMA_BENCH).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 shoal=${SHOAL:-$root/build/shoal}
 llama_bench=${LLAMA_BENCH:-$HOME/.cache/shoal/llama.cpp-build/bin/llama-bench}
-model="" threads=$(nproc) n_prompt=128 n_gen=64 depth=0 reps=3
+llama_quantize=${LLAMA_QUANTIZE:-$(dirname "$llama_bench")/llama-quantize}
+model="" quant="" threads=$(nproc) n_prompt=128 n_gen=64 depth=0 reps=3
 
-usage() { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
-while getopts "m:t:p:n:d:r:h" opt; do
+usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+while getopts "m:q:t:p:n:d:r:h" opt; do
   case $opt in
-    m) model=$OPTARG ;; t) threads=$OPTARG ;; p) n_prompt=$OPTARG ;;
+    m) model=$OPTARG ;; q) quant=$OPTARG ;; t) threads=$OPTARG ;; p) n_prompt=$OPTARG ;;
     n) n_gen=$OPTARG ;; d) depth=$OPTARG ;; r) reps=$OPTARG ;; *) usage ;;
   esac
 done
@@ -27,6 +31,17 @@ done
 [[ -f $model ]] || { echo "error: model not found: $model" >&2; exit 1; }
 [[ -x $shoal ]] || { echo "error: shoal binary not found: $shoal (run scripts/build, or set SHOAL)" >&2; exit 1; }
 [[ -x $llama_bench ]] || { echo "error: llama-bench not found: $llama_bench (build llama.cpp, see docs/benchmarks.md, or set LLAMA_BENCH)" >&2; exit 1; }
+if [[ -n $quant ]]; then
+  requantized=${model%.gguf}.$quant.gguf
+  if [[ ! -f $requantized ]]; then
+    [[ -x $llama_quantize ]] || { echo "error: llama-quantize not found: $llama_quantize (or set LLAMA_QUANTIZE)" >&2; exit 1; }
+    "$llama_quantize" --allow-requantize "$model" "$requantized.part" "$quant" >/dev/null 2>&1 ||
+      { echo "error: llama-quantize could not make $quant from $model" >&2; rm -f "$requantized.part"; exit 1; }
+    mv "$requantized.part" "$requantized"
+    echo "requantized: $llama_quantize --allow-requantize $model $requantized $quant" >&2
+  fi
+  model=$requantized
+fi
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
