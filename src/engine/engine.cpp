@@ -33,6 +33,7 @@ Engine::Engine(const EngineOptions& options, const StageBuilder& build_stages) :
                    "--chat-template names its format (one of: {})", ChatTemplate::known_names());
   }
 
+  check_kv_types(options.kv_types, config_);  // before any stage, local or remote, is made
   n_ctx_ = options.n_ctx > 0 ? options.n_ctx : default_context_size(config_);
   if (n_ctx_ < 8 || n_ctx_ > (1 << 20)) fail("context size {} is out of range", n_ctx_);
   if (options.n_seq < 1 || options.n_seq > 256) fail("{} parallel sequences is out of range 1..256", options.n_seq);

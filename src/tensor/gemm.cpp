@@ -156,78 +156,74 @@ HWY_INLINE __m256 HalvesToFloats(const uint16_t* h) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h)));
 }
 
-struct Q4_0Chain {
-  using X8 = BlockQ4_0x8;
-  using Plain = BlockQ4_0;
-  static constexpr int kOffset = 8;  // q is stored + 8: it comes off through the activation sum
-  static constexpr bool kMin = false;
-  static constexpr bool kKMin = false;
-  using Act = BlockQ8_0;
+// What a chain kernel is: its x8 and plain blocks, its activation blocks,
+// the offset its stored quants carry (taken off through the activation's
+// block sum), and which min term it adds: Q4_1's m * da * sum(qa) or the
+// K-quants' -dmin * da * msum.
+template <class X8_, class Plain_, class Act_, int kOffset_ = 0, bool kMin_ = false, bool kKMin_ = false>
+struct ChainTraits {
+  using X8 = X8_;
+  using Plain = Plain_;
+  using Act = Act_;
+  static constexpr int kOffset = kOffset_;
+  static constexpr bool kMin = kMin_;
+  static constexpr bool kKMin = kKMin_;
+};
+
+// The 4-bit quants of an x8 32-block: lo[c] holds values 4c..4c+3 and hi[c]
+// values 16+4c.. of each row in its 32-bit lane.
+struct GroupNibbles {
+  __m256i lo[4], hi[4];
+  explicit HWY_INLINE GroupNibbles(const uint8_t* qs) {
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    for (int c = 0; c < 4; ++c) {
+      const __m256i v = Load32(qs + 32 * c);
+      lo[c] = _mm256_and_si256(v, low4);
+      hi[c] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+    }
+  }
+  // Each row's q . qa over the block, exactly (an int16 lane sums 16
+  // products of at most 15 * 127 before widening).
+  HWY_INLINE __m256i Dot(const int8_t* qa) const {
+    __m256i p = _mm256_setzero_si256();
+    for (int c = 0; c < 4; ++c) {
+      p = _mm256_add_epi16(p, _mm256_maddubs_epi16(lo[c], Broadcast4(qa + 4 * c)));
+      p = _mm256_add_epi16(p, _mm256_maddubs_epi16(hi[c], Broadcast4(qa + 16 + 4 * c)));
+    }
+    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+  }
+};
+
+struct Q4_0Chain : ChainTraits<BlockQ4_0x8, BlockQ4_0, BlockQ8_0, 8> {  // q is stored + 8: it comes off through the activation sum
   static HWY_INLINE __m256i Lanes(const Plain& x, const BlockQ8_0& a) { return DotBytes(Nibbles32(x.qs), Load32(a.qs)); }
   template <int NT>
   static HWY_INLINE void Group(const X8& g, int64_t b, const Tile<NT>& t, __m256 (&acc)[NT]) {
     const __m256 dw = HalvesToFloats(g.d);
-    const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-    __m256i lo[4], hi[4];
-    for (int c = 0; c < 4; ++c) {
-      const __m256i v = Load32(g.qs + 32 * c);
-      lo[c] = _mm256_and_si256(v, low4);
-      hi[c] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
-    }
+    const GroupNibbles q(g.qs);
     for (int k = 0; k < NT; ++k) {
       const BlockQ8_0& a = reinterpret_cast<const BlockQ8_0*>(t.act[k])[b];
-      // Each int16 lane sums 16 products of at most 15 * 127: no overflow.
-      __m256i p = _mm256_setzero_si256();
-      for (int c = 0; c < 4; ++c) {
-        p = _mm256_add_epi16(p, _mm256_maddubs_epi16(lo[c], Broadcast4(a.qs + 4 * c)));
-        p = _mm256_add_epi16(p, _mm256_maddubs_epi16(hi[c], Broadcast4(a.qs + 16 + 4 * c)));
-      }
-      const __m256i isum = _mm256_sub_epi32(_mm256_madd_epi16(p, ones), _mm256_set1_epi32(8 * t.sums[k][b]));
+      const __m256i isum = _mm256_sub_epi32(q.Dot(a.qs), _mm256_set1_epi32(8 * t.sums[k][b]));
       acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(t.scales[k][b])), acc[k]);
     }
   }
 };
 
-struct Q4_1Chain {
-  using X8 = BlockQ4_1x8;
-  using Plain = BlockQ4_1;
-  static constexpr int kOffset = 0;
-  static constexpr bool kMin = true;  // x = d * q + m
-  static constexpr bool kKMin = false;
-  using Act = BlockQ8_0;
+struct Q4_1Chain : ChainTraits<BlockQ4_1x8, BlockQ4_1, BlockQ8_0, 0, true> {  // x = d * q + m
   static HWY_INLINE __m256i Lanes(const Plain& x, const BlockQ8_0& a) { return DotBytes(Nibbles32(x.qs), Load32(a.qs)); }
   template <int NT>
   static HWY_INLINE void Group(const X8& g, int64_t b, const Tile<NT>& t, __m256 (&acc)[NT]) {
     const __m256 dw = HalvesToFloats(g.d), mw = HalvesToFloats(g.m);
-    const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-    __m256i lo[4], hi[4];
-    for (int c = 0; c < 4; ++c) {
-      const __m256i v = Load32(g.qs + 32 * c);
-      lo[c] = _mm256_and_si256(v, low4);
-      hi[c] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
-    }
+    const GroupNibbles q(g.qs);
     for (int k = 0; k < NT; ++k) {
       const BlockQ8_0& a = reinterpret_cast<const BlockQ8_0*>(t.act[k])[b];
-      __m256i p = _mm256_setzero_si256();
-      for (int c = 0; c < 4; ++c) {
-        p = _mm256_add_epi16(p, _mm256_maddubs_epi16(lo[c], Broadcast4(a.qs + 4 * c)));
-        p = _mm256_add_epi16(p, _mm256_maddubs_epi16(hi[c], Broadcast4(a.qs + 16 + 4 * c)));
-      }
       const float da = t.scales[k][b];
-      const __m256 main = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones)),
-                                          _mm256_mul_ps(dw, _mm256_set1_ps(da)), acc[k]);
+      const __m256 main = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q.Dot(a.qs)), _mm256_mul_ps(dw, _mm256_set1_ps(da)), acc[k]);
       acc[k] = _mm256_fmadd_ps(mw, _mm256_set1_ps(da * static_cast<float>(t.sums[k][b])), main);
     }
   }
 };
 
-struct Q5_0Chain {
-  using X8 = BlockQ5_0x8;
-  using Plain = BlockQ5_0;
-  static constexpr int kOffset = 16;
-  static constexpr bool kMin = false;
-  static constexpr bool kKMin = false;
-  using Act = BlockQ8_0;
+struct Q5_0Chain : ChainTraits<BlockQ5_0x8, BlockQ5_0, BlockQ8_0, 16> {
   static HWY_INLINE __m256i Lanes(const Plain& x, const BlockQ8_0& a) {
     const __m256i fifth = _mm256_and_si256(BitsToBytes(load_u32_le(x.qh)), _mm256_set1_epi8(0x10));
     return DotBytes(_mm256_or_si256(Nibbles32(x.qs), fifth), Load32(a.qs));
@@ -267,13 +263,7 @@ struct Q5_0Chain {
   }
 };
 
-struct Q8_0Chain {
-  using X8 = BlockQ8_0x8;
-  using Plain = BlockQ8_0;
-  static constexpr int kOffset = 0;
-  static constexpr bool kMin = false;
-  static constexpr bool kKMin = false;
-  using Act = BlockQ8_0;
+struct Q8_0Chain : ChainTraits<BlockQ8_0x8, BlockQ8_0, BlockQ8_0> {
   static HWY_INLINE __m256i Lanes(const Plain& x, const BlockQ8_0& a) {
     const __m256i w = Load32(x.qs);
     return DotBytes(_mm256_sign_epi8(w, w), _mm256_sign_epi8(Load32(a.qs), w));
@@ -300,13 +290,7 @@ struct Q8_0Chain {
 // with isum = sum_s scale_s * (q . qa over s) and msum = sum_s min_s * (the
 // activation's sum over s), both exact: acc = fma(isum, d * da, acc), then
 // acc = -(msum * (dmin * da)) + acc.
-struct Q4_KChain {
-  using X8 = BlockQ4_Kx8;
-  using Plain = BlockQ4_K;
-  using Act = BlockQ8_K;
-  static constexpr int kOffset = 0;
-  static constexpr bool kMin = false;
-  static constexpr bool kKMin = true;
+struct Q4_KChain : ChainTraits<BlockQ4_Kx8, BlockQ4_K, BlockQ8_K, 0, false, true> {
   static HWY_INLINE __m256i Lanes(const Plain& x, const Act& a) {
     int scale[8], min[8];
     for (int s = 0; s < 8; ++s) kquant_scale_min(x.scales, s, scale[s], min[s]);
@@ -392,13 +376,7 @@ struct Q4_KChain {
 // Q6_K: 16 groups of 16 with int8 scales; the stored 0..63 is q + 32:
 //   isum = sum_g scale_g * (q6 . qa over g) - 32 * sum_g scale_g * (the activation's sum over g),
 // exact, then acc = fma(isum, d * da, acc).
-struct Q6_KChain {
-  using X8 = BlockQ6_Kx8;
-  using Plain = BlockQ6_K;
-  using Act = BlockQ8_K;
-  static constexpr int kOffset = 0;
-  static constexpr bool kMin = false;
-  static constexpr bool kKMin = false;
+struct Q6_KChain : ChainTraits<BlockQ6_Kx8, BlockQ6_K, BlockQ8_K> {
   // The four 32-value vectors of half n of a row's block (blocks.h): values
   // 128n + l, + 32, + 64, + 96 from ql bytes v1 (l), v2 (32 + l) and qh bytes h.
   static HWY_INLINE void Unpack(__m256i v1, __m256i v2, __m256i h, __m256i (&q)[4]) {
@@ -539,35 +517,31 @@ void ChainRows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size
   info.fill(kQ8_K ? DType::Q8_K : DType::Q8_0, act, act_row_bytes, n_tokens, nb);
   // Groups of eight rows (x8 layout): all token tiles pass a group while it is in cache.
   const int64_t grouped = w.interleaved ? w.rows / 8 * 8 : 0;
-  int64_t r = r0;
-  for (; r < std::min(r1, grouped); r += 8) {
-    const auto* group = reinterpret_cast<const typename Kernel::X8*>(w.data + r * w.row_stride());
+  // Eight rows from r against every tile of tokens: acc (lane = row) over
+  // the blocks by block(tile, acc, b), then stored.
+  auto EightRows = [&](int64_t r, auto&& block) {
     for (int t0 = 0; t0 < n_tokens; t0 += kTileTokens) {
       WithTokens(std::min(kTileTokens, n_tokens - t0), [&](auto tokens) {
         constexpr int NT = decltype(tokens)::value;
         const Tile<NT> t = MakeTile<NT>(act, act_row_bytes, info, t0, nb);
         __m256 acc[NT];
         for (int k = 0; k < NT; ++k) acc[k] = _mm256_setzero_ps();
-        for (int64_t b = 0; b < nb; ++b) Kernel::template Group<NT>(group[b], b, t, acc);
+        for (int64_t b = 0; b < nb; ++b) block(t, acc, b);
         for (int k = 0; k < NT; ++k) _mm256_storeu_ps(y + (t0 + k) * y_stride + r, acc[k]);
       });
     }
+  };
+  int64_t r = r0;
+  for (; r < std::min(r1, grouped); r += 8) {
+    const auto* group = reinterpret_cast<const typename Kernel::X8*>(w.data + r * w.row_stride());
+    EightRows(r, [&](const auto& t, auto& acc, int64_t b) { Kernel::Group(group[b], b, t, acc); });
   }
   // Plain rows: for a tile of tokens eight at a time (lane = row, as above);
   // one token (decode) streams row after row, which memory serves faster.
   for (; n_tokens > 1 && r + 8 <= r1; r += 8) {
     const uint8_t* rows[8];
     for (int k = 0; k < 8; ++k) rows[k] = w.row(r + k);
-    for (int t0 = 0; t0 < n_tokens; t0 += kTileTokens) {
-      WithTokens(std::min(kTileTokens, n_tokens - t0), [&](auto tokens) {
-        constexpr int NT = decltype(tokens)::value;
-        const Tile<NT> t = MakeTile<NT>(act, act_row_bytes, info, t0, nb);
-        __m256 acc[NT];
-        for (int k = 0; k < NT; ++k) acc[k] = _mm256_setzero_ps();
-        for (int64_t b = 0; b < nb; ++b) PlainEight<Kernel, NT>(rows, b, t, acc);
-        for (int k = 0; k < NT; ++k) _mm256_storeu_ps(y + (t0 + k) * y_stride + r, acc[k]);
-      });
-    }
+    EightRows(r, [&](const auto& t, auto& acc, int64_t b) { PlainEight<Kernel>(rows, b, t, acc); });
   }
   for (; r < r1; ++r) {
     const uint8_t* row = w.row(r);

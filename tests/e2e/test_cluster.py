@@ -57,6 +57,18 @@ def test_distributed_runs_are_bit_identical_to_local(shoal_bin, shared, smollm2,
             assert len(re.findall(r"layers \d+-\d+ loaded", err)) == planned, err
 
 
+@pytest.mark.parametrize("kv", [("q8_0", "q8_0"), ("f32", "q8_0")])
+def test_kv_cache_types_take_effect_and_stay_identical_across_machines(shoal_bin, smollm2, workers, tmp_path, kv):
+    # The workers get the types in LOAD_STAGE: their layers store K and V as the primary's do.
+    types = ["-ctk", kv[0], "-ctv", kv[1]]
+    _, default_logits, _ = generate(shoal_bin, tmp_path, smollm2, name="f16")
+    text, logits, _ = generate(shoal_bin, tmp_path, smollm2, *types, name="local")
+    assert logits != default_logits, "the KV cache type changed nothing"
+    rpc = ",".join(w.address for w in workers(2))
+    t, l, _ = generate(shoal_bin, tmp_path, smollm2, "--rpc", rpc, *types, name="d2")
+    assert (t, l) == (text, logits)
+
+
 def test_plan_is_printed_and_tensor_split_is_obeyed(shoal_bin, shared, workers, tmp_path):
     model = shared / "models/stories260K.gguf"
     w1, w2 = workers(2)

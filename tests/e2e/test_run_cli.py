@@ -66,3 +66,16 @@ def test_bench_prints_llama_bench_rows(shoal_bin, shared):
     assert [(x["n_prompt"], x["n_gen"]) for x in rows] == [(32, 0), (0, 8)]
     for x in rows:
         assert x["n_threads"] == 2 and x["avg_ts"] > 0 and "stddev_ts" in x
+
+
+def test_kv_cache_types_are_checked(shoal_bin, shared, smollm2):
+    # An unknown type: the command line names the choices (llama.cpp's spelling).
+    r = run_shoal(shoal_bin, "run", "-m", smollm2, "-p", "Hi", "-n", 1, "-ctk", "q4_0")
+    assert r.returncode != 0 and "q4_0" in r.stderr and "q8_0" in r.stderr, r.stderr
+    # q8_0 blocks of 32 cannot hold stories260K's 8-value heads: a clear refusal, nothing run.
+    r = run_shoal(shoal_bin, "run", "-m", shared / "models/stories260K.gguf", "-p", "Hi", "-n", 1, "-ctv", "q8_0")
+    assert r.returncode == 1 and "multiple of 32" in r.stderr, r.stderr
+    # A q8_0 cache runs and still answers.
+    r = run_shoal(shoal_bin, "run", "-m", smollm2, "--chat", "--system", SYSTEM, "-p", "What is the capital of France?",
+                  "--temp", "0", "-n", "48", "-ctk", "q8_0", "-ctv", "q8_0")
+    assert r.returncode == 0 and "Paris" in r.stdout, r.stdout + r.stderr
