@@ -4,7 +4,8 @@
 //   ceiling); the scalar reference beside it for the ratio;
 // - gemm: gemm_rows (what CpuBackend::matmul runs) on 4096 x 4096 weights
 //   for 1 token (decode: GB/s of weights) and on 256 rows for 64 tokens
-//   (prefill: items/s are multiply-adds);
+//   (prefill: items/s are multiply-adds); gemm_x8 the same on the weights in
+//   groups of eight rows (the layout a model's layers get at load);
 // - memory_read: the machine's read bandwidth on one thread (a 512 MiB sum),
 //   the ceiling for decode's GB/s.
 // GB/s counts weight bytes.
@@ -20,6 +21,7 @@
 #include "tensor/dequantize.h"
 #include "tensor/dtype.h"
 #include "tensor/gemm.h"
+#include "tensor/interleave.h"
 #include "tensor/vec_dot.h"
 
 namespace {
@@ -96,11 +98,16 @@ void BM_VecDot(benchmark::State& state, DType type, bool reference) {
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(weights.size()));
 }
 
-void BM_Gemm(benchmark::State& state, DType type) {
+void BM_Gemm(benchmark::State& state, DType type, bool grouped) {
   const int64_t rows = state.range(0);
   const int n_tokens = static_cast<int>(state.range(1));
   std::mt19937 rng(42);
-  const auto weights = random_matrix(type, rows, rng);
+  auto weights = random_matrix(type, rows, rng);
+  if (grouped) {
+    std::vector<uint8_t> copy(weights.size());
+    shoal::interleave_rows(type, weights.data(), rows, kCols, copy.data());
+    weights.swap(copy);
+  }
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const size_t act_row = shoal::row_bytes(shoal::activation_dtype(type), kCols);
   std::vector<uint8_t> act(act_row * n_tokens);
@@ -111,8 +118,8 @@ void BM_Gemm(benchmark::State& state, DType type) {
   }
   std::vector<float> out(static_cast<size_t>(rows) * n_tokens);
   for (auto _ : state) {
-    shoal::gemm_rows(shoal::Matrix{type, weights.data(), rows, kCols}, 0, rows, act.data(), act_row, n_tokens,
-                     out.data(), rows);
+    shoal::gemm_rows(shoal::Matrix{type, weights.data(), rows, kCols, grouped}, 0, rows, act.data(), act_row,
+                     n_tokens, out.data(), rows);
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
@@ -163,8 +170,11 @@ int main(int argc, char** argv) {
   }
   for (const DType t : types) {
     const std::string name(shoal::dtype_info(t).name);
-    benchmark::RegisterBenchmark(("gemm/" + name).c_str(), BM_Gemm, t)
+    benchmark::RegisterBenchmark(("gemm/" + name).c_str(), BM_Gemm, t, false)
         ->Args({4096, 1})->Args({256, 64})->Unit(benchmark::kMicrosecond);
+    if (shoal::interleavable(t) && shoal::gemm_reads_groups())
+      benchmark::RegisterBenchmark(("gemm_x8/" + name).c_str(), BM_Gemm, t, true)
+          ->Args({4096, 1})->Args({256, 64})->Unit(benchmark::kMicrosecond);
   }
   benchmark::RegisterBenchmark("memory_read", BM_MemoryRead)->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("quantize_activation/Q8_0", BM_QuantizeActivation, DType::Q8_0);

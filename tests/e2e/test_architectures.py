@@ -21,9 +21,11 @@ def test_gemma3_270m_answers_like_llama_cpp(shoal_bin, tmp_path):
     # llama.cpp's greedy answer on this file (tests/golden/gemma3-270m.germany.json).
     model = fetch("gemma3-270m")
     with Server(shoal_bin, model, tmp_path) as s:
+        # Seven tokens: the eighth ("\n\n" vs "\n") is a near-tie (golden gap 0.20) that an f16 KV cache
+        # (the default, here and in llama.cpp) may tip either way; the reference ran with f32.
         r = s.client().completions.create(model=Path(model).name, prompt="Question: What is the capital of Germany?\nAnswer:",
-                                         max_tokens=8, temperature=0)
-        assert r.choices[0].text == " The capital of Germany is Berlin.\n\n"
+                                         max_tokens=7, temperature=0)
+        assert r.choices[0].text == " The capital of Germany is Berlin."
         # A base model: no chat template, so chat falls back to ChatML (as llama-server) and says so.
         assert "no chat template" in s.stderr()
 

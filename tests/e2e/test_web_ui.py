@@ -8,6 +8,7 @@ import time
 
 import pytest
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
@@ -165,8 +166,12 @@ def test_web_ui(shoal_bin, smollm2, workers, tmp_path):
         # The supervisor's view: both workers active; one killed shows as lost
         # and its layers come back to the others after the next request.
         def member_states(d):
-            return {m.get_attribute("data-address"): m.get_attribute("data-state")
-                    for m in d.find_elements(By.CSS_SELECTOR, ".member")}
+            # The page redraws the list on every poll: an element found may be replaced before it is read.
+            try:
+                return {m.get_attribute("data-address"): m.get_attribute("data-state")
+                        for m in d.find_elements(By.CSS_SELECTOR, ".member")}
+            except StaleElementReferenceException:
+                return {}
 
         WebDriverWait(driver, 10).until(
             lambda d: member_states(d) == {w.address: "active" for w in ws}, "workers not shown as active")
