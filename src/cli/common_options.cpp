@@ -22,13 +22,14 @@ void add_engine_options(CLI::App& cmd, CommonOptions& o) {
          "thinking models (Qwen3): on = think first (the API returns it as reasoning_content), off = answer directly")
       ->check(CLI::IsMember({"on", "off"}))
       ->default_str("on");
-  for (auto [flag, type] : {std::pair{"-ctk", &o.engine.kv_types.k}, std::pair{"-ctv", &o.engine.kv_types.v}}) {
-    const std::string name = flag == std::string("-ctk") ? "--cache-type-k" : "--cache-type-v";
+  DType* kv_types[] = {&o.engine.kv_types.k, &o.engine.kv_types.v};  // in kShortAliases' order
+  for (int i = 0; i < 2; ++i) {
+    const ShortAlias& alias = kShortAliases[i];
     cmd.add_option_function<std::string>(
-           name, [type](const std::string& v) { *type = parse_kv_type(v); },
+           alias.long_name, [type = kv_types[i]](const std::string& v) { *type = parse_kv_type(v); },
            fmt::format("{}: the KV cache's {} type, f32, f16 or q8_0 (q8_0: half the memory of f16, a little less "
                        "exact)",
-                       flag, flag == std::string("-ctk") ? "K" : "V"))
+                       alias.short_name, i == 0 ? "K" : "V"))
         ->check(CLI::IsMember({"f32", "f16", "q8_0"}))
         ->default_str("f16");
   }

@@ -20,7 +20,15 @@ struct CommonOptions {
   int verbosity = 0;
 };
 
-// -m, -t, -c, -b, -v
+// llama.cpp's multi-letter short options, which CLI11 cannot declare: main
+// rewrites them to the long names before parsing.
+struct ShortAlias {
+  const char* short_name;
+  const char* long_name;
+};
+inline constexpr ShortAlias kShortAliases[] = {{"-ctk", "--cache-type-k"}, {"-ctv", "--cache-type-v"}};
+
+// -m, -t, -c, -b, -v, -ctk, -ctv
 void add_engine_options(CLI::App& cmd, CommonOptions& o);
 // --rpc/--workers, --key-file, --chain, --wire-dtype, --tensor-split,
 // --worker-timeout, --mem

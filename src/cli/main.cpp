@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/common_options.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -27,12 +28,10 @@ int main(int argc, char** argv) {
   add(shoal::cli::add_plan_command);
   add(shoal::cli::add_ping_command);
   add(shoal::cli::add_serve_command);
-  // llama.cpp's multi-letter short options, which CLI11 cannot declare.
   std::vector<std::string> args(argv + 1, argv + argc);
-  for (std::string& a : args) {
-    if (a == "-ctk") a = "--cache-type-k";
-    if (a == "-ctv") a = "--cache-type-v";
-  }
+  for (std::string& a : args)
+    for (const shoal::cli::ShortAlias& alias : shoal::cli::kShortAliases)
+      if (a == alias.short_name) a = alias.long_name;
   std::reverse(args.begin(), args.end());  // CLI11 takes them last first
   try {
     app.parse(args);

@@ -42,7 +42,6 @@ class KvCache {
   size_t bytes() const { return total_positions_ * (k_row_bytes_ + v_row_bytes_); }
   static size_t bytes_for(const ModelConfig& config, int begin, int end, int n_seq, int n_ctx, int max_tokens,
                           KvTypes types);
-  KvTypes types() const { return types_; }
   // Positions per sequence that layer `layer` of the model keeps.
   static int positions_for(const ModelConfig& config, int layer, int n_ctx, int max_tokens);
   // How many positions a sequence may be cut back by (truncate) and still

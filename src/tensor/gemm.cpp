@@ -7,11 +7,10 @@
 // activation bytes and adds pairs into int16 (no saturation here: weights
 // are at most 128 in magnitude, activations at most 127, so a pair is at
 // most 32512); vpmaddwd then adds pairs into int32, times 1 or a sub-block
-// scale, exactly. Signed weights (Q4_0, Q5_0, Q8_0) use |w| and the
-// activation with w's sign. Per block the int32 lanes become floats once and
-// meet the two scales in one multiply-add; even and odd blocks go to two
-// accumulators per token (two chains hide the latency) that are added at the
-// end in a fixed order.
+// scale, exactly. Q8_0 weights (signed) use |w| and the activation with w's
+// sign; the others are stored unsigned and their offset comes off through
+// the activation's block sum. Each output element is one float chain over
+// the blocks (see "Chain kernels" below), whatever the layout or the tile.
 //
 // This translation unit must stay free of system and network headers that
 // define short macros (Highway's headers break on <termios.h>'s B0).
@@ -41,17 +40,13 @@ namespace HWY_NAMESPACE {
 
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2  // (re-evaluated per target: not a #define)
 
-constexpr int kTileTokens = 4;  // two pairs
+constexpr int kTileTokens = 4;
 
-constexpr DType activation_dtype_of(DType weight) {
-  return weight == DType::Q4_K || weight == DType::Q6_K ? DType::Q8_K : DType::Q8_0;
-}
-
-// Up to NT tokens' activations against one row. Each token has two float
-// accumulators (even and odd blocks), RowTile's locals, passed to Block by
-// reference so that they stay in registers.
+// Up to NT tokens' activations, as a kernel reads them. The accumulators are
+// the caller's locals, passed by reference so that they stay in registers.
 template <int NT>
 struct Tile {
+  static constexpr int kTokens = NT;
   const uint8_t* act[NT];        // each token's activation row
   const float* scales[NT];       // each token's activation scale per block, as floats
   const int32_t* sums[NT];       // Q8_0 activations: each block's sum of quants
@@ -83,18 +78,16 @@ HWY_INLINE __m256i BitsToBytes(uint32_t bits) {
   return _mm256_cmpeq_epi8(_mm256_and_si256(bytes, select), select);
 }
 
-
-// Q6_K: 16 groups of 16 with int8 scales; the stored 0..63 is q + 32, and
-// the 32 comes off exactly through the activations' 16-value sums.
-// Each token's activation scale per block as a float, and the sum of its
-// block's quants (Q4_0's offset, Q4_1's min term): once per call, not once
-// per row. Thread-local: every thread of a matmul fills its own.
+// Each token's activation scale per block as a float and, where the kernel
+// needs it (Q4_0, Q5_0's offsets, Q4_1's min term), the sum of each Q8_0
+// block's quants: once per call, not once per row. Thread-local: every
+// thread of a matmul fills its own (a few hundred bytes a token).
 struct ActivationInfo {
   std::vector<float> scales;  // [token][block]
-  std::vector<int32_t> sums;  // [token][block], Q8_0 activations only
-  void fill(DType act_type, const uint8_t* act, size_t act_row_bytes, int n_tokens, int64_t nb) {
+  std::vector<int32_t> sums;  // [token][block], or empty
+  void fill(DType act_type, bool with_sums, const uint8_t* act, size_t act_row_bytes, int n_tokens, int64_t nb) {
     scales.resize(static_cast<size_t>(n_tokens) * nb);
-    if (act_type == DType::Q8_0) sums.resize(static_cast<size_t>(n_tokens) * nb);
+    sums.resize(with_sums ? static_cast<size_t>(n_tokens) * nb : 0);
     for (int t = 0; t < n_tokens; ++t) {
       const uint8_t* a = act + t * act_row_bytes;
       for (int64_t b = 0; b < nb; ++b) {
@@ -104,6 +97,7 @@ struct ActivationInfo {
         }
         const BlockQ8_0& q = reinterpret_cast<const BlockQ8_0*>(a)[b];
         scales[t * nb + b] = F16ToF32(q.d);
+        if (!with_sums) continue;
         int s = 0;
         for (int j = 0; j < kQK; ++j) s += q.qs[j];
         sums[t * nb + b] = s;
@@ -135,9 +129,11 @@ HWY_INLINE Tile<NT> MakeTile(const uint8_t* act, size_t act_row_bytes, const Act
   return t;
 }
 
-// ---- Chain kernels (Q4_0, Q4_1, Q8_0): one float per (row, token),
+// ---- Chain kernels (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K): one float per
+// (row, token),
 //   acc = fma(float(exact block sum), dw * da, acc)   block after block
-// (Q4_1 then acc = fma(m, da * sum(qa), acc)), the same arithmetic whether
+// (then Q4_1's acc = fma(m, da * sum(qa), acc) or Q4_K's
+// acc = -(msum * (dmin * da)) + acc), the same arithmetic whether
 // eight rows share a vector (x8 layout, lane = row) or one row runs alone
 // (plain layout, scalar lane): the layout never changes a bit.
 
@@ -514,22 +510,26 @@ void ChainRows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size
   constexpr bool kQ8_K = std::is_same_v<typename Kernel::Act, BlockQ8_K>;
   const int64_t nb = w.cols / (kQ8_K ? kQKK : kQK);
   thread_local ActivationInfo info;
-  info.fill(kQ8_K ? DType::Q8_K : DType::Q8_0, act, act_row_bytes, n_tokens, nb);
+  info.fill(kQ8_K ? DType::Q8_K : DType::Q8_0, Kernel::kOffset != 0 || Kernel::kMin, act, act_row_bytes, n_tokens,
+            nb);
   // Groups of eight rows (x8 layout): all token tiles pass a group while it is in cache.
   const int64_t grouped = w.interleaved ? w.rows / 8 * 8 : 0;
-  // Eight rows from r against every tile of tokens: acc (lane = row) over
-  // the blocks by block(tile, acc, b), then stored.
-  auto EightRows = [&](int64_t r, auto&& block) {
-    for (int t0 = 0; t0 < n_tokens; t0 += kTileTokens) {
+  // fn(tile, t0) for every tile of up to kTileTokens tokens.
+  auto ForTiles = [&](auto&& fn) {
+    for (int t0 = 0; t0 < n_tokens; t0 += kTileTokens)
       WithTokens(std::min(kTileTokens, n_tokens - t0), [&](auto tokens) {
-        constexpr int NT = decltype(tokens)::value;
-        const Tile<NT> t = MakeTile<NT>(act, act_row_bytes, info, t0, nb);
-        __m256 acc[NT];
-        for (int k = 0; k < NT; ++k) acc[k] = _mm256_setzero_ps();
-        for (int64_t b = 0; b < nb; ++b) block(t, acc, b);
-        for (int k = 0; k < NT; ++k) _mm256_storeu_ps(y + (t0 + k) * y_stride + r, acc[k]);
+        fn(MakeTile<decltype(tokens)::value>(act, act_row_bytes, info, t0, nb), t0);
       });
-    }
+  };
+  // Eight rows from r: acc (lane = row) over the blocks by block(tile, acc, b), then stored.
+  auto EightRows = [&](int64_t r, auto&& block) {
+    ForTiles([&](const auto& t, int t0) {
+      constexpr int NT = std::remove_cvref_t<decltype(t)>::kTokens;
+      __m256 acc[NT];
+      for (int k = 0; k < NT; ++k) acc[k] = _mm256_setzero_ps();
+      for (int64_t b = 0; b < nb; ++b) block(t, acc, b);
+      for (int k = 0; k < NT; ++k) _mm256_storeu_ps(y + (t0 + k) * y_stride + r, acc[k]);
+    });
   };
   int64_t r = r0;
   for (; r < std::min(r1, grouped); r += 8) {
@@ -545,16 +545,13 @@ void ChainRows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size
   }
   for (; r < r1; ++r) {
     const uint8_t* row = w.row(r);
-    for (int t0 = 0; t0 < n_tokens; t0 += kTileTokens) {
-      WithTokens(std::min(kTileTokens, n_tokens - t0), [&](auto tokens) {
-        constexpr int NT = decltype(tokens)::value;
-        const Tile<NT> t = MakeTile<NT>(act, act_row_bytes, info, t0, nb);
-        __m128 acc[NT];
-        for (int k = 0; k < NT; ++k) acc[k] = _mm_setzero_ps();
-        for (int64_t b = 0; b < nb; ++b) PlainRow<Kernel, NT>(row, b, t, acc);
-        for (int k = 0; k < NT; ++k) y[(t0 + k) * y_stride + r] = _mm_cvtss_f32(acc[k]);
-      });
-    }
+    ForTiles([&](const auto& t, int t0) {
+      constexpr int NT = std::remove_cvref_t<decltype(t)>::kTokens;
+      __m128 acc[NT];
+      for (int k = 0; k < NT; ++k) acc[k] = _mm_setzero_ps();
+      for (int64_t b = 0; b < nb; ++b) PlainRow<Kernel>(row, b, t, acc);
+      for (int k = 0; k < NT; ++k) y[(t0 + k) * y_stride + r] = _mm_cvtss_f32(acc[k]);
+    });
   }
 }
 #endif  // x86 AVX2 and up

@@ -40,7 +40,7 @@ struct AttentionArgs {
   const int32_t* positions;
   AttentionShape shape;
   float* out;
-  float* partials;                // split mode: [chunk][group][2 + head_dim]
+  float* partials;                // split mode: [chunk] of part_floats(shape) each
   const int64_t* chunk_offsets;   // split mode: first chunk of each item; [n_items + 1]
 };
 
