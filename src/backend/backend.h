@@ -1,17 +1,30 @@
 #pragma once
-// The narrow boundary between the model and the hardware: a handful of ops
-// on activations in the backend's memory. The CPU backend's memory is host
-// memory; a CUDA backend implements the same calls on device buffers.
+// The boundary between the model and the hardware. A backend owns its
+// memory (buffers, the prepared weights, the KV cache) and runs a handful of
+// ops on activations that live there: host memory for the CPU backend,
+// device memory for the Vulkan backend (and, later, CUDA).
+//
+// A stage step is begin_step (the batch's sequence ids and positions),
+// upload of the residual stream, the layers' ops, download, finish_step: a
+// GPU backend records the ops into one submission and synchronises once.
 //
 // Every op computes each output row from its own input row (or, for
-// attention, from its own query and the cache), so results never depend on
-// how many tokens are in a batch or how work is spread over threads.
+// attention, from its own query and the cache), in a fixed order, so a
+// backend's results never depend on how many tokens are in a batch or how
+// its work is spread (DESIGN.md).
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <type_traits>
 
+#include "backend/buffer.h"
 #include "tensor/matrix.h"
 
 namespace shoal {
+
+struct ModelConfig;
+struct ModelWeights;
+struct BindRange;
 
 struct RopeParams {
   int head_dim = 0;
@@ -19,15 +32,17 @@ struct RopeParams {
   float freq_base = 10000.0f;
   float freq_scale = 1.0f;   // positions are multiplied by this
   bool neox = false;         // rotate halves instead of adjacent pairs
-  const float* freq_factors = nullptr;  // [rope_dim/2] divisors, or null
+  const Matrix* freq_factors = nullptr;  // [rope_dim/2] f32 divisors, or null
 };
 
-// One layer's KV cache as the attention op sees it. Entry (seq, pos) of K is
-// one row of `width` values in k_type (F32, F16 or Q8_0) at
-// k + seq * k_seq_stride + slot(pos) * k_row_bytes; V likewise.
-struct KvLayerView {
-  uint8_t* k = nullptr;
-  uint8_t* v = nullptr;
+// One layer's KV cache. Entry (seq, pos) of K is one row of `width` values
+// in k_type (F32, F16 or Q8_0) at k + seq * k_seq_stride + slot(pos) *
+// k_row_bytes; V likewise. P is a host pointer (the CPU kernels' view) or a
+// DevicePtr (the backend boundary's).
+template <class P>
+struct KvView {
+  P k{};
+  P v{};
   DType k_type = DType::F32;
   DType v_type = DType::F32;
   size_t k_row_bytes = 0;
@@ -37,9 +52,17 @@ struct KvLayerView {
   int width = 0;            // n_head_kv * head_dim
   int ring = 0;             // > 0: a sliding-window layer keeps its positions in a ring of this many
   size_t slot(int pos) const { return static_cast<size_t>(ring > 0 ? pos % ring : pos); }
-  uint8_t* k_row(int seq, int pos) const { return k + seq * k_seq_stride + slot(pos) * k_row_bytes; }
-  uint8_t* v_row(int seq, int pos) const { return v + seq * v_seq_stride + slot(pos) * v_row_bytes; }
+  size_t k_offset(int seq, int pos) const { return seq * k_seq_stride + slot(pos) * k_row_bytes; }
+  size_t v_offset(int seq, int pos) const { return seq * v_seq_stride + slot(pos) * v_row_bytes; }
+  P k_row(int seq, int pos) const requires std::is_pointer_v<P> { return k + k_offset(seq, pos); }
+  P v_row(int seq, int pos) const requires std::is_pointer_v<P> { return v + v_offset(seq, pos); }
+  template <class Q>
+  KvView<Q> with(Q k_base, Q v_base) const {
+    KvView<Q> o{k_base, v_base, k_type, v_type, k_row_bytes, v_row_bytes, k_seq_stride, v_seq_stride, width, ring};
+    return o;
+  }
 };
+using KvLayer = KvView<DevicePtr>;
 
 struct AttentionShape {
   int n_head = 0;
@@ -52,32 +75,56 @@ struct AttentionShape {
 class Backend {
  public:
   virtual ~Backend() = default;
+  // "CPU", or the device's name for a GPU.
   virtual std::string name() const = 0;
+  // "cpu" or "vulkan": what HELLO and /v1/cluster report.
+  virtual std::string kind() const = 0;
+
+  // Memory. upload copies from host memory before it returns and takes
+  // effect in op order; download returns with the data (a GPU backend
+  // waits for the ops recorded so far).
+  virtual std::unique_ptr<Buffer> allocate(size_t bytes) = 0;
+  virtual void upload(DevicePtr dst, const void* src, size_t bytes) = 0;
+  virtual void download(void* dst, DevicePtr src, size_t bytes) = 0;
+  virtual void copy(DevicePtr dst, DevicePtr src, size_t bytes) = 0;
+
+  // Once, after binding: makes layers [range) and, with range.with_head,
+  // the head ready for this backend (the CPU repacks rows, a GPU uploads).
+  // The ops then accept those matrices. Returns the bytes it added.
+  virtual uint64_t prepare_weights(ModelWeights& weights, const ModelConfig& config, const BindRange& range) = 0;
+  // What prepare_weights would add, for memory planning.
+  virtual uint64_t prepared_bytes(const ModelWeights& weights, const ModelConfig& config, const BindRange& range) = 0;
+
+  // A stage step: the batch's rows, handed over once; finish_step is the
+  // one synchronisation point.
+  virtual void begin_step(const int32_t* seq_ids, const int32_t* positions, int n_tokens) = 0;
+  virtual void finish_step() = 0;
 
   // y[t][r] = W[r] · x[t]; x is [n_tokens][w.cols], y is [n_tokens][w.rows].
-  virtual void matmul(const Matrix& w, const float* x, float* y, int n_tokens) = 0;
-  // y[t] = x[t] / rms(x[t]) * weight, over rows of n values.
-  virtual void rmsnorm(const float* x, const float* weight, float* y, int n_tokens, int n, float eps) = 0;
-  // Rotates each of n_heads heads of x[t] by positions[t]; x is [n_tokens][n_heads * head_dim].
-  virtual void rope(float* x, int n_tokens, int n_heads, const int32_t* positions, const RopeParams& p) = 0;
-  // Causal attention: query t (seq seq_ids[t], position positions[t]) attends
-  // over cache entries 0..positions[t] of its sequence. q, out: [n_tokens][n_head * head_dim].
-  virtual void attention(const float* q, const KvLayerView& kv, const int32_t* seq_ids, const int32_t* positions,
-                         int n_tokens, const AttentionShape& shape, float* out) = 0;
+  virtual void matmul(const Matrix& w, DevicePtr x, DevicePtr y, int n_tokens) = 0;
+  // y[t] = x[t] / rms(x[t]) * weight, over rows of n values (y may be x).
+  virtual void rmsnorm(DevicePtr x, const Matrix& weight, DevicePtr y, int n_tokens, int n, float eps) = 0;
+  // Rotates each of n_heads heads of x[t] by the step's positions[t]; x is [n_tokens][n_heads * head_dim].
+  virtual void rope(DevicePtr x, int n_tokens, int n_heads, const RopeParams& p) = 0;
+  // Writes rows k[t], v[t] ([n_tokens][width]) at the step's (seq_ids[t], positions[t]).
+  virtual void kv_store(const KvLayer& kv, DevicePtr k, DevicePtr v, int n_tokens) = 0;
+  // Causal attention: query t of the step attends over cache entries
+  // 0..positions[t] of its sequence. q, out: [n_tokens][n_head * head_dim].
+  virtual void attention(DevicePtr q, const KvLayer& kv, int n_tokens, const AttentionShape& shape, DevicePtr out) = 0;
   // out[i] = silu(gate[i]) * up[i]
-  virtual void swiglu(const float* gate, const float* up, float* out, int64_t n) = 0;
+  virtual void swiglu(DevicePtr gate, DevicePtr up, DevicePtr out, int64_t n) = 0;
   // out[i] = gelu(gate[i]) * up[i], gelu in its tanh form
-  virtual void geglu(const float* gate, const float* up, float* out, int64_t n) = 0;
+  virtual void geglu(DevicePtr gate, DevicePtr up, DevicePtr out, int64_t n) = 0;
   // x[i] *= s
-  virtual void scale(float* x, float s, int64_t n) = 0;
+  virtual void scale(DevicePtr x, float s, int64_t n) = 0;
   // x[i] = cap * tanh(x[i] / cap)
-  virtual void softcap(float* x, float cap, int64_t n) = 0;
+  virtual void softcap(DevicePtr x, float cap, int64_t n) = 0;
   // y[i] += x[i]
-  virtual void add(float* y, const float* x, int64_t n) = 0;
+  virtual void add(DevicePtr y, DevicePtr x, int64_t n) = 0;
   // y[t][i] += bias[i] over rows of n values.
-  virtual void add_bias(float* y, const float* bias, int n_tokens, int n) = 0;
-  // out[t] = dequantized row ids[t] of w.
-  virtual void get_rows(const Matrix& w, const int32_t* ids, int n, float* out) = 0;
+  virtual void add_bias(DevicePtr y, const Matrix& bias, int n_tokens, int n) = 0;
+  // out[t] = dequantized row ids[t] of w (host ids, checked against w.rows).
+  virtual void get_rows(const Matrix& w, const int32_t* ids, int n, DevicePtr out) = 0;
 };
 
 }  // namespace shoal

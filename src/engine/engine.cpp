@@ -15,7 +15,6 @@ Engine::Engine(const EngineOptions& options, const StageBuilder& build_stages) :
   file_ = gguf::File::open(options.model_path);
   config_ = ModelConfig::from_gguf(*file_);
   weights_ = bind_weights(*file_, config_);
-  group_rows_for_cpu(weights_, config_, BindRange{0, 0, true});  // the head; layers as stages take them
   tokenizer_ = Tokenizer::from_gguf(*file_);
   if (tokenizer_->n_vocab() > config_.n_vocab)
     fail("{}: tokenizer has {} tokens but the embedding only {} rows", options.model_path, tokenizer_->n_vocab(),
@@ -40,6 +39,7 @@ Engine::Engine(const EngineOptions& options, const StageBuilder& build_stages) :
   n_batch_ = std::clamp(options.n_batch, 1, 4096);
   pool_ = std::make_unique<ThreadPool>(options.threads > 0 ? options.threads : ThreadPool::default_threads());
   backend_ = std::make_unique<CpuBackend>(*pool_, n_batch_, config_.max_activation_width());
+  backend_->prepare_weights(weights_, config_, BindRange{0, 0, true});  // the head; layers as stages take them
 
   std::vector<std::unique_ptr<Stage>> stages;
   if (build_stages)
@@ -57,8 +57,7 @@ Engine::Engine(const EngineOptions& options, const StageBuilder& build_stages) :
 }
 
 std::unique_ptr<Stage> Engine::make_local_stage(int begin, int end) {
-  // The layers this machine runs, in the layout its matmul reads fastest.
-  group_rows_for_cpu(weights_, config_, BindRange{begin, end, false});
+  backend_->prepare_weights(weights_, config_, BindRange{begin, end, false});
   return std::make_unique<LocalStage>(*backend_, config_, weights_, begin, end, options_.n_seq, n_ctx_, n_batch_,
                                       options_.kv_types);
 }

@@ -15,8 +15,8 @@ LocalStage::LocalStage(Backend& backend, const ModelConfig& config, const ModelW
       begin_(begin),
       end_(end),
       max_tokens_(max_tokens),
-      kv_(config, begin, end, n_seq, n_ctx, max_tokens, kv_types),
-      scratch_(config, max_tokens) {
+      kv_(backend, config, begin, end, n_seq, n_ctx, max_tokens, kv_types),
+      scratch_(backend, config, max_tokens) {
   if (begin < 0 || end > config.n_layer || begin >= end)
     fail("bad layer range [{}, {}) for a model of {} layers", begin, end, config.n_layer);
 }
@@ -42,10 +42,15 @@ std::vector<StageDevice> LocalStage::devices() const {
 
 void LocalStage::forward(const Batch& batch, float* hidden) {
   if (batch.size() > max_tokens_) fail("batch of {} tokens exceeds the stage's {}", batch.size(), max_tokens_);
-  kv_.admit(batch.seq_ids.data(), batch.positions.data(), batch.size());
+  const int n = batch.size();
+  const size_t bytes = static_cast<size_t>(n) * config_.n_embd * sizeof(float);
+  kv_.admit(batch.seq_ids.data(), batch.positions.data(), n);
+  backend_.begin_step(batch.seq_ids.data(), batch.positions.data(), n);
+  backend_.upload(scratch_.x, hidden, bytes);
   for (int l = begin_; l < end_; ++l)
-    forward_layer(backend_, config_, l, weights_.layers[l], weights_.rope_freqs, kv_, l - begin_, batch, hidden,
-                  scratch_);
+    forward_layer(backend_, config_, l, weights_.layers[l], weights_.rope_freqs, kv_, l - begin_, n, scratch_);
+  backend_.download(hidden, scratch_.x, bytes);
+  backend_.finish_step();
 }
 
 }  // namespace shoal

@@ -18,26 +18,32 @@ void check_coverage(const std::vector<std::unique_ptr<Stage>>& stages, int n_lay
 }
 }  // namespace
 
-Pipeline::Pipeline(const ModelConfig& config, const ModelWeights& weights, Backend& head_backend,
+Pipeline::Pipeline(const ModelConfig& config, const ModelWeights& weights, CpuBackend& head_backend,
                    std::vector<std::unique_ptr<Stage>> stages, int max_tokens)
-    : config_(config), weights_(weights), head_(head_backend), stages_(std::move(stages)), max_tokens_(max_tokens) {
+    : config_(config),
+      weights_(weights),
+      head_(head_backend),
+      stages_(std::move(stages)),
+      max_tokens_(max_tokens),
+      hidden_(static_cast<size_t>(max_tokens) * config.n_embd * sizeof(float)),
+      gathered_(static_cast<size_t>(max_tokens) * config.n_embd * sizeof(float)),
+      logits_(std::make_unique<HostBuffer>(static_cast<size_t>(config.n_vocab) * sizeof(float))) {
   check_coverage(stages_, config.n_layer);
-  hidden_.resize(static_cast<size_t>(max_tokens) * config.n_embd);
   stage_seconds_ = std::make_unique<std::atomic<double>[]>(kMaxStages);
   if (stages_.size() > kMaxStages) fail("internal: more than {} stages", kMaxStages);
-  gathered_.resize(static_cast<size_t>(max_tokens) * config.n_embd);
-  logits_.resize(static_cast<size_t>(config.n_vocab));
 }
 
 const float* Pipeline::forward(const Batch& batch) {
   const int n = batch.size();
   if (n == 0) fail("empty batch");
   if (n > max_tokens_) fail("batch of {} tokens exceeds the maximum of {}", n, max_tokens_);
-  head_.get_rows(weights_.token_embd, batch.tokens.data(), n, hidden_.data());
-  if (config_.embd_scale != 1.0f) head_.scale(hidden_.data(), config_.embd_scale, static_cast<int64_t>(n) * config_.n_embd);
+  const DevicePtr hidden{&hidden_, 0}, gathered{&gathered_, 0};
+  float* hidden_host = CpuBackend::floats(hidden);
+  head_.get_rows(weights_.token_embd, batch.tokens.data(), n, hidden);
+  if (config_.embd_scale != 1.0f) head_.scale(hidden, config_.embd_scale, static_cast<int64_t>(n) * config_.n_embd);
   for (size_t i = 0; i < stages_.size(); ++i) {
     const auto t0 = std::chrono::steady_clock::now();
-    stages_[i]->forward(batch, hidden_.data());
+    stages_[i]->forward(batch, hidden_host);
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     stage_seconds_[i].store(stage_seconds_[i].load(std::memory_order_relaxed) + dt, std::memory_order_relaxed);
   }
@@ -48,16 +54,17 @@ const float* Pipeline::forward(const Batch& batch) {
   int m = 0;
   for (int t = 0; t < n; ++t)
     if (batch.logits[t])
-      std::memcpy(gathered_.data() + static_cast<size_t>(m++) * width, hidden_.data() + static_cast<size_t>(t) * width,
+      std::memcpy(CpuBackend::floats(gathered + static_cast<int64_t>(m++) * width), hidden_host + t * width,
                   width * sizeof(float));
-  if (m == 0) return logits_.data();
+  const size_t logit_bytes = static_cast<size_t>(m) * config_.n_vocab * sizeof(float);
   // Grows only when more rows than ever before want logits (teacher forcing).
-  if (logits_.size() < static_cast<size_t>(m) * config_.n_vocab) logits_.resize(static_cast<size_t>(m) * config_.n_vocab);
-  head_.rmsnorm(gathered_.data(), weights_.output_norm.f32(), gathered_.data(), m, width, config_.norm_eps);
-  head_.matmul(weights_.output, gathered_.data(), logits_.data(), m);
-  if (config_.logit_softcap > 0.0f)
-    head_.softcap(logits_.data(), config_.logit_softcap, static_cast<int64_t>(m) * config_.n_vocab);
-  return logits_.data();
+  if (logits_->bytes() < logit_bytes) logits_ = std::make_unique<HostBuffer>(logit_bytes);
+  const DevicePtr logits{logits_.get(), 0};
+  if (m == 0) return CpuBackend::floats(logits);
+  head_.rmsnorm(gathered, weights_.output_norm, gathered, m, width, config_.norm_eps);
+  head_.matmul(weights_.output, gathered, logits, m);
+  if (config_.logit_softcap > 0.0f) head_.softcap(logits, config_.logit_softcap, static_cast<int64_t>(m) * config_.n_vocab);
+  return CpuBackend::floats(logits);
 }
 
 void Pipeline::replace_stages(std::vector<std::unique_ptr<Stage>> stages) {

@@ -1,13 +1,14 @@
 #pragma once
 // embed → Stage 0 → Stage 1 → … → norm + output head → logits.
-// The primary owns the embedding and the head; stages own their layers.
+// The primary owns the embedding and the head, which run on its CPU; stages
+// own their layers, on whatever backend or machine they live.
 #include <atomic>
 #include <climits>
 #include <memory>
 #include <mutex>
 #include <vector>
 
-#include "backend/backend.h"
+#include "backend/cpu/cpu_backend.h"
 #include "engine/stage.h"
 #include "model/config.h"
 #include "model/weights.h"
@@ -26,7 +27,7 @@ class Pipeline {
  public:
   static constexpr size_t kMaxStages = 64;
 
-  Pipeline(const ModelConfig& config, const ModelWeights& weights, Backend& head_backend,
+  Pipeline(const ModelConfig& config, const ModelWeights& weights, CpuBackend& head_backend,
            std::vector<std::unique_ptr<Stage>> stages, int max_tokens);
 
   // Runs a batch through every stage. Returns the logits of the rows marked
@@ -54,13 +55,13 @@ class Pipeline {
  private:
   const ModelConfig& config_;
   const ModelWeights& weights_;
-  Backend& head_;
+  CpuBackend& head_;
   std::vector<std::unique_ptr<Stage>> stages_;
   int max_tokens_;
   int max_rollback_ = INT_MAX;
-  std::vector<float> hidden_;   // [max_tokens][n_embd]
-  std::vector<float> gathered_; // rows that need logits, normed
-  std::vector<float> logits_;   // [rows with logits][n_vocab]
+  HostBuffer hidden_;    // [max_tokens][n_embd]
+  HostBuffer gathered_;  // rows that need logits, normed
+  std::unique_ptr<HostBuffer> logits_;  // [rows with logits][n_vocab]
   std::unique_ptr<std::atomic<double>[]> stage_seconds_;  // written by the engine thread only
   mutable std::mutex stages_mutex_;  // replace_stages vs readers on other threads
 };

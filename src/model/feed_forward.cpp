@@ -12,15 +12,15 @@ namespace shoal {
 namespace {
 
 void gated(Backend& be, const ModelConfig& c, const Matrix& gate, const Matrix& up, const Matrix& down,
-           const float* in, float* out, int n, LayerScratch& s) {
-  be.matmul(gate, in, s.gate.get(), n);
-  be.matmul(up, in, s.up.get(), n);
+           DevicePtr in, DevicePtr out, int n, LayerScratch& s) {
+  be.matmul(gate, in, s.gate, n);
+  be.matmul(up, in, s.up, n);
   const int64_t count = static_cast<int64_t>(n) * gate.rows;
   if (c.activation == Activation::GeluTanh)
-    be.geglu(s.gate.get(), s.up.get(), s.gate.get(), count);
+    be.geglu(s.gate, s.up, s.gate, count);
   else
-    be.swiglu(s.gate.get(), s.up.get(), s.gate.get(), count);
-  be.matmul(down, s.gate.get(), out, n);
+    be.swiglu(s.gate, s.up, s.gate, count);
+  be.matmul(down, s.gate, out, n);
 }
 
 // Expert e of a [n_expert * rows][cols] tensor.
@@ -49,49 +49,50 @@ void route(const float* logits, int n_expert, int k, float scale, int* order, in
 
 }  // namespace
 
-void dense_ffn(Backend& be, const ModelConfig& c, const LayerWeights& w, const float* in, float* out, int n,
+void dense_ffn(Backend& be, const ModelConfig& c, const LayerWeights& w, DevicePtr in, DevicePtr out, int n,
                LayerScratch& s) {
   gated(be, c, w[TensorKind::FfnGate], w[TensorKind::FfnUp], w[TensorKind::FfnDown], in, out, n, s);
 }
 
-void expert_ffn(Backend& be, const ModelConfig& c, const LayerWeights& w, const float* in, float* out, int n,
+void expert_ffn(Backend& be, const ModelConfig& c, const LayerWeights& w, DevicePtr in, DevicePtr out, int n,
                 LayerScratch& s) {
   const int k = c.n_expert_used, width = c.n_embd;
-  be.matmul(w[TensorKind::FfnGateInp], in, s.router.get(), n);
+  be.matmul(w[TensorKind::FfnGateInp], in, s.router, n);
+  be.download(s.router_host.data(), s.router, static_cast<size_t>(n) * c.n_expert * sizeof(float));
   const size_t n_routes = static_cast<size_t>(n) * k;
   for (int t = 0; t < n; ++t)
-    route(s.router.get() + static_cast<size_t>(t) * c.n_expert, c.n_expert, k, c.expert_weights_scale,
+    route(s.router_host.data() + static_cast<size_t>(t) * c.n_expert, c.n_expert, k, c.expert_weights_scale,
           s.expert_order.data(), &s.route_expert[static_cast<size_t>(t) * k], &s.route_weight[static_cast<size_t>(t) * k]);
 
   // Each expert once, over the rows routed to it.
   std::vector<int>& rows = s.expert_rows;
+  const size_t row_bytes = static_cast<size_t>(width) * sizeof(float);
   for (int e = 0; e < c.n_expert; ++e) {
     rows.clear();
     for (size_t i = 0; i < n_routes; ++i)
       if (s.route_expert[i] == e) rows.push_back(static_cast<int>(i));
     if (rows.empty()) continue;
     const int m = static_cast<int>(rows.size());
-    for (int r = 0; r < m; ++r)
-      std::memcpy(s.gathered.get() + static_cast<size_t>(r) * width, in + static_cast<size_t>(rows[r] / k) * width,
-                  width * sizeof(float));
-    float* result = s.proj.get();  // free until the weighted sum below
+    for (int r = 0; r < m; ++r) be.copy(s.gathered + static_cast<int64_t>(r) * width, in + (rows[r] / k) * width, row_bytes);
+    const DevicePtr result = s.proj;  // free until the weighted sum below
     gated(be, c, expert(w[TensorKind::FfnGateExps], e, c.n_ff_exp), expert(w[TensorKind::FfnUpExps], e, c.n_ff_exp),
-          expert(w[TensorKind::FfnDownExps], e, c.n_embd), s.gathered.get(), result, m, s);
-    for (int r = 0; r < m; ++r)
-      std::memcpy(s.expert_out.get() + static_cast<size_t>(rows[r]) * width, result + static_cast<size_t>(r) * width,
-                  width * sizeof(float));
+          expert(w[TensorKind::FfnDownExps], e, c.n_embd), s.gathered, result, m, s);
+    for (int r = 0; r < m; ++r) be.copy(s.expert_out + static_cast<int64_t>(rows[r]) * width, result + r * width, row_bytes);
   }
 
+  // Each token sums its experts in rank order, on the host.
+  be.download(s.expert_out_host.data(), s.expert_out, n_routes * row_bytes);
   for (int t = 0; t < n; ++t) {
-    float* o = out + static_cast<size_t>(t) * width;
+    float* o = s.sum_host.data() + static_cast<size_t>(t) * width;
     std::fill(o, o + width, 0.0f);
     for (int j = 0; j < k; ++j) {
       const size_t slot = static_cast<size_t>(t) * k + j;
       const float weight = s.route_weight[slot];
-      const float* y = s.expert_out.get() + slot * width;
+      const float* y = s.expert_out_host.data() + slot * width;
       for (int i = 0; i < width; ++i) o[i] += weight * y[i];
     }
   }
+  be.upload(out, s.sum_host.data(), static_cast<size_t>(n) * row_bytes);
 }
 
 }  // namespace shoal

@@ -10,7 +10,7 @@ namespace shoal {
 struct LayerScratch;
 
 // out[t] = down(act(gate · in[t]) * (up · in[t])); in, out: [n][n_embd].
-void dense_ffn(Backend& be, const ModelConfig& c, const LayerWeights& w, const float* in, float* out, int n,
+void dense_ffn(Backend& be, const ModelConfig& c, const LayerWeights& w, DevicePtr in, DevicePtr out, int n,
                LayerScratch& s);
 
 // Each token goes through the n_expert_used experts with the highest router
@@ -19,7 +19,7 @@ void dense_ffn(Backend& be, const ModelConfig& c, const LayerWeights& w, const f
 // (qwen3moe, mixtral, as llama.cpp). Only the chosen experts' rows are read.
 // A token's result depends only on its own row: experts run over the tokens
 // routed to them, and each token sums its experts in its own rank order.
-void expert_ffn(Backend& be, const ModelConfig& c, const LayerWeights& w, const float* in, float* out, int n,
+void expert_ffn(Backend& be, const ModelConfig& c, const LayerWeights& w, DevicePtr in, DevicePtr out, int n,
                 LayerScratch& s);
 
 }  // namespace shoal

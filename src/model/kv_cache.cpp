@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "tensor/dequantize.h"
-#include "tensor/vec_dot.h"
 #include "util/error.h"
 
 namespace shoal {
@@ -36,20 +34,6 @@ void check_kv_types(const KvTypes& types, const ModelConfig& config) {
   }
 }
 
-namespace {
-// f32 row -> a KV row of `type` (F32, F16 or Q8_0).
-void encode_kv_row(DType type, const float* src, uint8_t* dst, int n) {
-  switch (type) {
-    case DType::F32: std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float)); return;
-    case DType::F16: {
-      auto* h = reinterpret_cast<uint16_t*>(dst);
-      for (int i = 0; i < n; ++i) h[i] = f32_to_f16(src[i]);
-      return;
-    }
-    default: quantize_activation(DType::Q8_0, src, dst, n); return;  // Q8_0 weights pair with Q8_0
-  }
-}
-}  // namespace
 
 int KvCache::positions_for(const ModelConfig& c, int layer, int n_ctx, int max_tokens) {
   const int64_t window = c.layers.at(layer).window;
@@ -72,9 +56,10 @@ size_t KvCache::bytes_for(const ModelConfig& c, int begin, int end, int n_seq, i
   return positions * n_seq * (row_bytes(types.k, c.kv_width()) + row_bytes(types.v, c.kv_width()));
 }
 
-KvCache::KvCache(const ModelConfig& config, int begin, int end, int n_seq, int n_ctx, int max_tokens,
-                 KvTypes types)
-    : n_seq_(n_seq),
+KvCache::KvCache(Backend& backend, const ModelConfig& config, int begin, int end, int n_seq, int n_ctx,
+                 int max_tokens, KvTypes types)
+    : backend_(backend),
+      n_seq_(n_seq),
       n_ctx_(n_ctx),
       width_(config.kv_width()),
       rollback_(max_rollback(config, n_ctx, max_tokens)),
@@ -92,15 +77,15 @@ KvCache::KvCache(const ModelConfig& config, int begin, int end, int n_seq, int n
     layers_.push_back({total_positions_, positions, positions < n_ctx});
     total_positions_ += static_cast<size_t>(positions) * n_seq;
   }
-  k_.reset(new uint8_t[total_positions_ * k_row_bytes_]);
-  v_.reset(new uint8_t[total_positions_ * v_row_bytes_]);
+  k_ = backend.allocate(total_positions_ * k_row_bytes_);
+  v_ = backend.allocate(total_positions_ * v_row_bytes_);
 }
 
-KvLayerView KvCache::layer(int index) {
+KvLayer KvCache::layer(int index) const {
   const Layer& l = layers_[index];
-  KvLayerView view;
-  view.k = k_.get() + l.offset * k_row_bytes_;
-  view.v = v_.get() + l.offset * v_row_bytes_;
+  KvLayer view;
+  view.k = DevicePtr{k_.get(), l.offset * k_row_bytes_};
+  view.v = DevicePtr{v_.get(), l.offset * v_row_bytes_};
   view.k_type = types_.k;
   view.v_type = types_.v;
   view.k_row_bytes = k_row_bytes_;
@@ -110,15 +95,6 @@ KvLayerView KvCache::layer(int index) {
   view.width = width_;
   view.ring = l.ring ? l.positions : 0;
   return view;
-}
-
-void KvCache::store(int layer_index, const float* k, const float* v, const int32_t* seq_ids,
-                    const int32_t* positions, int n_tokens) {
-  KvLayerView view = layer(layer_index);
-  for (int t = 0; t < n_tokens; ++t) {
-    encode_kv_row(types_.k, k + static_cast<size_t>(t) * width_, view.k_row(seq_ids[t], positions[t]), width_);
-    encode_kv_row(types_.v, v + static_cast<size_t>(t) * width_, view.v_row(seq_ids[t], positions[t]), width_);
-  }
 }
 
 void KvCache::admit(const int32_t* seq_ids, const int32_t* positions, int n_tokens) {
@@ -150,10 +126,10 @@ void KvCache::copy(int src, int dst, int n_pos) {
   if (n_pos > 0 && lengths_[src] - n_pos > rollback_)
     fail("internal: copying {} of sequence {}'s {} positions loses its sliding window", n_pos, src, lengths_[src]);
   for (size_t l = 0; l < layers_.size(); ++l) {
-    KvLayerView view = layer(static_cast<int>(l));
+    const KvLayer view = layer(static_cast<int>(l));
     const size_t rows = static_cast<size_t>(std::min(n_pos, layers_[l].positions));
-    std::memcpy(view.k + dst * view.k_seq_stride, view.k + src * view.k_seq_stride, rows * k_row_bytes_);
-    std::memcpy(view.v + dst * view.v_seq_stride, view.v + src * view.v_seq_stride, rows * v_row_bytes_);
+    backend_.copy(view.k.bytes(dst * view.k_seq_stride), view.k.bytes(src * view.k_seq_stride), rows * k_row_bytes_);
+    backend_.copy(view.v.bytes(dst * view.v_seq_stride), view.v.bytes(src * view.v_seq_stride), rows * v_row_bytes_);
   }
   lengths_[dst] = n_pos;
 }

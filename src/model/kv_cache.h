@@ -34,8 +34,9 @@ void check_kv_types(const KvTypes& types, const ModelConfig& config);
 
 class KvCache {
  public:
-  // Layers [begin, end) of the model, n_seq sequences of up to n_ctx positions.
-  KvCache(const ModelConfig& config, int begin, int end, int n_seq, int n_ctx, int max_tokens, KvTypes types);
+  // Layers [begin, end) of the model, n_seq sequences of up to n_ctx
+  // positions, in the backend's memory (written by Backend::kv_store).
+  KvCache(Backend& backend, const ModelConfig& config, int begin, int end, int n_seq, int n_ctx, int max_tokens, KvTypes types);
 
   int n_seq() const { return n_seq_; }
   int n_ctx() const { return n_ctx_; }
@@ -48,10 +49,7 @@ class KvCache {
   // extend correctly: unlimited (INT_MAX) without windowed layers.
   static int max_rollback(const ModelConfig& config, int n_ctx, int max_tokens);
 
-  KvLayerView layer(int index);
-  // Writes rows k[t], v[t] ([n_tokens][width]) at (seq_ids[t], positions[t]).
-  void store(int layer, const float* k, const float* v, const int32_t* seq_ids, const int32_t* positions,
-             int n_tokens);
+  KvLayer layer(int index) const;
 
   // Checks that a batch extends its sequences without gaps and fits; throws
   // shoal::Error otherwise. Then records the new lengths.
@@ -66,12 +64,13 @@ class KvCache {
     int positions;  // per sequence
     bool ring;
   };
+  Backend& backend_;
   int n_seq_, n_ctx_, width_, rollback_;
   KvTypes types_;
   size_t k_row_bytes_, v_row_bytes_;
   std::vector<Layer> layers_;
   size_t total_positions_ = 0;  // over layers and sequences
-  std::unique_ptr<uint8_t[]> k_, v_;  // uninitialised: pages are touched only as positions fill
+  std::unique_ptr<Buffer> k_, v_;
   std::vector<int> lengths_;
   std::vector<int> next_lengths_;  // admit()'s scratch
 };

@@ -9,22 +9,30 @@ int ff_width(const ModelConfig& c) { return std::max(c.n_ff, c.n_ff_exp); }
 
 }  // namespace
 
-LayerScratch::LayerScratch(const ModelConfig& c, int max_tokens) {
-  auto alloc = [&](int64_t width) {
-    return std::unique_ptr<float[]>(new float[static_cast<size_t>(max_tokens) * width]);
+LayerScratch::LayerScratch(Backend& be, const ModelConfig& c, int max_tokens) {
+  buffer = be.allocate(bytes_for(c, max_tokens));
+  DevicePtr next{buffer.get(), 0};
+  auto take = [&](int64_t width) {
+    const DevicePtr p = next;
+    next = next + static_cast<int64_t>(max_tokens) * width;
+    return p;
   };
-  norm = alloc(c.n_embd);
-  q = alloc(c.q_width());
-  attn = alloc(c.q_width());
-  k = alloc(c.kv_width());
-  v = alloc(c.kv_width());
-  gate = alloc(ff_width(c));
-  up = alloc(ff_width(c));
-  proj = alloc(c.n_embd);
+  x = take(c.n_embd);
+  norm = take(c.n_embd);
+  q = take(c.q_width());
+  attn = take(c.q_width());
+  k = take(c.kv_width());
+  v = take(c.kv_width());
+  gate = take(ff_width(c));
+  up = take(ff_width(c));
+  proj = take(c.n_embd);
   if (c.n_expert > 0) {
-    router = alloc(c.n_expert);
-    gathered = alloc(c.n_embd);
-    expert_out = alloc(static_cast<int64_t>(c.n_expert_used) * c.n_embd);
+    router = take(c.n_expert);
+    gathered = take(c.n_embd);
+    expert_out = take(static_cast<int64_t>(c.n_expert_used) * c.n_embd);
+    router_host.resize(static_cast<size_t>(max_tokens) * c.n_expert);
+    expert_out_host.resize(static_cast<size_t>(max_tokens) * c.n_expert_used * c.n_embd);
+    sum_host.resize(static_cast<size_t>(max_tokens) * c.n_embd);
     route_expert.resize(static_cast<size_t>(max_tokens) * c.n_expert_used);
     route_weight.resize(route_expert.size());
     expert_order.resize(c.n_expert);
@@ -33,58 +41,57 @@ LayerScratch::LayerScratch(const ModelConfig& c, int max_tokens) {
 }
 
 uint64_t LayerScratch::bytes_for(const ModelConfig& c, int max_tokens) {
-  uint64_t widths = 2ull * c.n_embd + 2ull * c.q_width() + 2ull * c.kv_width() + 2ull * ff_width(c);
+  uint64_t widths = 3ull * c.n_embd + 2ull * c.q_width() + 2ull * c.kv_width() + 2ull * ff_width(c);
   if (c.n_expert > 0) widths += c.n_expert + c.n_embd + static_cast<uint64_t>(c.n_expert_used) * c.n_embd;
   return static_cast<uint64_t>(max_tokens) * widths * sizeof(float);
 }
 
 void forward_layer(Backend& be, const ModelConfig& c, int layer, const LayerWeights& w, const Matrix& rope_freqs,
-                   KvCache& kv, int kv_layer, const Batch& batch, float* x, LayerScratch& s) {
+                   const KvCache& kv, int kv_layer, int n_tokens, LayerScratch& s) {
   using K = TensorKind;
-  const int n = batch.size();
+  const int n = n_tokens;
   const int64_t residual = static_cast<int64_t>(n) * c.n_embd;
-  const int32_t* pos = batch.positions.data();
-  const int32_t* seq = batch.seq_ids.data();
+  const DevicePtr x = s.x;
   const LayerSettings& settings = c.layers[layer];
 
   // Attention block.
-  be.rmsnorm(x, w[K::AttnNorm].f32(), s.norm.get(), n, c.n_embd, c.norm_eps);
-  be.matmul(w[K::AttnQ], s.norm.get(), s.q.get(), n);
-  be.matmul(w[K::AttnK], s.norm.get(), s.k.get(), n);
-  be.matmul(w[K::AttnV], s.norm.get(), s.v.get(), n);
+  be.rmsnorm(x, w[K::AttnNorm], s.norm, n, c.n_embd, c.norm_eps);
+  be.matmul(w[K::AttnQ], s.norm, s.q, n);
+  be.matmul(w[K::AttnK], s.norm, s.k, n);
+  be.matmul(w[K::AttnV], s.norm, s.v, n);
   // Each bias the layer has (qwen2 has all three; llama.cpp applies any).
-  if (!w[K::AttnQBias].empty()) be.add_bias(s.q.get(), w[K::AttnQBias].f32(), n, c.q_width());
-  if (!w[K::AttnKBias].empty()) be.add_bias(s.k.get(), w[K::AttnKBias].f32(), n, c.kv_width());
-  if (!w[K::AttnVBias].empty()) be.add_bias(s.v.get(), w[K::AttnVBias].f32(), n, c.kv_width());
+  if (!w[K::AttnQBias].empty()) be.add_bias(s.q, w[K::AttnQBias], n, c.q_width());
+  if (!w[K::AttnKBias].empty()) be.add_bias(s.k, w[K::AttnKBias], n, c.kv_width());
+  if (!w[K::AttnVBias].empty()) be.add_bias(s.v, w[K::AttnVBias], n, c.kv_width());
   if (!w[K::AttnQNorm].empty()) {  // per-head RMSNorm before rope (qwen3, gemma3)
-    be.rmsnorm(s.q.get(), w[K::AttnQNorm].f32(), s.q.get(), n * c.n_head, c.head_dim, c.norm_eps);
-    be.rmsnorm(s.k.get(), w[K::AttnKNorm].f32(), s.k.get(), n * c.n_head_kv, c.head_dim, c.norm_eps);
+    be.rmsnorm(s.q, w[K::AttnQNorm], s.q, n * c.n_head, c.head_dim, c.norm_eps);
+    be.rmsnorm(s.k, w[K::AttnKNorm], s.k, n * c.n_head_kv, c.head_dim, c.norm_eps);
   }
   RopeParams rope{c.head_dim,
                   c.rope_dim,
                   settings.rope_freq_base,
                   settings.rope_freq_scale,
                   c.rope_style == RopeStyle::Neox,
-                  rope_freqs.empty() ? nullptr : rope_freqs.f32()};
-  be.rope(s.q.get(), n, c.n_head, pos, rope);
-  be.rope(s.k.get(), n, c.n_head_kv, pos, rope);
-  kv.store(kv_layer, s.k.get(), s.v.get(), seq, pos, n);
+                  rope_freqs.empty() ? nullptr : &rope_freqs};
+  be.rope(s.q, n, c.n_head, rope);
+  be.rope(s.k, n, c.n_head_kv, rope);
+  be.kv_store(kv.layer(kv_layer), s.k, s.v, n);
   AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, c.attn_scale, settings.window};
-  be.attention(s.q.get(), kv.layer(kv_layer), seq, pos, n, shape, s.attn.get());
-  be.matmul(w[K::AttnOutput], s.attn.get(), s.proj.get(), n);
+  be.attention(s.q, kv.layer(kv_layer), n, shape, s.attn);
+  be.matmul(w[K::AttnOutput], s.attn, s.proj, n);
   if (!w[K::AttnPostNorm].empty())
-    be.rmsnorm(s.proj.get(), w[K::AttnPostNorm].f32(), s.proj.get(), n, c.n_embd, c.norm_eps);
-  be.add(x, s.proj.get(), residual);
+    be.rmsnorm(s.proj, w[K::AttnPostNorm], s.proj, n, c.n_embd, c.norm_eps);
+  be.add(x, s.proj, residual);
 
   // Feed-forward block.
-  be.rmsnorm(x, w[K::FfnNorm].f32(), s.norm.get(), n, c.n_embd, c.norm_eps);
+  be.rmsnorm(x, w[K::FfnNorm], s.norm, n, c.n_embd, c.norm_eps);
   if (w[K::FfnGateInp].empty())
-    dense_ffn(be, c, w, s.norm.get(), s.proj.get(), n, s);
+    dense_ffn(be, c, w, s.norm, s.proj, n, s);
   else
-    expert_ffn(be, c, w, s.norm.get(), s.proj.get(), n, s);
+    expert_ffn(be, c, w, s.norm, s.proj, n, s);
   if (!w[K::FfnPostNorm].empty())
-    be.rmsnorm(s.proj.get(), w[K::FfnPostNorm].f32(), s.proj.get(), n, c.n_embd, c.norm_eps);
-  be.add(x, s.proj.get(), residual);
+    be.rmsnorm(s.proj, w[K::FfnPostNorm], s.proj, n, c.n_embd, c.norm_eps);
+  be.add(x, s.proj, residual);
 }
 
 }  // namespace shoal

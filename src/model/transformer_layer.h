@@ -14,29 +14,37 @@
 
 namespace shoal {
 
-// Activation buffers for one batch, sized once for the largest batch.
+// Activation buffers for one batch in the backend's memory, sized once for
+// the largest batch.
 struct LayerScratch {
-  LayerScratch(const ModelConfig& c, int max_tokens);
+  LayerScratch(Backend& be, const ModelConfig& c, int max_tokens);
   // What the constructor allocates, for memory planning.
   static uint64_t bytes_for(const ModelConfig& c, int max_tokens);
-  std::unique_ptr<float[]> norm;      // [max_tokens][n_embd]
-  std::unique_ptr<float[]> q, attn;   // [max_tokens][q_width]
-  std::unique_ptr<float[]> k, v;      // [max_tokens][kv_width]
-  std::unique_ptr<float[]> gate, up;  // [max_tokens][max(n_ff, n_ff_exp)]
-  std::unique_ptr<float[]> proj;      // [max_tokens][n_embd]
-  // Mixture of experts only (empty otherwise).
-  std::unique_ptr<float[]> router;    // [max_tokens][n_expert]
-  std::unique_ptr<float[]> gathered;  // [max_tokens][n_embd]: the rows routed to one expert
-  std::unique_ptr<float[]> expert_out;  // [max_tokens][n_expert_used][n_embd]
+  std::unique_ptr<Buffer> buffer;  // every row below, back to back
+  DevicePtr x;                     // [max_tokens][n_embd]: the residual stream
+  DevicePtr norm;                  // [max_tokens][n_embd]
+  DevicePtr q, attn;               // [max_tokens][q_width]
+  DevicePtr k, v;                  // [max_tokens][kv_width]
+  DevicePtr gate, up;              // [max_tokens][max(n_ff, n_ff_exp)]
+  DevicePtr proj;                  // [max_tokens][n_embd]
+  // Mixture of experts only. The routing runs on the host: the router's
+  // logits come down, each expert's rows are gathered on the device.
+  DevicePtr router;      // [max_tokens][n_expert]
+  DevicePtr gathered;    // [max_tokens][n_embd]: the rows routed to one expert
+  DevicePtr expert_out;  // [max_tokens][n_expert_used][n_embd]
+  std::vector<float> router_host;       // the router's logits
+  std::vector<float> expert_out_host;   // the experts' outputs, for the weighted sum
+  std::vector<float> sum_host;          // [max_tokens][n_embd]: the weighted sums
   std::vector<int> route_expert;        // [max_tokens][n_expert_used]: each token's experts, best first
   std::vector<float> route_weight;      // their weights
   std::vector<int> expert_order;        // [n_expert], for the top-k sort
   std::vector<int> expert_rows;         // [max_tokens]: t * k + j of the rows routed to one expert
 };
 
-// x: the residual stream [batch.size()][n_embd], updated in place.
+// s.x: the residual stream [n_tokens][n_embd], updated in place, inside a
+// backend step begun with the batch's rows.
 // layer: the model's layer index; kv_layer: this layer's index inside `kv`.
 void forward_layer(Backend& be, const ModelConfig& c, int layer, const LayerWeights& w, const Matrix& rope_freqs,
-                   KvCache& kv, int kv_layer, const Batch& batch, float* x, LayerScratch& s);
+                   const KvCache& kv, int kv_layer, int n_tokens, LayerScratch& s);
 
 }  // namespace shoal

@@ -17,6 +17,9 @@
 
 namespace shoal {
 
+// The cache as the kernels read it: host addresses.
+using KvLayerView = KvView<uint8_t*>;
+
 inline constexpr int kAttentionChunk = 128;  // cache positions per partial softmax
 inline constexpr int kAttentionMaxHeadDim = 512;
 inline constexpr int kAttentionMaxGroup = 32;  // query heads per KV head

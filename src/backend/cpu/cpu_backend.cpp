@@ -8,9 +8,13 @@
 #include "tensor/dequantize.h"
 #include "tensor/gemm.h"
 #include "tensor/vec_dot.h"
+#include "model/weights.h"
 #include "util/error.h"
 
 namespace shoal {
+
+HostBuffer::HostBuffer(size_t bytes) : Buffer(bytes), owned_(new uint8_t[bytes]), data_(owned_.get()) {}
+HostBuffer::HostBuffer(void* data, size_t bytes) : Buffer(bytes), data_(static_cast<uint8_t*>(data)) {}
 
 CpuBackend::CpuBackend(ThreadPool& pool, int max_tokens, int64_t max_cols)
     : pool_(pool), max_tokens_(max_tokens), max_cols_(max_cols) {
@@ -22,7 +26,46 @@ size_t CpuBackend::scratch_bytes(int max_tokens, int64_t max_cols) {
   return static_cast<size_t>(max_tokens) * static_cast<size_t>(max_cols) * sizeof(float) + 64;
 }
 
-void CpuBackend::matmul(const Matrix& w, const float* x, float* y, int n_tokens) {
+std::unique_ptr<Buffer> CpuBackend::allocate(size_t bytes) {
+  // Uninitialised: a KV cache's pages are touched only as positions fill.
+  return std::make_unique<HostBuffer>(bytes);
+}
+
+void CpuBackend::upload(DevicePtr dst, const void* src, size_t bytes) {
+  if (bytes) std::memcpy(host(dst), src, bytes);
+}
+
+void CpuBackend::download(void* dst, DevicePtr src, size_t bytes) {
+  if (bytes) std::memcpy(dst, host(src), bytes);
+}
+
+void CpuBackend::copy(DevicePtr dst, DevicePtr src, size_t bytes) {
+  if (bytes) std::memmove(host(dst), host(src), bytes);
+}
+
+uint64_t CpuBackend::prepare_weights(ModelWeights& weights, const ModelConfig& config, const BindRange& range) {
+  // The layout this machine's matmul reads fastest; the same bits either way.
+  return group_rows_for_cpu(weights, config, range);
+}
+
+uint64_t CpuBackend::prepared_bytes(const ModelWeights& weights, const ModelConfig& config, const BindRange& range) {
+  return groupable_bytes(weights, config, range);
+}
+
+void CpuBackend::begin_step(const int32_t* seq_ids, const int32_t* positions, int n_tokens) {
+  step_seq_ids_ = seq_ids;
+  step_positions_ = positions;
+  step_tokens_ = n_tokens;
+}
+
+void CpuBackend::check_step(int n_tokens) const {
+  if (!step_positions_ || n_tokens > step_tokens_)
+    fail("internal: {} rows need positions but the step has {}", n_tokens, step_tokens_);
+}
+
+void CpuBackend::matmul(const Matrix& w, DevicePtr x_ptr, DevicePtr y_ptr, int n_tokens) {
+  const float* x = floats(x_ptr);
+  float* y = floats(y_ptr);
   if (n_tokens > max_tokens_ || w.cols > max_cols_)
     fail("internal: matmul of {} tokens x {} exceeds the scratch ({} x {})", n_tokens, w.cols, max_tokens_, max_cols_);
   const DType act_type = activation_dtype(w.type);
@@ -53,7 +96,11 @@ void CpuBackend::for_elements(int64_t n, const std::function<void(int64_t, int64
   pool_.parallel_for(n, 1024, fn);
 }
 
-void CpuBackend::rmsnorm(const float* x, const float* weight, float* y, int n_tokens, int n, float eps) {
+void CpuBackend::rmsnorm(DevicePtr x_ptr, const Matrix& weight_matrix, DevicePtr y_ptr, int n_tokens, int n,
+                         float eps) {
+  const float* x = floats(x_ptr);
+  const float* weight = weight_matrix.f32();
+  float* y = floats(y_ptr);
   for_elements(static_cast<int64_t>(n_tokens) * n, [&](int64_t e0, int64_t e1) {
     // Whole rows only: a row's sum is one sequence of additions.
     for (int64_t t = (e0 + n - 1) / n; t * n < e1 && t < n_tokens; ++t) {
@@ -67,7 +114,11 @@ void CpuBackend::rmsnorm(const float* x, const float* weight, float* y, int n_to
   });
 }
 
-void CpuBackend::rope(float* x, int n_tokens, int n_heads, const int32_t* positions, const RopeParams& p) {
+void CpuBackend::rope(DevicePtr x_ptr, int n_tokens, int n_heads, const RopeParams& p) {
+  check_step(n_tokens);
+  float* x = floats(x_ptr);
+  const int32_t* positions = step_positions_;
+  const float* freq_factors = p.freq_factors ? p.freq_factors->f32() : nullptr;
   const int half = p.rope_dim / 2;
   // The angle per position of each pair, once per call (not per token).
   rope_freqs_.resize(static_cast<size_t>(half));
@@ -78,7 +129,7 @@ void CpuBackend::rope(float* x, int n_tokens, int n_heads, const int32_t* positi
       const double pos = static_cast<double>(positions[t]) * p.freq_scale;
       for (int i = 0; i < half; ++i) {
         double theta = pos * rope_freqs_[i];
-        if (p.freq_factors) theta /= p.freq_factors[i];
+        if (freq_factors) theta /= freq_factors[i];
         const float c = static_cast<float>(std::cos(theta)), s = static_cast<float>(std::sin(theta));
         for (int h = 0; h < n_heads; ++h) {
           float* head = x + (t * n_heads + h) * p.head_dim;
@@ -92,18 +143,54 @@ void CpuBackend::rope(float* x, int n_tokens, int n_heads, const int32_t* positi
   });
 }
 
-void CpuBackend::attention(const float* q, const KvLayerView& kv, const int32_t* seq_ids, const int32_t* positions,
-                           int n_tokens, const AttentionShape& shape, float* out) {
-  cpu_attention(pool_, q, kv, seq_ids, positions, n_tokens, shape, out, attention_scratch_);
+namespace {
+// f32 row -> a KV row of `type` (F32, F16 or Q8_0).
+void encode_kv_row(DType type, const float* src, uint8_t* dst, int n) {
+  switch (type) {
+    case DType::F32: std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float)); return;
+    case DType::F16: {
+      auto* h = reinterpret_cast<uint16_t*>(dst);
+      for (int i = 0; i < n; ++i) h[i] = f32_to_f16(src[i]);
+      return;
+    }
+    default: quantize_activation(DType::Q8_0, src, dst, n); return;  // Q8_0 weights pair with Q8_0
+  }
 }
 
-void CpuBackend::swiglu(const float* gate, const float* up, float* out, int64_t n) {
+KvLayerView host_view(const KvLayer& kv) { return kv.with(CpuBackend::host(kv.k), CpuBackend::host(kv.v)); }
+}  // namespace
+
+void CpuBackend::kv_store(const KvLayer& kv_layer, DevicePtr k_ptr, DevicePtr v_ptr, int n_tokens) {
+  check_step(n_tokens);
+  const KvLayerView kv = host_view(kv_layer);
+  const float* k = floats(k_ptr);
+  const float* v = floats(v_ptr);
+  for (int t = 0; t < n_tokens; ++t) {
+    const size_t row = static_cast<size_t>(t) * kv.width;
+    encode_kv_row(kv.k_type, k + row, kv.k_row(step_seq_ids_[t], step_positions_[t]), kv.width);
+    encode_kv_row(kv.v_type, v + row, kv.v_row(step_seq_ids_[t], step_positions_[t]), kv.width);
+  }
+}
+
+void CpuBackend::attention(DevicePtr q, const KvLayer& kv, int n_tokens, const AttentionShape& shape, DevicePtr out) {
+  check_step(n_tokens);
+  cpu_attention(pool_, floats(q), host_view(kv), step_seq_ids_, step_positions_, n_tokens, shape, floats(out),
+                attention_scratch_);
+}
+
+void CpuBackend::swiglu(DevicePtr gate_ptr, DevicePtr up_ptr, DevicePtr out_ptr, int64_t n) {
+  const float* gate = floats(gate_ptr);
+  const float* up = floats(up_ptr);
+  float* out = floats(out_ptr);
   for_elements(n, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
   });
 }
 
-void CpuBackend::geglu(const float* gate, const float* up, float* out, int64_t n) {
+void CpuBackend::geglu(DevicePtr gate_ptr, DevicePtr up_ptr, DevicePtr out_ptr, int64_t n) {
+  const float* gate = floats(gate_ptr);
+  const float* up = floats(up_ptr);
+  float* out = floats(out_ptr);
   constexpr double kSqrt2OverPi = 0.79788456080286535588;
   for_elements(n, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
@@ -114,31 +201,38 @@ void CpuBackend::geglu(const float* gate, const float* up, float* out, int64_t n
   });
 }
 
-void CpuBackend::scale(float* x, float s, int64_t n) {
+void CpuBackend::scale(DevicePtr x_ptr, float s, int64_t n) {
+  float* x = floats(x_ptr);
   for_elements(n, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) x[i] *= s;
   });
 }
 
-void CpuBackend::softcap(float* x, float cap, int64_t n) {
+void CpuBackend::softcap(DevicePtr x_ptr, float cap, int64_t n) {
+  float* x = floats(x_ptr);
   for_elements(n, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) x[i] = cap * std::tanh(x[i] / cap);
   });
 }
 
-void CpuBackend::add(float* y, const float* x, int64_t n) {
+void CpuBackend::add(DevicePtr y_ptr, DevicePtr x_ptr, int64_t n) {
+  float* y = floats(y_ptr);
+  const float* x = floats(x_ptr);
   for_elements(n, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) y[i] += x[i];
   });
 }
 
-void CpuBackend::add_bias(float* y, const float* bias, int n_tokens, int n) {
+void CpuBackend::add_bias(DevicePtr y_ptr, const Matrix& bias_matrix, int n_tokens, int n) {
+  float* y = floats(y_ptr);
+  const float* bias = bias_matrix.f32();
   for_elements(static_cast<int64_t>(n_tokens) * n, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) y[i] += bias[i % n];
   });
 }
 
-void CpuBackend::get_rows(const Matrix& w, const int32_t* ids, int n, float* out) {
+void CpuBackend::get_rows(const Matrix& w, const int32_t* ids, int n, DevicePtr out_ptr) {
+  float* out = floats(out_ptr);
   for (int t = 0; t < n; ++t) {
     if (ids[t] < 0 || ids[t] >= w.rows) fail("token id {} is outside the vocabulary of {}", ids[t], w.rows);
     dequantize_row(w.type, w.row(ids[t]), out + static_cast<int64_t>(t) * w.cols, w.cols);

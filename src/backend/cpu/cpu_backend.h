@@ -1,6 +1,8 @@
 #pragma once
 // The CPU backend: matmuls from the SIMD block dot products in tensor/,
-// split over the persistent thread pool by output rows.
+// split over the persistent thread pool by output rows. Its buffers are host
+// memory; weights stay in the mapped file (or a stage's buffers), regrouped
+// in rows of eight where the matmul reads that faster.
 #include <functional>
 #include <memory>
 #include <vector>
@@ -11,6 +13,18 @@
 
 namespace shoal {
 
+// Host memory as a Buffer: owned, or a view of memory someone else keeps.
+class HostBuffer : public Buffer {
+ public:
+  explicit HostBuffer(size_t bytes);
+  HostBuffer(void* data, size_t bytes);  // not owned
+  uint8_t* data() const { return data_; }
+
+ private:
+  std::unique_ptr<uint8_t[]> owned_;
+  uint8_t* data_;
+};
+
 class CpuBackend : public Backend {
  public:
   // max_tokens and max_cols size the activation scratch once, up front.
@@ -19,29 +33,48 @@ class CpuBackend : public Backend {
   static size_t scratch_bytes(int max_tokens, int64_t max_cols);
 
   std::string name() const override { return "CPU"; }
-  void matmul(const Matrix& w, const float* x, float* y, int n_tokens) override;
-  void rmsnorm(const float* x, const float* weight, float* y, int n_tokens, int n, float eps) override;
-  void rope(float* x, int n_tokens, int n_heads, const int32_t* positions, const RopeParams& p) override;
-  void attention(const float* q, const KvLayerView& kv, const int32_t* seq_ids, const int32_t* positions,
-                 int n_tokens, const AttentionShape& shape, float* out) override;
-  void swiglu(const float* gate, const float* up, float* out, int64_t n) override;
-  void geglu(const float* gate, const float* up, float* out, int64_t n) override;
-  void scale(float* x, float s, int64_t n) override;
-  void softcap(float* x, float cap, int64_t n) override;
-  void add(float* y, const float* x, int64_t n) override;
-  void add_bias(float* y, const float* bias, int n_tokens, int n) override;
-  void get_rows(const Matrix& w, const int32_t* ids, int n, float* out) override;
+  std::string kind() const override { return "cpu"; }
+
+  std::unique_ptr<Buffer> allocate(size_t bytes) override;
+  void upload(DevicePtr dst, const void* src, size_t bytes) override;
+  void download(void* dst, DevicePtr src, size_t bytes) override;
+  void copy(DevicePtr dst, DevicePtr src, size_t bytes) override;
+  uint64_t prepare_weights(ModelWeights& weights, const ModelConfig& config, const BindRange& range) override;
+  uint64_t prepared_bytes(const ModelWeights& weights, const ModelConfig& config, const BindRange& range) override;
+  void begin_step(const int32_t* seq_ids, const int32_t* positions, int n_tokens) override;
+  void finish_step() override {}
+
+  void matmul(const Matrix& w, DevicePtr x, DevicePtr y, int n_tokens) override;
+  void rmsnorm(DevicePtr x, const Matrix& weight, DevicePtr y, int n_tokens, int n, float eps) override;
+  void rope(DevicePtr x, int n_tokens, int n_heads, const RopeParams& p) override;
+  void kv_store(const KvLayer& kv, DevicePtr k, DevicePtr v, int n_tokens) override;
+  void attention(DevicePtr q, const KvLayer& kv, int n_tokens, const AttentionShape& shape, DevicePtr out) override;
+  void swiglu(DevicePtr gate, DevicePtr up, DevicePtr out, int64_t n) override;
+  void geglu(DevicePtr gate, DevicePtr up, DevicePtr out, int64_t n) override;
+  void scale(DevicePtr x, float s, int64_t n) override;
+  void softcap(DevicePtr x, float cap, int64_t n) override;
+  void add(DevicePtr y, DevicePtr x, int64_t n) override;
+  void add_bias(DevicePtr y, const Matrix& bias, int n_tokens, int n) override;
+  void get_rows(const Matrix& w, const int32_t* ids, int n, DevicePtr out) override;
+
+  // The host address behind a pointer into one of this backend's buffers.
+  static uint8_t* host(DevicePtr p) { return static_cast<HostBuffer*>(p.buffer)->data() + p.offset; }
+  static float* floats(DevicePtr p) { return reinterpret_cast<float*>(host(p)); }
 
  private:
   ThreadPool& pool_;
   int max_tokens_;
   int64_t max_cols_;
+  const int32_t* step_seq_ids_ = nullptr;   // the step's rows (the caller keeps them until finish_step)
+  const int32_t* step_positions_ = nullptr;
+  int step_tokens_ = 0;
   std::vector<uint8_t> activation_scratch_;  // activations converted for the weight type
   AttentionScratch attention_scratch_;
   std::vector<double> rope_freqs_;  // per pair, for the call in progress
 
   // fn(i0, i1) over [0, n), on the pool when n is large enough to pay.
   void for_elements(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
+  void check_step(int n_tokens) const;
 };
 
 }  // namespace shoal

@@ -204,14 +204,14 @@ void WorkerSession::load_stage(const wire::Frame& request) {
     return it == refs.end() ? nullptr : &it->second;
   };
   stage->weights = bind_weights(lookup, "LOAD_STAGE", c, range);
+  stage->backend = std::make_unique<CpuBackend>(*s_.pool_, max_tokens, c.max_activation_width());
   {
     // Rows in groups of eight (faster, the same bits) when the copy fits in
     // what this worker lends; the received tensors stay for sharing.
-    const uint64_t copy = groupable_bytes(stage->weights, c, range);
+    const uint64_t copy = stage->backend->prepared_bytes(stage->weights, c, range);
     if (copy > 0 && s_.memory_in_use() + need + copy <= s_.device_.free_memory)
-      stage->grouped_bytes = group_rows_for_cpu(stage->weights, c, range);
+      stage->grouped_bytes = stage->backend->prepare_weights(stage->weights, c, range);
   }
-  stage->backend = std::make_unique<CpuBackend>(*s_.pool_, max_tokens, c.max_activation_width());
   stage->stage = std::make_unique<LocalStage>(*stage->backend, stage->config, stage->weights, begin, end, n_seq,
                                               n_ctx, max_tokens, kv_types);
   {
