@@ -1,0 +1,583 @@
+#include "backend/vulkan/vulkan_backend.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "backend/vulkan/shader_table.h"
+#include "backend/vulkan/vulkan_devices.h"
+#include "model/config.h"
+#include "model/weights.h"
+#include "tensor/dequantize.h"
+#include "util/error.h"
+
+namespace shoal {
+
+class VulkanBuffer : public Buffer {
+ public:
+  VulkanBuffer(VulkanBackend& owner, size_t bytes, VkBuffer buffer, VkDeviceMemory memory, void* mapped)
+      : Buffer(bytes), owner_(owner), buffer_(buffer), memory_(memory), mapped_(static_cast<uint8_t*>(mapped)) {}
+  ~VulkanBuffer() override {
+    try {
+      owner_.flush();  // nothing recorded may still point here
+    } catch (const std::exception&) {
+      vk::vkDeviceWaitIdle(owner_.device_);
+    }
+    vk::vkDestroyBuffer(owner_.device_, buffer_, nullptr);
+    vk::vkFreeMemory(owner_.device_, memory_, nullptr);
+    owner_.held_bytes_ -= bytes();
+  }
+  VkBuffer handle() const { return buffer_; }
+  uint8_t* mapped() const { return mapped_; }
+
+ private:
+  VulkanBackend& owner_;
+  VkBuffer buffer_;
+  VkDeviceMemory memory_;
+  uint8_t* mapped_;
+};
+
+namespace {
+
+constexpr uint32_t kMaxSets = 1024;          // descriptor sets per submission
+constexpr size_t kStagingBytes = 32u << 20;  // host-visible transfer area
+constexpr uint32_t kPushBytes = 128;
+
+VkBuffer vk_buffer(DevicePtr p) { return static_cast<VulkanBuffer*>(p.buffer)->handle(); }
+VkBuffer vk_buffer(Buffer* b) { return static_cast<VulkanBuffer*>(b)->handle(); }
+
+uint32_t u32(size_t v) {
+  if (v > 0xFFFFFFFFull) fail("Vulkan: offset {} does not fit a shader's 32-bit index", v);
+  return static_cast<uint32_t>(v);
+}
+uint32_t floats(DevicePtr p) { return u32(p.offset / sizeof(float)); }
+
+// The types with a matmul shader; the others are widened to F32 on upload.
+bool has_matmul_shader(DType t) {
+  switch (t) {
+    case DType::F32: case DType::F16: case DType::BF16: case DType::Q4_0: case DType::Q4_1: case DType::Q5_0:
+    case DType::Q5_1: case DType::Q8_0: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K:
+      return true;
+    default:
+      return false;
+  }
+}
+
+uint32_t kv_code(DType t) {
+  switch (t) {
+    case DType::F32: return 0;
+    case DType::F16: return 1;
+    case DType::Q8_0: return 2;
+    default: fail("Vulkan: KV cache type {} has no shader", dtype_info(t).name);
+  }
+}
+
+uint32_t bindings_of(const std::string& shader) {
+  if (shader == "attention") return 5;
+  return 3;
+}
+
+// Every matrix the range runs on, with the head when asked.
+template <class Fn>
+void for_each_matrix(const ModelWeights& w, const BindRange& range, int n_layer, Fn&& fn) {
+  const int end = range.layer_end < 0 ? n_layer : range.layer_end;
+  for (int l = range.layer_begin; l < end; ++l)
+    for (const Matrix& m : w.layers[l].tensors)
+      if (!m.empty()) fn(m);
+  if (!w.rope_freqs.empty() && end > range.layer_begin) fn(w.rope_freqs);
+  if (range.with_head) {
+    if (!w.output_norm.empty()) fn(w.output_norm);
+    if (!w.output.empty()) fn(w.output);
+  }
+}
+
+size_t device_bytes(const Matrix& m) {
+  return has_matmul_shader(m.type) ? m.bytes() : static_cast<size_t>(m.rows) * m.cols * sizeof(float);
+}
+
+}  // namespace
+
+VulkanBackend::VulkanBackend(int index, int max_tokens) : max_tokens_(max_tokens) {
+  std::string why;
+  VkInstance inst = vk::instance(&why);
+  if (!inst) fail("Vulkan is not available: {}", why);
+  uint32_t n = 0;
+  vk::vkEnumeratePhysicalDevices(inst, &n, nullptr);
+  std::vector<VkPhysicalDevice> devs(n);
+  vk::vkEnumeratePhysicalDevices(inst, &n, devs.data());
+  if (index < 0 || static_cast<uint32_t>(index) >= n)
+    fail("there is no Vulkan device {} (this machine has {}; `shoal devices` lists them)", index, n);
+  physical_ = devs[index];
+
+  VkPhysicalDeviceProperties props;
+  vk::vkGetPhysicalDeviceProperties(physical_, &props);
+  name_ = props.deviceName;
+  max_buffer_range_ = props.limits.maxStorageBufferRange;
+  max_groups_ = std::min({props.limits.maxComputeWorkGroupCount[0], props.limits.maxComputeWorkGroupCount[1],
+                          props.limits.maxComputeWorkGroupCount[2]});
+  if (props.limits.maxComputeSharedMemorySize < 4096 || props.limits.maxComputeWorkGroupSize[0] < 256)
+    fail("Vulkan device {} is too small for Shoal's shaders", name_);
+
+  uint32_t n_families = 0;
+  vk::vkGetPhysicalDeviceQueueFamilyProperties(physical_, &n_families, nullptr);
+  std::vector<VkQueueFamilyProperties> families(n_families);
+  vk::vkGetPhysicalDeviceQueueFamilyProperties(physical_, &n_families, families.data());
+  uint32_t family = n_families;
+  for (uint32_t i = 0; i < n_families && family == n_families; ++i)
+    if (families[i].queueFlags & VK_QUEUE_COMPUTE_BIT) family = i;
+  if (family == n_families) fail("Vulkan device {} has no compute queue", name_);
+
+  const float priority = 1.0f;
+  VkDeviceQueueCreateInfo queue_info{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+  queue_info.queueFamilyIndex = family;
+  queue_info.queueCount = 1;
+  queue_info.pQueuePriorities = &priority;
+  VkDeviceCreateInfo device_info{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+  device_info.queueCreateInfoCount = 1;
+  device_info.pQueueCreateInfos = &queue_info;
+  vk::check(vk::vkCreateDevice(physical_, &device_info, nullptr, &device_), "vkCreateDevice");
+  vk::vkGetDeviceQueue(device_, family, 0, &queue_);
+
+  VkPhysicalDeviceMemoryProperties mem;
+  vk::vkGetPhysicalDeviceMemoryProperties(physical_, &mem);
+  auto find_type = [&](VkMemoryPropertyFlags want) {
+    for (uint32_t i = 0; i < mem.memoryTypeCount; ++i)
+      if ((mem.memoryTypes[i].propertyFlags & want) == want) return i;
+    return mem.memoryTypeCount;
+  };
+  device_memory_type_ = find_type(VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+  host_memory_type_ = find_type(VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT);
+  if (device_memory_type_ == mem.memoryTypeCount || host_memory_type_ == mem.memoryTypeCount)
+    fail("Vulkan device {} lacks device-local or host-coherent memory", name_);
+  heap_bytes_ = mem.memoryHeaps[mem.memoryTypes[device_memory_type_].heapIndex].size;
+
+  VkCommandPoolCreateInfo pool_info{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+  pool_info.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+  pool_info.queueFamilyIndex = family;
+  vk::check(vk::vkCreateCommandPool(device_, &pool_info, nullptr, &command_pool_), "vkCreateCommandPool");
+  VkCommandBufferAllocateInfo alloc{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+  alloc.commandPool = command_pool_;
+  alloc.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  alloc.commandBufferCount = 1;
+  vk::check(vk::vkAllocateCommandBuffers(device_, &alloc, &commands_), "vkAllocateCommandBuffers");
+  VkFenceCreateInfo fence_info{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+  vk::check(vk::vkCreateFence(device_, &fence_info, nullptr, &fence_), "vkCreateFence");
+  VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kMaxSets * 5};
+  VkDescriptorPoolCreateInfo dp{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+  dp.maxSets = kMaxSets;
+  dp.poolSizeCount = 1;
+  dp.pPoolSizes = &size;
+  vk::check(vk::vkCreateDescriptorPool(device_, &dp, nullptr, &descriptor_pool_), "vkCreateDescriptorPool");
+
+  staging_ = make_buffer(kStagingBytes, true);
+  rows_ = make_buffer(2 * static_cast<size_t>(max_tokens) * sizeof(int32_t), false);
+  dummy_ = make_buffer(16, false);
+}
+
+VulkanBackend::~VulkanBackend() {
+  flush();
+  vk::vkDeviceWaitIdle(device_);
+  weights_.clear();
+  staging_.reset();
+  rows_.reset();
+  dummy_.reset();
+  for (auto& [name, p] : pipelines_) {
+    vk::vkDestroyPipeline(device_, p.pipeline, nullptr);
+    vk::vkDestroyPipelineLayout(device_, p.layout, nullptr);
+    vk::vkDestroyDescriptorSetLayout(device_, p.set_layout, nullptr);
+  }
+  vk::vkDestroyDescriptorPool(device_, descriptor_pool_, nullptr);
+  vk::vkDestroyFence(device_, fence_, nullptr);
+  vk::vkDestroyCommandPool(device_, command_pool_, nullptr);
+  vk::vkDestroyDevice(device_, nullptr);
+}
+
+uint64_t VulkanBackend::free_memory() const {
+  std::string why;
+  for (const VulkanDeviceInfo& d : list_vulkan_devices(&why))
+    if (d.name == name_ && d.has_budget) return d.free;
+  return heap_bytes_ - std::min(heap_bytes_, held_bytes_);
+}
+
+std::unique_ptr<VulkanBuffer> VulkanBackend::make_buffer(size_t bytes, bool host_visible) {
+  // Whole 16-byte units: shaders read bytes through 32-bit words, and the
+  // last word of a tensor must be inside the buffer.
+  const size_t size = std::max<size_t>((bytes + 15) & ~size_t{15}, 16);
+  if (size > max_buffer_range_)
+    fail("Vulkan device {} cannot bind a buffer of {} MiB (its limit is {} MiB)", name_, size >> 20,
+         max_buffer_range_ >> 20);
+  VkBufferCreateInfo info{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+  info.size = size;
+  info.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  info.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+  VkBuffer buffer = VK_NULL_HANDLE;
+  vk::check(vk::vkCreateBuffer(device_, &info, nullptr, &buffer), "vkCreateBuffer");
+  VkMemoryRequirements req;
+  vk::vkGetBufferMemoryRequirements(device_, buffer, &req);
+  const uint32_t type = host_visible ? host_memory_type_ : device_memory_type_;
+  if (!(req.memoryTypeBits & (1u << type))) {
+    vk::vkDestroyBuffer(device_, buffer, nullptr);
+    fail("Vulkan device {}: no memory type suits a buffer", name_);
+  }
+  VkMemoryAllocateInfo alloc{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+  alloc.allocationSize = req.size;
+  alloc.memoryTypeIndex = type;
+  VkDeviceMemory memory = VK_NULL_HANDLE;
+  const VkResult r = vk::vkAllocateMemory(device_, &alloc, nullptr, &memory);
+  if (r != VK_SUCCESS) {
+    vk::vkDestroyBuffer(device_, buffer, nullptr);
+    fail("Vulkan device {} is out of memory: {} MiB more did not fit beside the {} MiB held", name_, size >> 20,
+         held_bytes_ >> 20);
+  }
+  vk::check(vk::vkBindBufferMemory(device_, buffer, memory, 0), "vkBindBufferMemory");
+  void* mapped = nullptr;
+  if (host_visible) vk::check(vk::vkMapMemory(device_, memory, 0, VK_WHOLE_SIZE, 0, &mapped), "vkMapMemory");
+  held_bytes_ += size;
+  return std::make_unique<VulkanBuffer>(*this, size, buffer, memory, mapped);
+}
+
+std::unique_ptr<Buffer> VulkanBackend::allocate(size_t bytes) { return make_buffer(bytes, false); }
+
+const VulkanBackend::Pipeline& VulkanBackend::pipeline(const std::string& name) {
+  auto it = pipelines_.find(name);
+  if (it != pipelines_.end()) return it->second;
+  const SpirvShader* spirv = nullptr;
+  for (size_t i = 0; i < kSpirvShaderCount; ++i)
+    if (name == kSpirvShaders[i].name) spirv = &kSpirvShaders[i];
+  if (!spirv) fail("internal: no shader named {}", name);
+  Pipeline p;
+  p.bindings = bindings_of(name);
+  std::vector<VkDescriptorSetLayoutBinding> bindings(p.bindings);
+  for (uint32_t i = 0; i < p.bindings; ++i)
+    bindings[i] = {i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
+  VkDescriptorSetLayoutCreateInfo set_info{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+  set_info.bindingCount = p.bindings;
+  set_info.pBindings = bindings.data();
+  vk::check(vk::vkCreateDescriptorSetLayout(device_, &set_info, nullptr, &p.set_layout), "vkCreateDescriptorSetLayout");
+  VkPushConstantRange push{VK_SHADER_STAGE_COMPUTE_BIT, 0, kPushBytes};
+  VkPipelineLayoutCreateInfo layout_info{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+  layout_info.setLayoutCount = 1;
+  layout_info.pSetLayouts = &p.set_layout;
+  layout_info.pushConstantRangeCount = 1;
+  layout_info.pPushConstantRanges = &push;
+  vk::check(vk::vkCreatePipelineLayout(device_, &layout_info, nullptr, &p.layout), "vkCreatePipelineLayout");
+  VkShaderModuleCreateInfo module_info{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+  module_info.codeSize = spirv->n_words * 4;
+  module_info.pCode = spirv->words;
+  VkShaderModule module = VK_NULL_HANDLE;
+  vk::check(vk::vkCreateShaderModule(device_, &module_info, nullptr, &module), "vkCreateShaderModule");
+  VkComputePipelineCreateInfo info{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+  info.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
+  info.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+  info.stage.module = module;
+  info.stage.pName = "main";
+  info.layout = p.layout;
+  const VkResult r = vk::vkCreateComputePipelines(device_, VK_NULL_HANDLE, 1, &info, nullptr, &p.pipeline);
+  vk::vkDestroyShaderModule(device_, module, nullptr);
+  vk::check(r, "vkCreateComputePipelines");
+  return pipelines_.emplace(name, p).first->second;
+}
+
+void VulkanBackend::record() {
+  if (recording_) return;
+  vk::check(vk::vkResetCommandBuffer(commands_, 0), "vkResetCommandBuffer");
+  VkCommandBufferBeginInfo begin{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  begin.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  vk::check(vk::vkBeginCommandBuffer(commands_, &begin), "vkBeginCommandBuffer");
+  recording_ = true;
+}
+
+void VulkanBackend::flush() {
+  if (!recording_) return;
+  recording_ = false;
+  vk::check(vk::vkEndCommandBuffer(commands_), "vkEndCommandBuffer");
+  VkSubmitInfo submit{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  submit.commandBufferCount = 1;
+  submit.pCommandBuffers = &commands_;
+  vk::check(vk::vkQueueSubmit(queue_, 1, &submit, fence_), "vkQueueSubmit");
+  vk::check(vk::vkWaitForFences(device_, 1, &fence_, VK_TRUE, UINT64_MAX), "vkWaitForFences");
+  vk::check(vk::vkResetFences(device_, 1, &fence_), "vkResetFences");
+  vk::check(vk::vkResetDescriptorPool(device_, descriptor_pool_, 0), "vkResetDescriptorPool");
+  sets_used_ = 0;
+  for (const PendingDownload& d : downloads_) std::memcpy(d.dst, staging_->mapped() + d.staging_offset, d.bytes);
+  downloads_.clear();
+  staging_used_ = 0;
+}
+
+size_t VulkanBackend::stage_bytes(size_t bytes) {
+  if (staging_used_ + bytes > kStagingBytes) flush();
+  const size_t at = staging_used_;
+  staging_used_ += (bytes + 15) & ~size_t{15};
+  return at;
+}
+
+void VulkanBackend::barrier() {
+  // Everything before (shaders, copies) is visible to everything after,
+  // including the host once the submission's fence is signalled.
+  VkMemoryBarrier b{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  b.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  b.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
+                    VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_READ_BIT;
+  vk::vkCmdPipelineBarrier(commands_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                           VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT |
+                               VK_PIPELINE_STAGE_HOST_BIT,
+                           0, 1, &b, 0, nullptr, 0, nullptr);
+}
+
+void VulkanBackend::upload(DevicePtr dst, const void* src, size_t bytes) {
+  const auto* from = static_cast<const uint8_t*>(src);
+  for (size_t done = 0; done < bytes;) {
+    const size_t chunk = std::min(bytes - done, kStagingBytes);
+    const size_t at = stage_bytes(chunk);
+    std::memcpy(staging_->mapped() + at, from + done, chunk);
+    record();
+    VkBufferCopy region{at, dst.offset + done, chunk};
+    vk::vkCmdCopyBuffer(commands_, staging_->handle(), vk_buffer(dst), 1, &region);
+    done += chunk;
+  }
+  if (recording_) barrier();
+}
+
+void VulkanBackend::download(void* dst, DevicePtr src, size_t bytes) {
+  auto* to = static_cast<uint8_t*>(dst);
+  for (size_t done = 0; done < bytes;) {
+    const size_t chunk = std::min(bytes - done, kStagingBytes);
+    const size_t at = stage_bytes(chunk);
+    record();
+    VkBufferCopy region{src.offset + done, at, chunk};
+    vk::vkCmdCopyBuffer(commands_, vk_buffer(src), staging_->handle(), 1, &region);
+    barrier();
+    downloads_.push_back({to + done, at, chunk});
+    done += chunk;
+  }
+  flush();
+}
+
+void VulkanBackend::copy(DevicePtr dst, DevicePtr src, size_t bytes) {
+  if (bytes == 0) return;
+  record();
+  VkBufferCopy region{src.offset, dst.offset, bytes};
+  vk::vkCmdCopyBuffer(commands_, vk_buffer(src), vk_buffer(dst), 1, &region);
+  barrier();
+}
+
+void VulkanBackend::dispatch(const std::string& shader, std::initializer_list<VkBuffer> buffers, const void* push,
+                             size_t push_bytes, uint32_t gx, uint32_t gy, uint32_t gz) {
+  if (gx > max_groups_ || gy > max_groups_ || gz > max_groups_)
+    fail("Vulkan: {} needs {}x{}x{} workgroups, more than the device's {}", shader, gx, gy, gz, max_groups_);
+  const Pipeline& p = pipeline(shader);
+  if (sets_used_ >= kMaxSets) flush();
+  record();
+  VkDescriptorSetAllocateInfo alloc{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+  alloc.descriptorPool = descriptor_pool_;
+  alloc.descriptorSetCount = 1;
+  alloc.pSetLayouts = &p.set_layout;
+  VkDescriptorSet set = VK_NULL_HANDLE;
+  vk::check(vk::vkAllocateDescriptorSets(device_, &alloc, &set), "vkAllocateDescriptorSets");
+  ++sets_used_;
+  VkDescriptorBufferInfo infos[8];
+  VkWriteDescriptorSet writes[8];
+  uint32_t i = 0;
+  for (VkBuffer b : buffers) {
+    infos[i] = {b, 0, VK_WHOLE_SIZE};
+    writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+    writes[i].dstSet = set;
+    writes[i].dstBinding = i;
+    writes[i].descriptorCount = 1;
+    writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    writes[i].pBufferInfo = &infos[i];
+    ++i;
+  }
+  if (i != p.bindings) fail("internal: {} takes {} buffers, given {}", shader, p.bindings, i);
+  vk::vkUpdateDescriptorSets(device_, i, writes, 0, nullptr);
+  vk::vkCmdBindPipeline(commands_, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
+  vk::vkCmdBindDescriptorSets(commands_, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
+  vk::vkCmdPushConstants(commands_, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, static_cast<uint32_t>(push_bytes), push);
+  vk::vkCmdDispatch(commands_, gx, gy, gz);
+  barrier();
+}
+
+void VulkanBackend::prepare_matrix(const Matrix& m) {
+  auto held = weights_.find(m.data);
+  if (held != weights_.end() && held->second.host_bytes == m.bytes() && held->second.host_row_stride == m.row_stride())
+    return;  // shared by two roles (or prepared twice)
+  if (held != weights_.end()) weights_.erase(held);
+  if (m.interleaved) fail("internal: the Vulkan backend was given rows grouped for the CPU");
+  DeviceWeight w;
+  w.host = m.data;
+  w.host_bytes = m.bytes();
+  w.host_row_stride = m.row_stride();
+  w.type = has_matmul_shader(m.type) ? m.type : DType::F32;
+  w.row_stride = row_bytes(w.type, m.cols);
+  w.buffer = make_buffer(static_cast<size_t>(m.rows) * w.row_stride, false);
+  const DevicePtr dst{w.buffer.get(), 0};
+  if (w.type == m.type) {
+    upload(dst, m.data, m.bytes());
+  } else {
+    // Widened in slices of rows, so the host copy stays small.
+    const int64_t step = std::max<int64_t>(1, static_cast<int64_t>((8u << 20) / w.row_stride));
+    std::vector<float> rows(static_cast<size_t>(std::min(step, m.rows) * m.cols));
+    for (int64_t r = 0; r < m.rows; r += step) {
+      const int64_t n = std::min(step, m.rows - r);
+      for (int64_t i = 0; i < n; ++i) dequantize_row(m.type, m.row(r + i), rows.data() + i * m.cols, m.cols);
+      upload(dst.bytes(static_cast<size_t>(r) * w.row_stride), rows.data(), static_cast<size_t>(n) * w.row_stride);
+    }
+  }
+  weights_.emplace(m.data, std::move(w));
+}
+
+uint64_t VulkanBackend::prepare_weights(ModelWeights& weights, const ModelConfig& config, const BindRange& range) {
+  const uint64_t before = held_bytes_;
+  for_each_matrix(weights, range, config.n_layer, [&](const Matrix& m) { prepare_matrix(m); });
+  flush();
+  return held_bytes_ - before;
+}
+
+uint64_t VulkanBackend::prepared_bytes(const ModelWeights& weights, const ModelConfig& config, const BindRange& range) {
+  uint64_t total = 0;
+  for_each_matrix(weights, range, config.n_layer, [&](const Matrix& m) { total += device_bytes(m); });
+  return total;
+}
+
+const VulkanBackend::DeviceWeight& VulkanBackend::weight(const Matrix& m, size_t* offset) const {
+  auto it = weights_.upper_bound(m.data);
+  if (it == weights_.begin()) fail("internal: a matrix the Vulkan backend was not given");
+  --it;
+  const DeviceWeight& w = it->second;
+  const size_t at = static_cast<size_t>(m.data - w.host);
+  if (at >= w.host_bytes) fail("internal: a matrix the Vulkan backend was not given");
+  *offset = at / w.host_row_stride * w.row_stride;  // whole rows (an expert's slice)
+  return w;
+}
+
+void VulkanBackend::begin_step(const int32_t* seq_ids, const int32_t* positions, int n_tokens) {
+  if (n_tokens > max_tokens_) fail("internal: a step of {} rows exceeds the {} it was sized for", n_tokens, max_tokens_);
+  const size_t bytes = static_cast<size_t>(n_tokens) * sizeof(int32_t);
+  upload(DevicePtr{rows_.get(), 0}, seq_ids, bytes);
+  upload(DevicePtr{rows_.get(), static_cast<size_t>(max_tokens_) * sizeof(int32_t)}, positions, bytes);
+  step_tokens_ = n_tokens;
+}
+
+void VulkanBackend::finish_step() { flush(); }
+
+void VulkanBackend::check_step(int n_tokens) const {
+  if (n_tokens > step_tokens_) fail("internal: {} rows need positions but the step has {}", n_tokens, step_tokens_);
+}
+
+void VulkanBackend::matmul(const Matrix& w, DevicePtr x, DevicePtr y, int n_tokens) {
+  size_t offset = 0;
+  const DeviceWeight& dw = weight(w, &offset);
+  const uint32_t push[] = {u32(w.rows), u32(w.cols), u32(n_tokens), u32(offset), u32(dw.row_stride), floats(x), floats(y)};
+  dispatch("matmul_" + std::string(dtype_info(dw.type).name), {dw.buffer->handle(), vk_buffer(x), vk_buffer(y)}, push,
+           sizeof(push), u32(w.rows), u32((n_tokens + 7) / 8), 1);
+}
+
+void VulkanBackend::rmsnorm(DevicePtr x, const Matrix& weight_matrix, DevicePtr y, int n_tokens, int n, float eps) {
+  size_t offset = 0;
+  const DeviceWeight& dw = weight(weight_matrix, &offset);
+  struct {
+    uint32_t n, x_off, w_off, y_off;
+    float eps;
+    uint32_t rows;
+  } push{u32(n), floats(x), u32(offset / 4), floats(y), eps, u32(n_tokens)};
+  const uint32_t gx = std::min<uint32_t>(n_tokens, 65535), gy = (n_tokens + 65534) / 65535;
+  dispatch("rmsnorm", {vk_buffer(x), dw.buffer->handle(), vk_buffer(y)}, &push, sizeof(push), gx, gy, 1);
+}
+
+void VulkanBackend::rope(DevicePtr x, int n_tokens, int n_heads, const RopeParams& p) {
+  check_step(n_tokens);
+  size_t f_offset = 0;
+  VkBuffer factors = vk_buffer(dummy_.get());
+  if (p.freq_factors) factors = weight(*p.freq_factors, &f_offset).buffer->handle();
+  struct {
+    uint32_t n_heads, head_dim, rope_dim, neox, has_factors, x_off, pos_off, f_off, n_tokens;
+    float freq_base, freq_scale;
+  } push{u32(n_heads), u32(p.head_dim), u32(p.rope_dim), p.neox ? 1u : 0u, p.freq_factors ? 1u : 0u, floats(x),
+         u32(max_tokens_), u32(f_offset / 4), u32(n_tokens), p.freq_base, p.freq_scale};
+  dispatch("rope", {vk_buffer(x), rows_->handle(), factors}, &push, sizeof(push), u32((p.rope_dim / 2 + 63) / 64),
+           u32(n_heads), u32(n_tokens));
+}
+
+void VulkanBackend::kv_store(const KvLayer& kv, DevicePtr k, DevicePtr v, int n_tokens) {
+  check_step(n_tokens);
+  for (int part = 0; part < 2; ++part) {
+    const DevicePtr dst = part == 0 ? kv.k : kv.v;
+    const size_t row_bytes = part == 0 ? kv.k_row_bytes : kv.v_row_bytes;
+    if (row_bytes % 4 != 0 || dst.offset % 4 != 0)
+      fail("the Vulkan backend needs KV rows of whole 32-bit words; this model's {} rows are {} bytes: use -ctk/-ctv "
+           "f16 or f32",
+           dtype_info(part == 0 ? kv.k_type : kv.v_type).name, row_bytes);
+    const uint32_t push[] = {u32(kv.width),
+                             kv_code(part == 0 ? kv.k_type : kv.v_type),
+                             u32(dst.offset),
+                             u32(row_bytes),
+                             u32(part == 0 ? kv.k_seq_stride : kv.v_seq_stride),
+                             u32(kv.ring),
+                             floats(part == 0 ? k : v),
+                             u32(max_tokens_)};
+    dispatch("kv_store", {vk_buffer(part == 0 ? k : v), vk_buffer(dst), rows_->handle()}, push, sizeof(push),
+             u32((row_bytes / 4 + 63) / 64), u32(n_tokens), 1);
+  }
+}
+
+void VulkanBackend::attention(DevicePtr q, const KvLayer& kv, int n_tokens, const AttentionShape& s, DevicePtr out) {
+  check_step(n_tokens);
+  if (s.head_dim > 512) fail("the Vulkan attention shader takes heads of up to 512 values, not {}", s.head_dim);
+  struct {
+    uint32_t n_head, n_head_kv, head_dim, window, q_off, o_off, k_off, v_off;
+    uint32_t k_row_bytes, v_row_bytes, k_seq_stride, v_seq_stride, ring, k_type, v_type, pos_off;
+    float scale;
+  } push{u32(s.n_head), u32(s.n_head_kv), u32(s.head_dim), u32(s.window), floats(q), floats(out), u32(kv.k.offset),
+         u32(kv.v.offset), u32(kv.k_row_bytes), u32(kv.v_row_bytes), u32(kv.k_seq_stride), u32(kv.v_seq_stride),
+         u32(kv.ring), kv_code(kv.k_type), kv_code(kv.v_type), u32(max_tokens_), s.scale};
+  dispatch("attention", {vk_buffer(q), vk_buffer(kv.k), vk_buffer(kv.v), rows_->handle(), vk_buffer(out)}, &push,
+           sizeof(push), u32(s.n_head), u32(n_tokens), 1);
+}
+
+void VulkanBackend::elementwise(uint32_t op, DevicePtr a, VkBuffer b, size_t b_offset, DevicePtr out, int64_t n,
+                                float param, uint32_t period) {
+  if (n <= 0) return;
+  const uint64_t groups = (static_cast<uint64_t>(n) + 255) / 256;
+  const uint32_t gx = static_cast<uint32_t>(std::min<uint64_t>(groups, 65535));
+  const uint32_t gy = static_cast<uint32_t>((groups + gx - 1) / gx);
+  struct {
+    uint32_t op, n, a_off, b_off, o_off, b_period, groups_x;
+    float param;
+  } push{op, u32(n), floats(a), u32(b_offset / 4), floats(out), period, gx, param};
+  dispatch("elementwise", {vk_buffer(a), b ? b : dummy_->handle(), vk_buffer(out)}, &push, sizeof(push), gx, gy, 1);
+}
+
+// The op codes of elementwise.comp.
+enum : uint32_t { kSwiglu = 0, kGeglu = 1, kScale = 2, kSoftcap = 3, kAdd = 4, kAddBias = 5 };
+
+void VulkanBackend::swiglu(DevicePtr gate, DevicePtr up, DevicePtr out, int64_t n) {
+  elementwise(kSwiglu, gate, vk_buffer(up), up.offset, out, n, 0.0f, 1);
+}
+void VulkanBackend::geglu(DevicePtr gate, DevicePtr up, DevicePtr out, int64_t n) {
+  elementwise(kGeglu, gate, vk_buffer(up), up.offset, out, n, 0.0f, 1);
+}
+void VulkanBackend::scale(DevicePtr x, float s, int64_t n) { elementwise(kScale, x, VK_NULL_HANDLE, 0, x, n, s, 1); }
+void VulkanBackend::softcap(DevicePtr x, float cap, int64_t n) {
+  elementwise(kSoftcap, x, VK_NULL_HANDLE, 0, x, n, cap, 1);
+}
+void VulkanBackend::add(DevicePtr y, DevicePtr x, int64_t n) {
+  elementwise(kAdd, y, vk_buffer(x), x.offset, y, n, 0.0f, 1);
+}
+
+void VulkanBackend::add_bias(DevicePtr y, const Matrix& bias, int n_tokens, int n) {
+  size_t offset = 0;
+  const DeviceWeight& dw = weight(bias, &offset);
+  elementwise(kAddBias, y, dw.buffer->handle(), offset, y, static_cast<int64_t>(n_tokens) * n, 0.0f, u32(n));
+}
+
+void VulkanBackend::get_rows(const Matrix& w, const int32_t* ids, int n, DevicePtr out) {
+  // The embedding stays in host memory (the primary's head reads it): rows
+  // are dequantized here and uploaded.
+  std::vector<float> rows(static_cast<size_t>(n) * w.cols);
+  for (int t = 0; t < n; ++t) {
+    if (ids[t] < 0 || ids[t] >= w.rows) fail("token id {} is outside the vocabulary of {}", ids[t], w.rows);
+    dequantize_row(w.type, w.row(ids[t]), rows.data() + static_cast<size_t>(t) * w.cols, w.cols);
+  }
+  upload(out, rows.data(), rows.size() * sizeof(float));
+}
+
+}  // namespace shoal

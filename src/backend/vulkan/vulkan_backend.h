@@ -1,0 +1,125 @@
+#pragma once
+// The Vulkan backend: one device, one queue. Weights are uploaded once
+// (prepare_weights) and read by the matmul shaders straight in their GGUF
+// blocks; activations, the KV cache and the step's positions live in device
+// memory. A stage step records every op into one command buffer, with a
+// barrier between dispatches, and submits it once at the download that ends
+// the step (or earlier only if the descriptor pool or the staging area runs
+// out). Each shader fixes its reduction order, so the bits do not depend on
+// the batch (DESIGN.md); they differ from the CPU backend's within the
+// tolerances the tests state.
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/vulkan/vulkan_api.h"
+
+namespace shoal {
+
+class VulkanBuffer;
+
+class VulkanBackend : public Backend {
+ public:
+  // Device `index` of list_vulkan_devices(); max_tokens sizes the step's
+  // rows. Throws shoal::Error saying why when there is no such device.
+  VulkanBackend(int index, int max_tokens);
+  ~VulkanBackend() override;
+
+  std::string name() const override { return name_; }
+  std::string kind() const override { return "vulkan"; }
+  // Free device memory now (the budget extension's figure, or the heap
+  // less what this backend holds).
+  uint64_t free_memory() const;
+  // Uploads one matrix (prepare_weights does this for a stage's range);
+  // the ops then accept it and any whole-row slice of it.
+  void prepare_matrix(const Matrix& m);
+
+  std::unique_ptr<Buffer> allocate(size_t bytes) override;
+  void upload(DevicePtr dst, const void* src, size_t bytes) override;
+  void download(void* dst, DevicePtr src, size_t bytes) override;
+  void copy(DevicePtr dst, DevicePtr src, size_t bytes) override;
+  uint64_t prepare_weights(ModelWeights& weights, const ModelConfig& config, const BindRange& range) override;
+  uint64_t prepared_bytes(const ModelWeights& weights, const ModelConfig& config, const BindRange& range) override;
+  void begin_step(const int32_t* seq_ids, const int32_t* positions, int n_tokens) override;
+  void finish_step() override;
+
+  void matmul(const Matrix& w, DevicePtr x, DevicePtr y, int n_tokens) override;
+  void rmsnorm(DevicePtr x, const Matrix& weight, DevicePtr y, int n_tokens, int n, float eps) override;
+  void rope(DevicePtr x, int n_tokens, int n_heads, const RopeParams& p) override;
+  void kv_store(const KvLayer& kv, DevicePtr k, DevicePtr v, int n_tokens) override;
+  void attention(DevicePtr q, const KvLayer& kv, int n_tokens, const AttentionShape& shape, DevicePtr out) override;
+  void swiglu(DevicePtr gate, DevicePtr up, DevicePtr out, int64_t n) override;
+  void geglu(DevicePtr gate, DevicePtr up, DevicePtr out, int64_t n) override;
+  void scale(DevicePtr x, float s, int64_t n) override;
+  void softcap(DevicePtr x, float cap, int64_t n) override;
+  void add(DevicePtr y, DevicePtr x, int64_t n) override;
+  void add_bias(DevicePtr y, const Matrix& bias, int n_tokens, int n) override;
+  void get_rows(const Matrix& w, const int32_t* ids, int n, DevicePtr out) override;
+
+ private:
+  struct Pipeline {
+    VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
+    VkPipelineLayout layout = VK_NULL_HANDLE;
+    VkPipeline pipeline = VK_NULL_HANDLE;
+    uint32_t bindings = 0;
+  };
+  // A weight matrix in device memory, found by the host address it came from.
+  struct DeviceWeight {
+    const uint8_t* host = nullptr;
+    size_t host_bytes = 0;
+    size_t host_row_stride = 0;
+    DType type = DType::F32;  // on the device (F32 when the host type has no shader)
+    size_t row_stride = 0;    // on the device
+    std::unique_ptr<VulkanBuffer> buffer;
+  };
+  struct PendingDownload {
+    void* dst;
+    size_t staging_offset;
+    size_t bytes;
+  };
+
+  std::string name_;
+  int max_tokens_;
+  VkPhysicalDevice physical_ = VK_NULL_HANDLE;
+  VkDevice device_ = VK_NULL_HANDLE;
+  VkQueue queue_ = VK_NULL_HANDLE;
+  uint32_t device_memory_type_ = 0, host_memory_type_ = 0;
+  uint64_t heap_bytes_ = 0;
+  uint64_t max_buffer_range_ = 0;
+  uint32_t max_groups_ = 65535;
+  uint64_t held_bytes_ = 0;
+  VkCommandPool command_pool_ = VK_NULL_HANDLE;
+  VkCommandBuffer commands_ = VK_NULL_HANDLE;
+  VkFence fence_ = VK_NULL_HANDLE;
+  VkDescriptorPool descriptor_pool_ = VK_NULL_HANDLE;
+  uint32_t sets_used_ = 0;
+  bool recording_ = false;
+  std::map<std::string, Pipeline> pipelines_;
+  std::map<const uint8_t*, DeviceWeight> weights_;
+  std::unique_ptr<VulkanBuffer> staging_;  // host-visible: uploads and downloads pass through it
+  size_t staging_used_ = 0;
+  std::vector<PendingDownload> downloads_;
+  std::unique_ptr<VulkanBuffer> rows_;  // the step's seq ids, then its positions: [2][max_tokens] int32
+  std::unique_ptr<VulkanBuffer> dummy_;  // bound where a shader's optional input is absent
+  int step_tokens_ = 0;
+
+  friend class VulkanBuffer;
+  std::unique_ptr<VulkanBuffer> make_buffer(size_t bytes, bool host_visible);
+  const Pipeline& pipeline(const std::string& name);
+  void record();  // begins the command buffer if it is not open
+  void flush();   // submits what is recorded, waits, completes downloads
+  size_t stage_bytes(size_t bytes);  // room in the staging buffer; flushes when full
+  void barrier();
+  void dispatch(const std::string& shader, std::initializer_list<VkBuffer> buffers, const void* push, size_t push_bytes,
+                uint32_t gx, uint32_t gy, uint32_t gz);
+  // The device copy of a prepared matrix (and the byte offset of w inside it).
+  const DeviceWeight& weight(const Matrix& w, size_t* offset) const;
+  // elementwise.comp's op over n values; b (optional) is a buffer and byte offset.
+  void elementwise(uint32_t op, DevicePtr a, VkBuffer b, size_t b_offset, DevicePtr out, int64_t n, float param,
+                   uint32_t period);
+  void check_step(int n_tokens) const;
+};
+
+}  // namespace shoal

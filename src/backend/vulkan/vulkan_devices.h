@@ -1,0 +1,24 @@
+#pragma once
+// The Vulkan devices of this machine, as `shoal devices` and the planner see
+// them: name, kind and memory (free memory from VK_EXT_memory_budget where
+// the driver has it, else the size of the device-local heap).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace shoal {
+
+struct VulkanDeviceInfo {
+  int index = 0;            // vulkan:N
+  std::string name;         // "NVIDIA GeForce RTX 4090", "llvmpipe (LLVM 15.0.6, 256 bits)"
+  std::string kind;         // "discrete", "integrated", "virtual", "cpu", "other"
+  uint64_t memory = 0;      // bytes of the largest device-local heap
+  uint64_t free = 0;        // bytes free on it (== memory without a budget extension)
+  bool has_budget = false;  // free came from VK_EXT_memory_budget
+  std::string api;          // "1.3.230"
+};
+
+// Every device; empty with `why` set when Vulkan is absent (no loader, no driver).
+std::vector<VulkanDeviceInfo> list_vulkan_devices(std::string* why);
+
+}  // namespace shoal
