@@ -79,6 +79,8 @@ class Backend {
   virtual std::string name() const = 0;
   // "cpu" or "vulkan": what HELLO and /v1/cluster report.
   virtual std::string kind() const = 0;
+  // Bytes of memory free on the device now (host memory for the CPU).
+  virtual uint64_t free_memory() const = 0;
 
   // Memory. upload copies from host memory before it returns and takes
   // effect in op order; download returns with the data (a GPU backend

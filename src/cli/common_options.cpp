@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "cluster/wire/handshake.h"
+#include "backend/device_choice.h"
 #include "model/kv_cache.h"
 #include "util/error.h"
 
@@ -33,6 +34,22 @@ void add_engine_options(CLI::App& cmd, CommonOptions& o) {
         ->check(CLI::IsMember({"f32", "f16", "q8_0"}))
         ->default_str("f16");
   }
+  add_device_option(cmd, o.engine.device);
+  cmd.add_option("--n-gpu-layers,--gpu-layers", o.engine.gpu_layers,
+                 "-ngl: how many of the last layers run on the --device GPU; the rest on this CPU (default: all)");
+}
+
+void add_device_option(CLI::App& cmd, std::string& device) {
+  cmd.add_option("--device", device, "where the layers run: cpu, vulkan or vulkan:N (`shoal devices` lists them)")
+      ->check([](const std::string& v) {
+        try {
+          parse_device(v);
+          return std::string();
+        } catch (const Error& e) {
+          return std::string(e.what());
+        }
+      })
+      ->capture_default_str();
 }
 
 void add_cluster_options(CLI::App& cmd, CommonOptions& o) {

@@ -26,10 +26,13 @@ struct ShortAlias {
   const char* short_name;
   const char* long_name;
 };
-inline constexpr ShortAlias kShortAliases[] = {{"-ctk", "--cache-type-k"}, {"-ctv", "--cache-type-v"}};
+inline constexpr ShortAlias kShortAliases[] = {
+    {"-ctk", "--cache-type-k"}, {"-ctv", "--cache-type-v"}, {"-ngl", "--n-gpu-layers"}};
 
-// -m, -t, -c, -b, -v, -ctk, -ctv
+// -m, -t, -c, -b, -v, -ctk, -ctv, --device, -ngl
 void add_engine_options(CLI::App& cmd, CommonOptions& o);
+// --device cpu|vulkan|vulkan:N, checked as it is parsed.
+void add_device_option(CLI::App& cmd, std::string& device);
 // --rpc/--workers, --key-file, --chain, --wire-dtype, --tensor-split,
 // --worker-timeout, --mem
 void add_cluster_options(CLI::App& cmd, CommonOptions& o);

@@ -77,7 +77,7 @@ int run_worker(WorkerCliOptions& o) {
 
 Command add_worker_command(CLI::App& app) {
   auto o = std::make_shared<WorkerCliOptions>();
-  auto* cmd = app.add_subcommand("worker", "lend this machine's CPU and memory to a primary");
+  auto* cmd = app.add_subcommand("worker", "lend this machine's CPU or GPU and memory to a primary");
   cmd->add_option("--host", o->worker.host, "address to listen on")->capture_default_str();
   cmd->add_option("--port", o->worker.port, "port (0: any free port)")->capture_default_str();
   cmd->add_option("--mem", o->mem, "memory to lend, e.g. 8G (0: what is free)")->capture_default_str();
@@ -87,6 +87,7 @@ Command add_worker_command(CLI::App& app) {
   cmd->add_flag("--no-cache", o->no_cache, "keep no weights on disk");
   cmd->add_option("--models-dir", o->worker.models_dir, "GGUF files this machine already has");
   cmd->add_option("-t,--threads", o->worker.threads, "threads (default: physical cores)");
+  add_device_option(*cmd, o->worker.device);
   cmd->add_option("--worker-timeout", o->timeout_s,
                   "seconds of silence after which the primary counts as gone (its stages are freed)")
       ->capture_default_str();

@@ -10,7 +10,9 @@ class ThreadPool;
 
 struct DeviceInfo {
   std::string address;       // "local" or host:port as given to --rpc
-  std::string backend;       // "CPU", later "CUDA", ...
+  std::string backend;       // what runs the layers, for people: "CPU", or a GPU's name
+  std::string kind = "cpu";  // the backend type: "cpu" or "vulkan" (bits match only within one kind)
+  std::string simd;          // the CPU's SIMD target ("AVX2", ...): CPU bits match within one target
   uint64_t total_memory = 0; // bytes
   uint64_t free_memory = 0;  // bytes it can lend (worker: min(free, --mem))
   int threads = 0;

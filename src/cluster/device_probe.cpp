@@ -10,6 +10,8 @@
 #include <string>
 
 #include "cluster/device_info.h"
+
+#include "backend/device_choice.h"
 #include "util/system_memory.h"
 #include "tensor/blocks.h"
 #include "tensor/gemm.h"
@@ -50,6 +52,8 @@ DeviceInfo probe_local_cpu(ThreadPool& pool) {
   DeviceInfo info;
   info.address = "local";
   info.backend = "CPU";
+  info.kind = "cpu";
+  info.simd = cpu_simd_target();
   info.threads = pool.size();
   // Before allocating, so the probe's own buffer is not counted as used.
   const SystemMemory mem = read_system_memory();

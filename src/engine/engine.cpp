@@ -40,12 +40,21 @@ Engine::Engine(const EngineOptions& options, const StageBuilder& build_stages) :
   pool_ = std::make_unique<ThreadPool>(options.threads > 0 ? options.threads : ThreadPool::default_threads());
   backend_ = std::make_unique<CpuBackend>(*pool_, n_batch_, config_.max_activation_width());
   backend_->prepare_weights(weights_, config_, BindRange{0, 0, true});  // the head; layers as stages take them
+  const DeviceChoice device = resolve_device(parse_device(options.device));
+  gpu_begin_ = config_.n_layer;
+  if (device.vulkan && options.gpu_layers != 0) {
+    gpu_backend_ = make_layer_backend(device, *pool_, n_batch_, config_.max_activation_width());
+    const int on_gpu = options.gpu_layers < 0 ? config_.n_layer : std::min(options.gpu_layers, config_.n_layer);
+    gpu_begin_ = config_.n_layer - on_gpu;  // the last layers, as llama.cpp's -ngl
+  } else if (options.gpu_layers > 0 && !device.vulkan && options.device == "cpu") {
+    spdlog::warn("-ngl {} without --device vulkan: every layer runs on the CPU", options.gpu_layers);
+  }
 
   std::vector<std::unique_ptr<Stage>> stages;
   if (build_stages)
     stages = build_stages(*this);
   else
-    stages.push_back(make_local_stage(0, config_.n_layer));
+    stages = make_local_stages(0, config_.n_layer);
   pipeline_ = std::make_unique<Pipeline>(config_, weights_, *backend_, std::move(stages), n_batch_);
   pipeline_->set_max_rollback(KvCache::max_rollback(config_, n_ctx_, n_batch_));
 
@@ -54,6 +63,18 @@ Engine::Engine(const EngineOptions& options, const StageBuilder& build_stages) :
   spdlog::info("context {} tokens x {} sequences, batch {}, {} threads, chat template {}", n_ctx_, options.n_seq,
                n_batch_, pool_->size(), chat_template_.name());
   for (const auto& s : pipeline_->stages()) spdlog::info("stage: {}", s->describe());
+}
+
+std::vector<std::unique_ptr<Stage>> Engine::make_local_stages(int begin, int end) {
+  std::vector<std::unique_ptr<Stage>> stages;
+  const int split = std::clamp(gpu_begin_, begin, end);
+  if (split > begin) stages.push_back(make_local_stage(begin, split));
+  if (split < end) {
+    gpu_backend_->prepare_weights(weights_, config_, BindRange{split, end, false});
+    stages.push_back(std::make_unique<LocalStage>(*gpu_backend_, config_, weights_, split, end, options_.n_seq, n_ctx_,
+                                                  n_batch_, options_.kv_types));
+  }
+  return stages;
 }
 
 std::unique_ptr<Stage> Engine::make_local_stage(int begin, int end) {

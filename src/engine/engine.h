@@ -7,6 +7,7 @@
 #include <string>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/device_choice.h"
 #include "engine/pipeline.h"
 #include "engine/stage_supervisor.h"
 #include "gguf/reader.h"
@@ -38,17 +39,26 @@ struct EngineOptions {
   std::string chat_template;  // a format name that overrides the model's template
   bool reasoning = true;      // thinking models think (off: an empty thinking block)
   KvTypes kv_types;           // the KV cache's element types (-ctk / -ctv)
+  std::string device = "cpu"; // where this machine's layers run: cpu, vulkan, vulkan:N (--device)
+  int gpu_layers = -1;        // layers on the GPU device, the last ones (-ngl); -1: all of them
 };
 
 class Engine {
  public:
   explicit Engine(const EngineOptions& options, const StageBuilder& build_stages = {});
 
-  // One LocalStage for layers [begin, end) on this machine's CPU backend.
+  // Layers [begin, end) on this machine: one LocalStage, or two when -ngl
+  // puts the later layers on the GPU and the earlier ones on the CPU.
+  std::vector<std::unique_ptr<Stage>> make_local_stages(int begin, int end);
+  // One LocalStage for layers [begin, end) on the CPU backend.
   std::unique_ptr<Stage> make_local_stage(int begin, int end);
   const EngineOptions& options() const { return options_; }
   const ModelWeights& weights() const { return weights_; }
-  Backend& backend() { return *backend_; }
+  CpuBackend& backend() { return *backend_; }
+  // The GPU backend when --device names one that is here; null otherwise.
+  Backend* gpu_backend() { return gpu_backend_.get(); }
+  // The first layer on the GPU (n_layer when none is).
+  int gpu_begin() const { return gpu_begin_; }
   ThreadPool& pool() { return *pool_; }
 
   const ModelConfig& config() const { return config_; }
@@ -73,7 +83,9 @@ class Engine {
   int n_ctx_ = 0;
   int n_batch_ = 0;
   std::unique_ptr<ThreadPool> pool_;
-  std::unique_ptr<CpuBackend> backend_;
+  std::unique_ptr<CpuBackend> backend_;      // the head, and layers on the CPU
+  std::unique_ptr<Backend> gpu_backend_;     // layers from gpu_begin_ on, with --device vulkan
+  int gpu_begin_ = 0;
   std::unique_ptr<Pipeline> pipeline_;
   std::shared_ptr<StageSupervisor> supervisor_;
 };

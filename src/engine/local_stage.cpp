@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include "util/error.h"
-#include "util/system_memory.h"
 
 namespace shoal {
 
@@ -36,7 +35,7 @@ std::vector<StageDevice> LocalStage::devices() const {
       if (!m.empty()) d.weight_bytes += m.bytes();
   }
   d.kv_bytes = kv_.bytes();
-  d.free_after = read_system_memory().available;  // what the machine has free now
+  d.free_after = backend_.free_memory();  // what the device has free now
   return {d};
 }
 

@@ -23,9 +23,24 @@ struct GoldenCase {
   std::string golden_path;
   std::string model_path;
   float tolerance;  // max |logit diff| allowed under teacher forcing
+  std::string device = "cpu";
 };
 
-void PrintTo(const GoldenCase& c, std::ostream* os) { *os << std::filesystem::path(c.golden_path).filename(); }
+void PrintTo(const GoldenCase& c, std::ostream* os) {
+  *os << std::filesystem::path(c.golden_path).filename() << " on " << c.device;
+}
+
+// The references the Vulkan backend is held to as well (on lavapipe here,
+// ~1 token/s for SmolLM2, so the short prompts): every op of the dense
+// architectures (stories260K, SmolLM2 Q4_1; random qwen3 with Q/K norms,
+// gemma3 with GeGLU and sliding windows, llama3 with rope factors) and the
+// mixture-of-experts path (random qwen3moe, mixtral). The tolerances are
+// the CPU's: each one bounds how far a correct engine that rounds
+// differently may land from llama.cpp, which is what the GPU is.
+bool also_on_vulkan(const std::string& golden_file) {
+  return golden_file.starts_with("stories260K.") || golden_file == "smollm2-135m.fox.json" ||
+         (golden_file.starts_with("random-") && golden_file.ends_with(".fox.json"));
+}
 
 // Tolerances, max |logit diff| over the golden top-10 ids under teacher
 // forcing (measured values in tests/golden/README.md):
@@ -80,6 +95,12 @@ std::vector<GoldenCase> golden_cases() {
     if (const std::filesystem::path p(c.model_path); p.filename().string().starts_with("random-"))
       c.model_path = random_model_path(p.stem().string());
   std::sort(cases.begin(), cases.end(), [](auto& a, auto& b) { return a.golden_path < b.golden_path; });
+  for (size_t i = 0, n = cases.size(); i < n; ++i)
+    if (also_on_vulkan(std::filesystem::path(cases[i].golden_path).filename().string())) {
+      GoldenCase v = cases[i];
+      v.device = "vulkan";
+      cases.push_back(v);
+    }
   return cases;
 }
 
@@ -95,7 +116,8 @@ TEST_P(Golden, MatchesReference) {
   // A context that holds the prompt and the steps (512 unless longer).
   const int n_ctx = std::max<int>(512, golden["prompt_tokens"].size() + golden["steps"].size() + 8);
   // The references ran with an f32 KV cache: so does Shoal here.
-  auto engine = load_engine(c.model_path, 2, 64, 1, n_ctx, KvTypes{DType::F32, DType::F32});
+  auto engine = load_engine(c.model_path, 2, 64, 1, n_ctx, KvTypes{DType::F32, DType::F32}, c.device);
+  if (c.device != "cpu") ASSERT_NE(engine->gpu_backend(), nullptr) << "no Vulkan device: scripts/setup installs lavapipe";
   const Tokenizer& tok = engine->tokenizer();
   const int n_vocab = engine->config().n_vocab;
 
@@ -122,7 +144,8 @@ TEST_P(Golden, MatchesReference) {
   }
   EXPECT_LE(worst, c.tolerance) << "max |logit diff| over the golden top-10 ids";
   RecordProperty("max_logit_diff", std::to_string(worst));
-  std::printf("[ golden ] %s: max |logit diff| %.6f (tolerance %.4f)\n", c.golden_path.c_str(), worst, c.tolerance);
+  std::printf("[ golden ] %s on %s: max |logit diff| %.6f (tolerance %.4f)\n", c.golden_path.c_str(),
+              c.device.c_str(), worst, c.tolerance);
 
   // 3. Free greedy generation.
   GenerationOptions opt;
@@ -133,8 +156,8 @@ TEST_P(Golden, MatchesReference) {
   ASSERT_EQ(result.tokens.size(), golden_tokens.size());
   size_t same = 0;
   while (same < golden_tokens.size() && result.tokens[same] == golden_tokens[same]) ++same;
-  std::printf("[ golden ] %s: free greedy matches the first %zu of %zu tokens\n", c.golden_path.c_str(), same,
-              golden_tokens.size());
+  std::printf("[ golden ] %s on %s: free greedy matches the first %zu of %zu tokens\n", c.golden_path.c_str(),
+              c.device.c_str(), same, golden_tokens.size());
   if (same < golden_tokens.size()) {
     // A near-tie may go either way; after it the continuations diverge
     // legitimately, so nothing further is compared.

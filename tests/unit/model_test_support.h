@@ -46,8 +46,9 @@ inline nlohmann::json read_json(const std::string& path) {
 }
 
 inline std::unique_ptr<Engine> load_engine(const std::string& path, int threads = 2, int n_batch = 64, int n_seq = 1,
-                                           int n_ctx = 512, KvTypes kv_types = {}) {
+                                           int n_ctx = 512, KvTypes kv_types = {}, const std::string& device = "cpu") {
   EngineOptions o;
+  o.device = device;
   o.kv_types = kv_types;
   o.model_path = path;
   o.threads = threads;

@@ -10,6 +10,7 @@
 #include "tensor/vec_dot.h"
 #include "model/weights.h"
 #include "util/error.h"
+#include "util/system_memory.h"
 
 namespace shoal {
 
@@ -25,6 +26,8 @@ size_t CpuBackend::scratch_bytes(int max_tokens, int64_t max_cols) {
   // Worst case is f32 activations (4 bytes a value); quantized forms are smaller.
   return static_cast<size_t>(max_tokens) * static_cast<size_t>(max_cols) * sizeof(float) + 64;
 }
+
+uint64_t CpuBackend::free_memory() const { return read_system_memory().available; }
 
 std::unique_ptr<Buffer> CpuBackend::allocate(size_t bytes) {
   // Uninitialised: a KV cache's pages are touched only as positions fill.

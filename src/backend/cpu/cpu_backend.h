@@ -34,6 +34,7 @@ class CpuBackend : public Backend {
 
   std::string name() const override { return "CPU"; }
   std::string kind() const override { return "cpu"; }
+  uint64_t free_memory() const override;
 
   std::unique_ptr<Buffer> allocate(size_t bytes) override;
   void upload(DevicePtr dst, const void* src, size_t bytes) override;

@@ -468,7 +468,7 @@ void VulkanBackend::matmul(const Matrix& w, DevicePtr x, DevicePtr y, int n_toke
   const DeviceWeight& dw = weight(w, &offset);
   const uint32_t push[] = {u32(w.rows), u32(w.cols), u32(n_tokens), u32(offset), u32(dw.row_stride), floats(x), floats(y)};
   dispatch("matmul_" + std::string(dtype_info(dw.type).name), {dw.buffer->handle(), vk_buffer(x), vk_buffer(y)}, push,
-           sizeof(push), u32(w.rows), u32((n_tokens + 7) / 8), 1);
+           sizeof(push), u32((w.rows + 3) / 4), u32((n_tokens + 7) / 8), 1);  // matmul.comp's ROWS and TILE
 }
 
 void VulkanBackend::rmsnorm(DevicePtr x, const Matrix& weight_matrix, DevicePtr y, int n_tokens, int n, float eps) {

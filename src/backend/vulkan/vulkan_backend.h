@@ -31,7 +31,7 @@ class VulkanBackend : public Backend {
   std::string kind() const override { return "vulkan"; }
   // Free device memory now (the budget extension's figure, or the heap
   // less what this backend holds).
-  uint64_t free_memory() const;
+  uint64_t free_memory() const override;
   // Uploads one matrix (prepare_weights does this for a stage's range);
   // the ops then accept it and any whole-row slice of it.
   void prepare_matrix(const Matrix& m);

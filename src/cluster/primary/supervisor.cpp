@@ -201,12 +201,38 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::rebuild(Engine& engine, c
   throw StagesUnavailable(fmt::format("the cluster could not be rebuilt: {}", last_failure));
 }
 
+void ClusterSupervisor::warn_if_mixed(const Plan& plan, const PlanInput& input) {
+  // Bits match a local run only when every device with layers computes as
+  // the primary does: the same backend, the same SIMD target or GPU.
+  if (warned_mixed_) return;
+  const DeviceInfo& local = input.devices.front();
+  for (const StageAssignment& a : plan.stages) {
+    const DeviceInfo& d = input.devices.at(static_cast<size_t>(a.device));
+    if (a.layer_begin == a.layer_end || a.device == 0) continue;
+    const bool same = d.kind == local.kind && (d.kind == "cpu" ? d.simd == local.simd || d.simd.empty()
+                                                               : d.backend == local.backend);
+    if (same) continue;
+    spdlog::warn("{} runs its layers on {} ({}) and the primary on {} ({}): results are no longer bit-identical to a "
+                 "local run, only within the cross-backend tolerance",
+                 d.address, d.kind, d.kind == "cpu" ? d.simd : d.backend, local.kind,
+                 local.kind == "cpu" ? local.simd : local.backend);
+    warned_mixed_ = true;
+    return;
+  }
+}
+
 std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_stages(Engine& engine) {
   const ModelConfig& config = engine.config();
   const wire::WireDType dtype = wire::parse_wire_dtype(options_.wire_dtype);
   if (!have_local_) {
     local_ = probe_local_cpu(engine.pool());
     local_.address = "local";
+    if (Backend* gpu = engine.gpu_backend(); gpu && engine.gpu_begin() == 0) {
+      // Every local layer runs on the GPU: its memory is what the primary lends.
+      local_.backend = gpu->name();
+      local_.kind = gpu->kind();
+      local_.free_memory = gpu->free_memory();
+    }
     if (options_.local_mem > 0) local_.free_memory = std::min(local_.free_memory, options_.local_mem);
     have_local_ = true;
   }
@@ -244,6 +270,7 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_stages(Engine& engi
                                         lost.empty() ? "none" : fmt::format("{}", fmt::join(lost, ", ")), e.what()));
   }
   std::fprintf(stderr, "%s", format_plan(plan, input).c_str());
+  warn_if_mixed(plan, input);
 
   TensorHashes hashes(engine.file());
   std::vector<std::unique_ptr<Stage>> stages;
@@ -258,7 +285,7 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_stages(Engine& engi
     if (a.layer_begin == a.layer_end) continue;
     if (a.device == 0) {
       flush_chain();
-      stages.push_back(engine.make_local_stage(a.layer_begin, a.layer_end));
+      for (auto& s : engine.make_local_stages(a.layer_begin, a.layer_end)) stages.push_back(std::move(s));
       continue;
     }
     Member& m = *usable[static_cast<size_t>(a.device - 1)].first;

@@ -63,6 +63,8 @@ class ClusterSupervisor : public StageSupervisor {
   // PING each, within the timeout.
   void check_alive();
   std::vector<std::unique_ptr<Stage>> build_stages(Engine& engine);
+  // Once: a device with layers computes differently from the primary.
+  void warn_if_mixed(const Plan& plan, const PlanInput& input);
   void keeper_loop();
   void rejoin_loop();
   void wake();
@@ -73,6 +75,7 @@ class ClusterSupervisor : public StageSupervisor {
   std::mutex wake_mutex_;  // guards wake_ and each call of it (never held with mutex_)
   std::function<void()> wake_;
   bool have_local_ = false;
+  bool warned_mixed_ = false;
   DeviceInfo local_;
   int builds_ = 0;
   double last_detect_unix_ = 0, last_recovery_seconds_ = 0;

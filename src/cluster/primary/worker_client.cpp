@@ -32,6 +32,8 @@ WorkerClient::WorkerClient(const std::string& address, const LinkOptions& link)
     const auto& d = hello.at("device");
     device_.address = address;
     device_.backend = d.at("backend").get<std::string>();
+    device_.kind = d.value("kind", "cpu");  // workers before the Vulkan backend ran on the CPU
+    device_.simd = d.value("simd", "");
     device_.total_memory = d.at("total_memory").get<uint64_t>();
     device_.free_memory = d.at("free_memory").get<uint64_t>();
     device_.threads = d.at("threads").get<int>();

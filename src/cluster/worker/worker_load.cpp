@@ -204,16 +204,26 @@ void WorkerSession::load_stage(const wire::Frame& request) {
     return it == refs.end() ? nullptr : &it->second;
   };
   stage->weights = bind_weights(lookup, "LOAD_STAGE", c, range);
-  stage->backend = std::make_unique<CpuBackend>(*s_.pool_, max_tokens, c.max_activation_width());
-  {
-    // Rows in groups of eight (faster, the same bits) when the copy fits in
-    // what this worker lends; the received tensors stay for sharing.
-    const uint64_t copy = stage->backend->prepared_bytes(stage->weights, c, range);
-    if (copy > 0 && s_.memory_in_use() + need + copy <= s_.device_.free_memory)
-      stage->grouped_bytes = stage->backend->prepare_weights(stage->weights, c, range);
+  try {
+    stage->backend = make_layer_backend(s_.device_choice_, *s_.pool_, max_tokens, c.max_activation_width());
+    if (s_.device_choice_.vulkan) {
+      stage->backend->prepare_weights(stage->weights, c, range);  // the GPU's copy; the host's stays for sharing
+    } else {
+      // Rows in groups of eight (faster, the same bits) when the copy fits in
+      // what this worker lends; the received tensors stay for sharing.
+      const uint64_t copy = stage->backend->prepared_bytes(stage->weights, c, range);
+      if (copy > 0 && s_.memory_in_use() + need + copy <= s_.device_.free_memory)
+        stage->grouped_bytes = stage->backend->prepare_weights(stage->weights, c, range);
+    }
+  } catch (const Error& e) {
+    throw ProtocolError(ErrorCode::OutOfMemory, fmt::format("layers {}-{}: {}", begin, end - 1, e.what()));
   }
-  stage->stage = std::make_unique<LocalStage>(*stage->backend, stage->config, stage->weights, begin, end, n_seq,
-                                              n_ctx, max_tokens, kv_types);
+  try {
+    stage->stage = std::make_unique<LocalStage>(*stage->backend, stage->config, stage->weights, begin, end, n_seq,
+                                                n_ctx, max_tokens, kv_types);
+  } catch (const Error& e) {
+    throw ProtocolError(ErrorCode::OutOfMemory, fmt::format("layers {}-{}: {}", begin, end - 1, e.what()));
+  }
   {
     std::lock_guard<std::mutex> lock(s_.mutex_);
     stage->id = s_.next_stage_id_++;

@@ -13,6 +13,7 @@
 #include <system_error>
 #include <thread>
 
+#include "backend/vulkan/vulkan_devices.h"
 #include "cluster/wire/handshake.h"
 #include "cluster/worker/worker_session.h"
 #include "util/log.h"
@@ -22,6 +23,18 @@ namespace shoal {
 WorkerServer::WorkerServer(WorkerOptions options) : options_(std::move(options)) {
   pool_ = std::make_unique<ThreadPool>(options_.threads > 0 ? options_.threads : ThreadPool::default_threads());
   device_ = probe_local_cpu(*pool_);
+  device_choice_ = resolve_device(parse_device(options_.device));
+  if (device_choice_.vulkan) {
+    // The GPU's memory is what this worker lends; its speed is unmeasured.
+    std::string why;
+    const VulkanDeviceInfo gpu = list_vulkan_devices(&why).at(static_cast<size_t>(device_choice_.index));
+    device_.backend = gpu.name;
+    device_.kind = "vulkan";
+    device_.total_memory = gpu.memory;
+    device_.free_memory = gpu.free;
+    device_.matvec_gbps = 0.0;
+    device_.matmul_gflops = 0.0;
+  }
   if (options_.mem_limit > 0) device_.free_memory = std::min(device_.free_memory, options_.mem_limit);
   if (!options_.cache_dir.empty()) cache_ = std::make_unique<WeightCache>(options_.cache_dir, options_.cache_max);
   if (!options_.models_dir.empty()) local_models_ = std::make_unique<LocalModels>(options_.models_dir);
@@ -138,6 +151,8 @@ nlohmann::json WorkerServer::hello_info() {
   const uint64_t lendable = device_.free_memory > used ? device_.free_memory - used : 0;
   return {{"device",
            {{"backend", device_.backend},
+            {"kind", device_.kind},
+            {"simd", device_.simd},
             {"total_memory", device_.total_memory},
             {"free_memory", lendable},
             {"threads", pool_->size()},

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cluster/wire/connection.h"
+#include "backend/device_choice.h"
 #include "cluster/device_info.h"
 #include "cluster/worker/local_models.h"
 #include "cluster/worker/weight_cache.h"
@@ -34,6 +35,7 @@ struct WorkerOptions {
   uint64_t cache_max = 0;
   std::string models_dir;         // empty: none
   int threads = 0;
+  std::string device = "cpu";     // --device: cpu, vulkan, vulkan:N
   uint64_t max_payload = wire::kDefaultMaxPayload;
   int timeout_ms = wire::kDefaultPeerTimeoutMs;  // --worker-timeout
   bool plain_frames = false;      // --insecure: no encryption even with a key (trusted network)
@@ -85,6 +87,7 @@ class WorkerServer {
   std::thread heartbeat_thread_;
   std::unique_ptr<ThreadPool> pool_;
   DeviceInfo device_;
+  DeviceChoice device_choice_;  // where stages run (after falling back to the CPU if need be)
   std::unique_ptr<WeightCache> cache_;
   std::unique_ptr<LocalModels> local_models_;
   WorkerStats stats_;

@@ -21,7 +21,7 @@ struct WorkerStage {
   std::vector<TensorBytes> tensors;  // keep the bytes the weights point into alive
   std::vector<ContentHash> hashes;   // of each tensor: a later stage may share it
   ModelWeights weights;
-  std::unique_ptr<CpuBackend> backend;
+  std::unique_ptr<Backend> backend;  // its own, so a GPU's copy of the weights goes with the stage
   std::unique_ptr<LocalStage> stage;
   uint64_t weight_bytes = 0;
   uint64_t kv_bytes = 0;

@@ -1,9 +1,9 @@
 #version 450
 // y[t][r] = W[r] · x[t] straight on the GGUF blocks (one TYPE_* per build).
-// A workgroup takes one row and up to eight tokens; its 64 threads take
-// 32-value chunks of the row in turn, each keeping one fused chain per token,
-// and a fixed tree adds the 64 partial sums. A token's result is the same
-// whatever else is in the batch.
+// A workgroup takes four rows and up to eight tokens; each row's 16 threads
+// take its 32-value chunks in turn, each keeping one fused chain per token;
+// after one barrier a thread per (row, token) adds the 16 partial sums in
+// lane order. A token's result is the same whatever else is in the batch.
 #extension GL_GOOGLE_include_directive : enable
 #include "common.glsl"
 
@@ -15,8 +15,10 @@ layout(push_constant) uniform Push {
   uint rows, cols, n_tokens, w_off, row_stride, x_off, y_off;
 } p;
 
-const uint TILE = 8;
-shared float partial[TILE][64];
+const uint TILE = 8;   // tokens per workgroup
+const uint ROWS = 4;   // rows per workgroup
+const uint LANES = 16; // threads per row
+shared float partial[ROWS][TILE][LANES];
 float v[32];
 
 void load_chunk(uint base, uint c) {
@@ -120,31 +122,37 @@ void load_chunk(uint base, uint c) {
 }
 
 void main() {
-  const uint r = gl_WorkGroupID.x;
+  const uint lane = gl_LocalInvocationID.x % LANES;      // this thread's share of its row
+  const uint local_row = gl_LocalInvocationID.x / LANES;  // which of the workgroup's rows
+  const uint r = gl_WorkGroupID.x * ROWS + local_row;
   const uint t0 = gl_WorkGroupID.y * TILE;
-  const uint tid = gl_LocalInvocationID.x;
   const uint nt = min(TILE, p.n_tokens - t0);
   float acc[TILE];
   for (uint t = 0; t < TILE; ++t) acc[t] = 0.0;
-  const uint base = p.w_off + r * p.row_stride;
-  const uint chunks = (p.cols + 31) / 32;
-  for (uint c = tid; c < chunks; c += 64) {
-    load_chunk(base, c);
-    const uint n = min(32u, p.cols - c * 32);
-    for (uint t = 0; t < nt; ++t) {
-      const uint xb = p.x_off + (t0 + t) * p.cols + c * 32;
-      float a = acc[t];
-      for (uint k = 0; k < n; ++k) a = fma(v[k], x[xb + k], a);
-      acc[t] = a;
+  if (r < p.rows) {
+    const uint base = p.w_off + r * p.row_stride;
+    const uint chunks = (p.cols + 31) / 32;
+    for (uint c = lane; c < chunks; c += LANES) {
+      load_chunk(base, c);
+      // A float row's last chunk may be short: its missing weights are 0
+      // and its activations are read at the row's last value instead.
+      const uint last = p.cols - 1 - c * 32;
+      for (uint t = 0; t < nt; ++t) {
+        const uint xb = p.x_off + (t0 + t) * p.cols + c * 32;
+        float a = acc[t];
+        for (uint k = 0; k < 32; ++k) a = fma(v[k], x[xb + min(k, last)], a);
+        acc[t] = a;
+      }
     }
   }
-  for (uint t = 0; t < TILE; ++t) partial[t][tid] = acc[t];
+  for (uint t = 0; t < TILE; ++t) partial[local_row][t][lane] = acc[t];
   barrier();
-  for (uint s = 32; s > 0; s >>= 1) {
-    if (tid < s)
-      for (uint t = 0; t < nt; ++t) partial[t][tid] += partial[t][tid + s];
-    barrier();
+  // One thread per (row, token) adds its row's lanes in lane order.
+  const uint out_row = gl_LocalInvocationID.x / TILE, t = gl_LocalInvocationID.x % TILE;
+  const uint ro = gl_WorkGroupID.x * ROWS + out_row;
+  if (out_row < ROWS && t < nt && ro < p.rows) {
+    float sum = 0.0;
+    for (uint l = 0; l < LANES; ++l) sum += partial[out_row][t][l];
+    y[p.y_off + (t0 + t) * p.rows + ro] = sum;
   }
-  if (tid == 0)
-    for (uint t = 0; t < nt; ++t) y[p.y_off + (t0 + t) * p.rows + r] = partial[t][0];
 }
