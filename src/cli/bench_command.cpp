@@ -96,6 +96,12 @@ int bench(BenchOptions& o) {
     n_params += t.n_elements();
   }
   std::string filename = file.path().substr(file.path().find_last_of('/') + 1);
+  // llama-bench's column: "CPU", "Vulkan", or both when -ngl splits the layers.
+  std::string backend = "CPU";
+  if (Backend* gpu = engine.gpu_backend()) {
+    backend = engine.gpu_begin() == 0 ? "Vulkan" : fmt::format("Vulkan+CPU (ngl {})", engine.config().n_layer - engine.gpu_begin());
+    if (o.output != "json") std::printf("Vulkan device: %s\n", gpu->name().c_str());
+  }
   if (o.output == "json") {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& row : rows) {
@@ -103,7 +109,7 @@ int bench(BenchOptions& o) {
       for (double s : row.seconds) ns.push_back(s * 1e9);
       double avg_ns = BenchRow::mean(ns);
       out.push_back({{"build_commit", "shoal"}, {"model_filename", filename}, {"model_type", engine.config().arch},
-                     {"model_size", model_bytes}, {"model_n_params", n_params}, {"backend", "CPU"},
+                     {"model_size", model_bytes}, {"model_n_params", n_params}, {"backend", backend},
                      {"n_batch", engine.n_batch()}, {"n_threads", engine.threads()}, {"n_prompt", row.n_prompt},
                      {"n_gen", row.n_gen}, {"n_depth", o.n_depth}, {"avg_ns", static_cast<int64_t>(avg_ns)},
                      {"avg_ts", row.avg_ts()},
@@ -117,9 +123,9 @@ int bench(BenchOptions& o) {
   for (const auto& row : rows) {
     std::string test = row.n_prompt > 0 ? "pp" + std::to_string(row.n_prompt) : "tg" + std::to_string(row.n_gen);
     if (o.n_depth > 0) test += " @ d" + std::to_string(o.n_depth);  // llama-bench's spelling
-    std::printf("| %s %s | %.2f MiB | %.2f M | CPU | %d | %s | %.2f ± %.2f |\n", engine.config().arch.c_str(),
-                filename.c_str(), model_bytes / 1048576.0, n_params / 1e6, engine.threads(), test.c_str(),
-                row.avg_ts(), row.stddev_ts());
+    std::printf("| %s %s | %.2f MiB | %.2f M | %s | %d | %s | %.2f ± %.2f |\n", engine.config().arch.c_str(),
+                filename.c_str(), model_bytes / 1048576.0, n_params / 1e6, backend.c_str(), engine.threads(),
+                test.c_str(), row.avg_ts(), row.stddev_ts());
   }
   return 0;
 }
