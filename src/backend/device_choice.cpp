@@ -16,7 +16,7 @@ std::string DeviceChoice::spec() const { return vulkan ? "vulkan:" + std::to_str
 
 DeviceChoice parse_device(const std::string& text) {
   if (text == "cpu") return {};
-  if (text == "vulkan") return {true, 0};
+  if (text == "vulkan") return {true, -1};
   if (text.rfind("vulkan:", 0) == 0) {
     int index = -1;
     const char* first = text.data() + 7;
@@ -35,6 +35,7 @@ DeviceChoice resolve_device(const DeviceChoice& wanted) {
     spdlog::warn("no Vulkan device ({}): running on the CPU", why);
     return {};
   }
+  if (wanted.index < 0) return {true, default_vulkan_device(devices)};
   if (wanted.index >= static_cast<int>(devices.size())) {
     spdlog::warn("there is no Vulkan device {} (this machine has {}): running on the CPU", wanted.index,
                  devices.size());

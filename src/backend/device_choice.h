@@ -13,7 +13,7 @@ class ThreadPool;
 
 struct DeviceChoice {
   bool vulkan = false;
-  int index = 0;  // vulkan:N
+  int index = -1;  // vulkan:N; -1: the best one (default_vulkan_device)
   std::string spec() const;  // "cpu" or "vulkan:N"
 };
 

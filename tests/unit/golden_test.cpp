@@ -101,6 +101,9 @@ std::vector<GoldenCase> golden_cases() {
       v.device = "vulkan";
       cases.push_back(v);
     }
+  // SHOAL_GOLDEN_DEVICE=vulkan: only those (scripts/device-check on a GPU).
+  if (const char* only = std::getenv("SHOAL_GOLDEN_DEVICE"))
+    std::erase_if(cases, [&](const GoldenCase& c) { return c.device != only; });
   return cases;
 }
 

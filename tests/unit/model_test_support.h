@@ -13,8 +13,16 @@
 
 namespace shoal::testing {
 
-inline std::string shared_dir() { return SHOAL_SHARED_DIR; }
-inline std::string source_dir() { return SHOAL_SOURCE_DIR; }
+// Where the build put them, unless the environment says otherwise (a build
+// carried to another machine: scripts/device-check).
+inline std::string shared_dir() {
+  const char* d = std::getenv("SHOAL_SHARED_DIR");
+  return d ? d : SHOAL_SHARED_DIR;
+}
+inline std::string source_dir() {
+  const char* d = std::getenv("SHOAL_SOURCE_DIR");
+  return d ? d : SHOAL_SOURCE_DIR;
+}
 
 // Where scripts/fetch-models puts models (the same default and override).
 inline std::string models_dir() {

@@ -47,7 +47,8 @@ class VulkanOps : public ::testing::Test {
     ASSERT_FALSE(devices.empty()) << "no Vulkan device (" << why
                                   << "): scripts/setup installs mesa-vulkan-drivers, whose lavapipe is one";
     pool_ = new ThreadPool(2);
-    vulkan_ = new VulkanBackend(0, kMaxTokens);
+    vulkan_ = new VulkanBackend(default_vulkan_device(devices), kMaxTokens);
+    std::printf("[ vulkan ] device: %s\n", vulkan_->name().c_str());
     cpu_ = new CpuBackend(*pool_, kMaxTokens, kMaxCols);
   }
   static void TearDownTestSuite() {

@@ -66,4 +66,11 @@ std::vector<VulkanDeviceInfo> list_vulkan_devices(std::string* why) {
   return out;
 }
 
+int default_vulkan_device(const std::vector<VulkanDeviceInfo>& devices) {
+  for (const char* kind : {"discrete", "integrated", "virtual"})
+    for (const VulkanDeviceInfo& d : devices)
+      if (d.kind == kind) return d.index;
+  return 0;
+}
+
 }  // namespace shoal

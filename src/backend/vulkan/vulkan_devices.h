@@ -20,5 +20,8 @@ struct VulkanDeviceInfo {
 
 // Every device; empty with `why` set when Vulkan is absent (no loader, no driver).
 std::vector<VulkanDeviceInfo> list_vulkan_devices(std::string* why);
+// What plain `--device vulkan` means: the first discrete GPU, else the
+// first integrated one, else device 0 (lavapipe, where it is all there is).
+int default_vulkan_device(const std::vector<VulkanDeviceInfo>& devices);
 
 }  // namespace shoal
