@@ -5,8 +5,11 @@
 # markdown table (mean ± stddev tok/s and the ratio shoal/llama.cpp), the
 # machine and the exact commands.
 #
-#   bench/compare_llama_cpp.sh -m MODEL [-q TYPE] [-t THREADS] [-p N_PROMPT] [-n N_GEN] [-d DEPTH] [-r REPS]
+#   bench/compare_llama_cpp.sh -m MODEL [-q TYPE] [-g vulkan] [-t THREADS] [-p N_PROMPT] [-n N_GEN] [-d DEPTH] [-r REPS]
 #
+# -g vulkan puts every layer on the Vulkan device on both sides (shoal
+# --device vulkan, llama-bench -ngl 99); point LLAMA_BENCH at a llama.cpp
+# built with -DGGML_VULKAN=ON.
 # -q TYPE benchmarks MODEL requantized to TYPE (Q4_0, Q8_0, F16, ...) with
 # llama.cpp's quantize tool, written once beside MODEL (outside the repository).
 # Builds nothing. Binaries: SHOAL (default build/shoal in this repository),
@@ -18,12 +21,12 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 shoal=${SHOAL:-$root/build/shoal}
 llama_bench=${LLAMA_BENCH:-$HOME/.cache/shoal/llama.cpp-build/bin/llama-bench}
 llama_quantize=${LLAMA_QUANTIZE:-$(dirname "$llama_bench")/llama-quantize}
-model="" quant="" threads=$(nproc) n_prompt=128 n_gen=64 depth=0 reps=3
+model="" quant="" device="" threads=$(nproc) n_prompt=128 n_gen=64 depth=0 reps=3
 
-usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
-while getopts "m:q:t:p:n:d:r:h" opt; do
+usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+while getopts "m:q:g:t:p:n:d:r:h" opt; do
   case $opt in
-    m) model=$OPTARG ;; q) quant=$OPTARG ;; t) threads=$OPTARG ;; p) n_prompt=$OPTARG ;;
+    m) model=$OPTARG ;; q) quant=$OPTARG ;; g) device=$OPTARG ;; t) threads=$OPTARG ;; p) n_prompt=$OPTARG ;;
     n) n_gen=$OPTARG ;; d) depth=$OPTARG ;; r) reps=$OPTARG ;; *) usage ;;
   esac
 done
@@ -46,14 +49,19 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 args=(-m "$model" -t "$threads" -p "$n_prompt" -n "$n_gen" -d "$depth" -r 1 -o json)
+shoal_args=() llama_args=()
+if [[ -n $device ]]; then
+  [[ $device == vulkan* ]] || { echo "error: -g takes vulkan or vulkan:N" >&2; exit 1; }
+  shoal_args=(--device "$device") llama_args=(-ngl 99)
+fi
 run() {  # run NAME REP BINARY [ARGS...]: JSON to $tmp/NAME.REP.json, stderr to $tmp/NAME.log
   local name=$1 rep=$2; shift 2
   "$@" >"$tmp/$name.$rep.json" 2>"$tmp/$name.log" || { echo "error: $name failed:" >&2; cat "$tmp/$name.log" >&2; exit 1; }
 }
 load=$(cut -d" " -f1-3 /proc/loadavg)
 for rep in $(seq 1 "$reps"); do
-  run shoal "$rep" "$shoal" bench "${args[@]}"
-  run llama.cpp "$rep" "$llama_bench" "${args[@]}"
+  run shoal "$rep" "$shoal" bench "${args[@]}" "${shoal_args[@]}"
+  run llama.cpp "$rep" "$llama_bench" "${args[@]}" "${llama_args[@]}"
 done
 
 machine=$(lscpu | awk -F': *' '/^Model name/ {m=$2} /^Core\(s\) per socket/ {c=$2} /^Socket\(s\)/ {s=$2}
@@ -89,5 +97,5 @@ print(f"\nllama.cpp build: commit {commit}; {reps} repeats each, alternated")
 EOF_PY
 echo
 echo "Commands (each repeated $reps times, alternated):"
-echo "    $shoal bench ${args[*]}"
-echo "    $llama_bench ${args[*]}"
+echo "    $shoal bench ${args[*]} ${shoal_args[*]}"
+echo "    $llama_bench ${args[*]} ${llama_args[*]}"

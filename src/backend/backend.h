@@ -101,6 +101,9 @@ class Backend {
   // one synchronisation point.
   virtual void begin_step(const int32_t* seq_ids, const int32_t* positions, int n_tokens) = 0;
   virtual void finish_step() = 0;
+  // After an error inside a step: what the step recorded is dropped, so the
+  // next step does not run it.
+  virtual void abandon_step() {}
 
   // y[t][r] = W[r] · x[t]; x is [n_tokens][w.cols], y is [n_tokens][w.rows].
   virtual void matmul(const Matrix& w, DevicePtr x, DevicePtr y, int n_tokens) = 0;

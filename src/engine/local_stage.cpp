@@ -45,10 +45,15 @@ void LocalStage::forward(const Batch& batch, float* hidden) {
   const size_t bytes = static_cast<size_t>(n) * config_.n_embd * sizeof(float);
   kv_.admit(batch.seq_ids.data(), batch.positions.data(), n);
   backend_.begin_step(batch.seq_ids.data(), batch.positions.data(), n);
-  backend_.upload(scratch_.x, hidden, bytes);
-  for (int l = begin_; l < end_; ++l)
-    forward_layer(backend_, config_, l, weights_.layers[l], weights_.rope_freqs, kv_, l - begin_, n, scratch_);
-  backend_.download(hidden, scratch_.x, bytes);
+  try {
+    backend_.upload(scratch_.x, hidden, bytes);
+    for (int l = begin_; l < end_; ++l)
+      forward_layer(backend_, config_, l, weights_.layers[l], weights_.rope_freqs, kv_, l - begin_, n, scratch_);
+    backend_.download(hidden, scratch_.x, bytes);
+  } catch (...) {
+    backend_.abandon_step();
+    throw;
+  }
   backend_.finish_step();
 }
 

@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -64,6 +66,25 @@ inline std::unique_ptr<Engine> load_engine(const std::string& path, int threads 
   o.n_seq = n_seq;
   o.n_ctx = n_ctx;
   return std::make_unique<Engine>(o);
+}
+
+// Logits after each token of `tokens`, fed in chunks of `chunk` tokens with
+// logits requested for every row.
+inline std::vector<float> all_logits(Engine& e, const std::vector<TokenId>& tokens, int chunk, int seq = 0) {
+  const int n_vocab = e.config().n_vocab;
+  std::vector<float> out;
+  Batch b;
+  for (size_t i = 0; i < tokens.size(); i += chunk) {
+    b.clear();
+    for (size_t j = i; j < std::min(tokens.size(), i + chunk); ++j) b.add(tokens[j], static_cast<int>(j), seq, true);
+    const float* l = e.pipeline().forward(b);
+    out.insert(out.end(), l, l + static_cast<size_t>(b.size()) * n_vocab);
+  }
+  return out;
+}
+
+inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 }  // namespace shoal::testing

@@ -20,23 +20,6 @@
 namespace shoal::testing {
 namespace {
 
-std::vector<float> all_logits(Engine& e, const std::vector<TokenId>& tokens, int chunk, int seq = 0) {
-  const int n_vocab = e.config().n_vocab;
-  std::vector<float> out;
-  Batch b;
-  for (size_t i = 0; i < tokens.size(); i += chunk) {
-    b.clear();
-    for (size_t j = i; j < std::min(tokens.size(), i + chunk); ++j) b.add(tokens[j], static_cast<int>(j), seq, true);
-    const float* l = e.pipeline().forward(b);
-    out.insert(out.end(), l, l + static_cast<size_t>(b.size()) * n_vocab);
-  }
-  return out;
-}
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
 std::unique_ptr<Engine> on_vulkan(const std::string& path, int n_batch = 64, int gpu_layers = -1, int n_seq = 1) {
   EngineOptions o;
   o.model_path = path;

@@ -358,6 +358,7 @@ void VulkanBackend::copy(DevicePtr dst, DevicePtr src, size_t bytes) {
   VkBufferCopy region{src.offset, dst.offset, bytes};
   vk::vkCmdCopyBuffer(commands_, vk_buffer(src), vk_buffer(dst), 1, &region);
   barrier();
+  if (!in_step_) flush();  // a KV copy between steps is done when it returns
 }
 
 void VulkanBackend::dispatch(const std::string& shader, std::initializer_list<VkBuffer> buffers, const void* push,
@@ -455,9 +456,24 @@ void VulkanBackend::begin_step(const int32_t* seq_ids, const int32_t* positions,
   upload(DevicePtr{rows_.get(), 0}, seq_ids, bytes);
   upload(DevicePtr{rows_.get(), static_cast<size_t>(max_tokens_) * sizeof(int32_t)}, positions, bytes);
   step_tokens_ = n_tokens;
+  in_step_ = true;
 }
 
-void VulkanBackend::finish_step() { flush(); }
+void VulkanBackend::finish_step() {
+  in_step_ = false;
+  flush();
+}
+
+void VulkanBackend::abandon_step() {
+  in_step_ = false;
+  if (!recording_) return;
+  recording_ = false;
+  vk::vkEndCommandBuffer(commands_);  // reset below; errors here change nothing
+  vk::vkResetDescriptorPool(device_, descriptor_pool_, 0);
+  sets_used_ = 0;
+  downloads_.clear();
+  staging_used_ = 0;
+}
 
 void VulkanBackend::check_step(int n_tokens) const {
   if (n_tokens > step_tokens_) fail("internal: {} rows need positions but the step has {}", n_tokens, step_tokens_);

@@ -44,6 +44,7 @@ class VulkanBackend : public Backend {
   uint64_t prepared_bytes(const ModelWeights& weights, const ModelConfig& config, const BindRange& range) override;
   void begin_step(const int32_t* seq_ids, const int32_t* positions, int n_tokens) override;
   void finish_step() override;
+  void abandon_step() override;
 
   void matmul(const Matrix& w, DevicePtr x, DevicePtr y, int n_tokens) override;
   void rmsnorm(DevicePtr x, const Matrix& weight, DevicePtr y, int n_tokens, int n, float eps) override;
@@ -104,6 +105,7 @@ class VulkanBackend : public Backend {
   std::unique_ptr<VulkanBuffer> rows_;  // the step's seq ids, then its positions: [2][max_tokens] int32
   std::unique_ptr<VulkanBuffer> dummy_;  // bound where a shader's optional input is absent
   int step_tokens_ = 0;
+  bool in_step_ = false;  // between begin_step and finish_step
 
   friend class VulkanBuffer;
   std::unique_ptr<VulkanBuffer> make_buffer(size_t bytes, bool host_visible);
