@@ -84,11 +84,15 @@ class Backend {
 
   // Memory. upload copies from host memory before it returns and takes
   // effect in op order; download returns with the data (a GPU backend
-  // waits for the ops recorded so far).
+  // waits for the ops recorded so far); copy's regions must not overlap.
   virtual std::unique_ptr<Buffer> allocate(size_t bytes) = 0;
   virtual void upload(DevicePtr dst, const void* src, size_t bytes) = 0;
   virtual void download(void* dst, DevicePtr src, size_t bytes) = 0;
   virtual void copy(DevicePtr dst, DevicePtr src, size_t bytes) = 0;
+
+  // Throws shoal::Error when this backend cannot hold KV rows of these sizes
+  // (before any memory is allocated for them).
+  virtual void check_kv_rows(size_t k_row_bytes, size_t v_row_bytes) const {}
 
   // Once, after binding: makes layers [range) and, with range.with_head,
   // the head ready for this backend (the CPU repacks rows, a GPU uploads).
@@ -97,8 +101,9 @@ class Backend {
   // What prepare_weights would add, for memory planning.
   virtual uint64_t prepared_bytes(const ModelWeights& weights, const ModelConfig& config, const BindRange& range) = 0;
 
-  // A stage step: the batch's rows, handed over once; finish_step is the
-  // one synchronisation point.
+  // A stage step: the batch's rows, handed over once; the step's closing
+  // download and finish_step synchronise (a mixture of experts also reads
+  // its router's logits back mid-step).
   virtual void begin_step(const int32_t* seq_ids, const int32_t* positions, int n_tokens) = 0;
   virtual void finish_step() = 0;
   // After an error inside a step: what the step recorded is dropped, so the

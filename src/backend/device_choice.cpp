@@ -12,8 +12,6 @@
 
 namespace shoal {
 
-std::string DeviceChoice::spec() const { return vulkan ? "vulkan:" + std::to_string(index) : "cpu"; }
-
 DeviceChoice parse_device(const std::string& text) {
   if (text == "cpu") return {};
   if (text == "vulkan") return {true, -1};

@@ -14,7 +14,6 @@ class ThreadPool;
 struct DeviceChoice {
   bool vulkan = false;
   int index = -1;  // vulkan:N; -1: the best one (default_vulkan_device)
-  std::string spec() const;  // "cpu" or "vulkan:N"
 };
 
 // Throws shoal::Error on anything but cpu, vulkan or vulkan:N.

@@ -72,20 +72,22 @@ KvCache::KvCache(Backend& backend, const ModelConfig& config, int begin, int end
   check_kv_types(types, config);
   k_row_bytes_ = row_bytes(types.k, width_);
   v_row_bytes_ = row_bytes(types.v, width_);
+  backend.check_kv_rows(k_row_bytes_, v_row_bytes_);
   for (int l = begin; l < end; ++l) {
     const int positions = positions_for(config, l, n_ctx, max_tokens);
-    layers_.push_back({total_positions_, positions, positions < n_ctx});
-    total_positions_ += static_cast<size_t>(positions) * n_seq;
+    layers_.push_back({positions, positions < n_ctx});
+    const size_t rows = static_cast<size_t>(positions) * n_seq;
+    total_positions_ += rows;
+    k_.push_back(backend.allocate(rows * k_row_bytes_));
+    v_.push_back(backend.allocate(rows * v_row_bytes_));
   }
-  k_ = backend.allocate(total_positions_ * k_row_bytes_);
-  v_ = backend.allocate(total_positions_ * v_row_bytes_);
 }
 
 KvLayer KvCache::layer(int index) const {
   const Layer& l = layers_[index];
   KvLayer view;
-  view.k = DevicePtr{k_.get(), l.offset * k_row_bytes_};
-  view.v = DevicePtr{v_.get(), l.offset * v_row_bytes_};
+  view.k = DevicePtr{k_[index].get(), 0};
+  view.v = DevicePtr{v_[index].get(), 0};
   view.k_type = types_.k;
   view.v_type = types_.v;
   view.k_row_bytes = k_row_bytes_;

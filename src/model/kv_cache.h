@@ -60,7 +60,6 @@ class KvCache {
 
  private:
   struct Layer {
-    size_t offset;  // rows into k_ / v_
     int positions;  // per sequence
     bool ring;
   };
@@ -70,7 +69,10 @@ class KvCache {
   size_t k_row_bytes_, v_row_bytes_;
   std::vector<Layer> layers_;
   size_t total_positions_ = 0;  // over layers and sequences
-  std::unique_ptr<Buffer> k_, v_;
+  // One buffer per layer for K and one for V: a GPU may bind only so many
+  // bytes at once (maxStorageBufferRange), and one layer's cache stays well
+  // below what the whole cache of a long context would need.
+  std::vector<std::unique_ptr<Buffer>> k_, v_;
   std::vector<int> lengths_;
   std::vector<int> next_lengths_;  // admit()'s scratch
 };

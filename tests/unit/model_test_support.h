@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/vulkan/vulkan_devices.h"
 #include "engine/engine.h"
 
 namespace shoal::testing {
@@ -48,6 +49,14 @@ inline std::vector<std::string> random_model_paths() {
     else if (std::getenv("SHOAL_REQUIRE_MODELS")) ADD_FAILURE() << "missing " << random_model_path(name);
   }
   return out;
+}
+
+// Whether the Vulkan tests run: when a device is there, and always under
+// SHOAL_REQUIRE_MODELS (scripts/test installed lavapipe, so a missing device
+// is a failure there, not a skip).
+inline bool vulkan_tests_run() {
+  std::string why;
+  return !list_vulkan_devices(&why).empty() || std::getenv("SHOAL_REQUIRE_MODELS");
 }
 
 inline nlohmann::json read_json(const std::string& path) {

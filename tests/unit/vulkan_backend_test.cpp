@@ -14,13 +14,15 @@
 //   the summation term above.
 // - element-wise ops, norms: GLSL lets exp, tanh and division err by a few
 //   ulp (exp by 3 + 2|x| ulp); with |x| < 8 that is below 1e-5 relative.
-// - rope: GLSL promises sin and cos only to 2^-11 absolute, and the angle
-//   is formed in f32: 2^-10 of the pair's magnitude.
+// - rope: the host computes each angle's cos and sin in double as the CPU
+//   does, so only the rotation's two products and a sum remain, which a
+//   shader compiler may fuse: a few ulp, 1e-6 of the head's largest value.
 // - attention: both read the same cache bytes; exp's few ulp and the
 //   summation order leave 1e-4 of the largest |v|.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -44,12 +46,16 @@ class VulkanOps : public ::testing::Test {
   static void SetUpTestSuite() {
     std::string why;
     const auto devices = list_vulkan_devices(&why);
+    if (devices.empty() && !std::getenv("SHOAL_REQUIRE_MODELS")) return;  // each test skips
     ASSERT_FALSE(devices.empty()) << "no Vulkan device (" << why
                                   << "): scripts/setup installs mesa-vulkan-drivers, whose lavapipe is one";
     pool_ = new ThreadPool(2);
     vulkan_ = new VulkanBackend(default_vulkan_device(devices), kMaxTokens);
     std::printf("[ vulkan ] device: %s\n", vulkan_->name().c_str());
     cpu_ = new CpuBackend(*pool_, kMaxTokens, kMaxCols);
+  }
+  void SetUp() override {
+    if (!vulkan_) GTEST_SKIP() << "no Vulkan device (scripts/setup installs mesa-vulkan-drivers)";
   }
   static void TearDownTestSuite() {
     delete vulkan_;
@@ -197,7 +203,7 @@ TEST_F(VulkanOps, RopeAgainstCpu) {
   for (float& f : factors) f = 1.0f + static_cast<float>(rng() % 7);
   const Matrix factors_m{DType::F32, reinterpret_cast<const uint8_t*>(factors.data()), 1, 16};
   vulkan_->prepare_matrix(factors_m);
-  const std::vector<int32_t> seqs(n_tokens, 0), positions = {0, 1, 7, 100, 511, 2047};
+  const std::vector<int32_t> seqs(n_tokens, 0), positions = {0, 1, 7, 100, 2047, 32767};
   const auto x = random_floats(n_tokens * n_heads * head_dim, rng);
   for (bool neox : {false, true})
     for (bool with_factors : {false, true}) {
@@ -216,7 +222,7 @@ TEST_F(VulkanOps, RopeAgainstCpu) {
         const size_t pair_base = i - i % head_dim;
         double magnitude = 0;  // the head's largest value bounds each pair
         for (int d = 0; d < head_dim; ++d) magnitude = std::max(magnitude, std::fabs(double(x[pair_base + d])));
-        ASSERT_NEAR(results[0][i], results[1][i], 2 * magnitude / 1024) << i;
+        ASSERT_NEAR(results[0][i], results[1][i], 1e-6 * magnitude) << i;
       }
     }
 }

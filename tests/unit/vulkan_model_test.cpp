@@ -20,6 +20,13 @@
 namespace shoal::testing {
 namespace {
 
+class VulkanModel : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!vulkan_tests_run()) GTEST_SKIP() << "no Vulkan device (scripts/setup installs mesa-vulkan-drivers)";
+  }
+};
+
 std::unique_ptr<Engine> on_vulkan(const std::string& path, int n_batch = 64, int gpu_layers = -1, int n_seq = 1) {
   EngineOptions o;
   o.model_path = path;
@@ -43,7 +50,7 @@ std::vector<std::string> f32_models() {
   return m;
 }
 
-TEST(VulkanModel, BatchCompositionsGiveIdenticalBitsAndAgreeWithCpu) {
+TEST_F(VulkanModel, BatchCompositionsGiveIdenticalBitsAndAgreeWithCpu) {
   for (const auto& path : f32_models()) {
     SCOPED_TRACE(path);
     auto gpu = on_vulkan(path);
@@ -63,7 +70,7 @@ TEST(VulkanModel, BatchCompositionsGiveIdenticalBitsAndAgreeWithCpu) {
   }
 }
 
-TEST(VulkanModel, SequencesSharingABatchMatchSequencesAlone) {
+TEST_F(VulkanModel, SequencesSharingABatchMatchSequencesAlone) {
   const std::string path = shared_dir() + "/models/stories260K.gguf";
   auto gpu = on_vulkan(path, 64, -1, 2);
   const std::vector<TokenId> a = gpu->tokenizer().encode(kPrompt, true, false);
@@ -89,7 +96,7 @@ TEST(VulkanModel, SequencesSharingABatchMatchSequencesAlone) {
   EXPECT_TRUE(same_bits(alone_b, mixed_b));
 }
 
-TEST(VulkanModel, SmolLM2BatchCompositionsGiveIdenticalBits) {
+TEST_F(VulkanModel, SmolLM2BatchCompositionsGiveIdenticalBits) {
   const std::string path = models_dir() + "/SmolLM2-135M-Instruct.Q4_1.gguf";
   if (!file_exists(path)) {
     if (std::getenv("SHOAL_REQUIRE_MODELS")) FAIL() << "model missing although scripts/test fetched it: " << path;
@@ -102,7 +109,7 @@ TEST(VulkanModel, SmolLM2BatchCompositionsGiveIdenticalBits) {
   EXPECT_TRUE(same_bits(batched, all_logits(*gpu, tokens, 3))) << "batched vs chunks of 3";
 }
 
-TEST(VulkanModel, GpuLayersSplitOneMachineBetweenGpuAndCpu) {
+TEST_F(VulkanModel, GpuLayersSplitOneMachineBetweenGpuAndCpu) {
   const std::string path = shared_dir() + "/models/stories260K.gguf";
   auto split = on_vulkan(path, 64, 3);  // stories260K has 5 layers: 0-1 on the CPU, 2-4 on the GPU
   const auto& stages = split->pipeline().stages();

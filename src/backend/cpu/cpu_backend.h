@@ -43,7 +43,8 @@ class CpuBackend : public Backend {
   uint64_t prepare_weights(ModelWeights& weights, const ModelConfig& config, const BindRange& range) override;
   uint64_t prepared_bytes(const ModelWeights& weights, const ModelConfig& config, const BindRange& range) override;
   void begin_step(const int32_t* seq_ids, const int32_t* positions, int n_tokens) override;
-  void finish_step() override {}
+  void finish_step() override { begin_step(nullptr, nullptr, 0); }
+  void abandon_step() override { finish_step(); }
 
   void matmul(const Matrix& w, DevicePtr x, DevicePtr y, int n_tokens) override;
   void rmsnorm(DevicePtr x, const Matrix& weight, DevicePtr y, int n_tokens, int n, float eps) override;

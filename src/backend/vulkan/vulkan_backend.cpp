@@ -1,6 +1,7 @@
 #include "backend/vulkan/vulkan_backend.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "backend/vulkan/shader_table.h"
@@ -9,6 +10,7 @@
 #include "model/weights.h"
 #include "tensor/dequantize.h"
 #include "util/error.h"
+#include "util/log.h"
 
 namespace shoal {
 
@@ -41,6 +43,9 @@ namespace {
 constexpr uint32_t kMaxSets = 1024;          // descriptor sets per submission
 constexpr size_t kStagingBytes = 32u << 20;  // host-visible transfer area
 constexpr uint32_t kPushBytes = 128;
+constexpr int kRopeTables = 4;      // distinct rope parameter sets in one step (gemma3 has two)
+constexpr int kMaxRopePairs = 256;  // rope_dim <= 512
+size_t rope_table_bytes(int max_tokens) { return static_cast<size_t>(max_tokens) * kMaxRopePairs * 2 * sizeof(float); }
 
 VkBuffer vk_buffer(DevicePtr p) { return static_cast<VulkanBuffer*>(p.buffer)->handle(); }
 VkBuffer vk_buffer(Buffer* b) { return static_cast<VulkanBuffer*>(b)->handle(); }
@@ -73,6 +78,7 @@ uint32_t kv_code(DType t) {
 
 uint32_t bindings_of(const std::string& shader) {
   if (shader == "attention") return 5;
+  if (shader == "rope") return 2;
   return 3;
 }
 
@@ -96,7 +102,7 @@ size_t device_bytes(const Matrix& m) {
 
 }  // namespace
 
-VulkanBackend::VulkanBackend(int index, int max_tokens) : max_tokens_(max_tokens) {
+VulkanBackend::VulkanBackend(int index, int max_tokens) : index_(index), max_tokens_(max_tokens) {
   std::string why;
   VkInstance inst = vk::instance(&why);
   if (!inst) fail("Vulkan is not available: {}", why);
@@ -112,10 +118,11 @@ VulkanBackend::VulkanBackend(int index, int max_tokens) : max_tokens_(max_tokens
   vk::vkGetPhysicalDeviceProperties(physical_, &props);
   name_ = props.deviceName;
   max_buffer_range_ = props.limits.maxStorageBufferRange;
-  max_groups_ = std::min({props.limits.maxComputeWorkGroupCount[0], props.limits.maxComputeWorkGroupCount[1],
-                          props.limits.maxComputeWorkGroupCount[2]});
-  if (props.limits.maxComputeSharedMemorySize < 4096 || props.limits.maxComputeWorkGroupSize[0] < 256)
-    fail("Vulkan device {} is too small for Shoal's shaders", name_);
+  for (int i = 0; i < 3; ++i) max_groups_[i] = props.limits.maxComputeWorkGroupCount[i];
+  if (props.apiVersion < VK_API_VERSION_1_1) fail("Vulkan device {} only speaks Vulkan 1.0; Shoal needs 1.1", name_);
+  if (props.limits.maxComputeSharedMemorySize < 4096 || props.limits.maxComputeWorkGroupSize[0] < 256 ||
+      props.limits.maxComputeWorkGroupInvocations < 256)
+    fail("Vulkan device {} is too small for Shoal's shaders (workgroups of 256 threads, 4 KiB shared)", name_);
 
   uint32_t n_families = 0;
   vk::vkGetPhysicalDeviceQueueFamilyProperties(physical_, &n_families, nullptr);
@@ -135,24 +142,24 @@ VulkanBackend::VulkanBackend(int index, int max_tokens) : max_tokens_(max_tokens
   device_info.queueCreateInfoCount = 1;
   device_info.pQueueCreateInfos = &queue_info;
   vk::check(vk::vkCreateDevice(physical_, &device_info, nullptr, &device_), "vkCreateDevice");
-  vk::vkGetDeviceQueue(device_, family, 0, &queue_);
+  try {
+    init(family);
+  } catch (...) {
+    release();
+    throw;
+  }
+}
 
-  VkPhysicalDeviceMemoryProperties mem;
-  vk::vkGetPhysicalDeviceMemoryProperties(physical_, &mem);
-  auto find_type = [&](VkMemoryPropertyFlags want) {
-    for (uint32_t i = 0; i < mem.memoryTypeCount; ++i)
-      if ((mem.memoryTypes[i].propertyFlags & want) == want) return i;
-    return mem.memoryTypeCount;
-  };
-  device_memory_type_ = find_type(VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
-  host_memory_type_ = find_type(VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT);
-  if (device_memory_type_ == mem.memoryTypeCount || host_memory_type_ == mem.memoryTypeCount)
-    fail("Vulkan device {} lacks device-local or host-coherent memory", name_);
-  heap_bytes_ = mem.memoryHeaps[mem.memoryTypes[device_memory_type_].heapIndex].size;
+void VulkanBackend::init(uint32_t family) {
+  vk::vkGetDeviceQueue(device_, family, 0, &queue_);
+  vk::vkGetPhysicalDeviceMemoryProperties(physical_, &memory_);
+  for (uint32_t h = 0; h < memory_.memoryHeapCount; ++h)
+    if (memory_.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT)
+      heap_bytes_ = std::max<uint64_t>(heap_bytes_, memory_.memoryHeaps[h].size);
 
   VkCommandPoolCreateInfo pool_info{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
   pool_info.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
-  pool_info.queueFamilyIndex = family;
+  pool_info.queueFamilyIndex = family;  // the compute queue's
   vk::check(vk::vkCreateCommandPool(device_, &pool_info, nullptr, &command_pool_), "vkCreateCommandPool");
   VkCommandBufferAllocateInfo alloc{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
   alloc.commandPool = command_pool_;
@@ -169,33 +176,58 @@ VulkanBackend::VulkanBackend(int index, int max_tokens) : max_tokens_(max_tokens
   vk::check(vk::vkCreateDescriptorPool(device_, &dp, nullptr, &descriptor_pool_), "vkCreateDescriptorPool");
 
   staging_ = make_buffer(kStagingBytes, true);
-  rows_ = make_buffer(2 * static_cast<size_t>(max_tokens) * sizeof(int32_t), false);
+  rows_ = make_buffer(2 * static_cast<size_t>(max_tokens_) * sizeof(int32_t), false);
   dummy_ = make_buffer(16, false);
+  rope_tables_ = make_buffer(kRopeTables * rope_table_bytes(max_tokens_), false);
 }
 
 VulkanBackend::~VulkanBackend() {
-  flush();
-  vk::vkDeviceWaitIdle(device_);
+  try {
+    flush();
+  } catch (const std::exception&) {
+    // A lost device: nothing recorded will run; free what can be freed.
+  }
+  release();
+}
+
+void VulkanBackend::release() {
+  if (device_) vk::vkDeviceWaitIdle(device_);
+  recording_ = false;
   weights_.clear();
   staging_.reset();
   rows_.reset();
   dummy_.reset();
+  rope_tables_.reset();
   for (auto& [name, p] : pipelines_) {
     vk::vkDestroyPipeline(device_, p.pipeline, nullptr);
     vk::vkDestroyPipelineLayout(device_, p.layout, nullptr);
     vk::vkDestroyDescriptorSetLayout(device_, p.set_layout, nullptr);
   }
-  vk::vkDestroyDescriptorPool(device_, descriptor_pool_, nullptr);
-  vk::vkDestroyFence(device_, fence_, nullptr);
-  vk::vkDestroyCommandPool(device_, command_pool_, nullptr);
-  vk::vkDestroyDevice(device_, nullptr);
+  pipelines_.clear();
+  if (descriptor_pool_) vk::vkDestroyDescriptorPool(device_, descriptor_pool_, nullptr);
+  if (fence_) vk::vkDestroyFence(device_, fence_, nullptr);
+  if (command_pool_) vk::vkDestroyCommandPool(device_, command_pool_, nullptr);
+  if (device_) vk::vkDestroyDevice(device_, nullptr);
+  descriptor_pool_ = VK_NULL_HANDLE;
+  fence_ = VK_NULL_HANDLE;
+  command_pool_ = VK_NULL_HANDLE;
+  device_ = VK_NULL_HANDLE;
 }
 
 uint64_t VulkanBackend::free_memory() const {
   std::string why;
   for (const VulkanDeviceInfo& d : list_vulkan_devices(&why))
-    if (d.name == name_ && d.has_budget) return d.free;
-  return heap_bytes_ - std::min(heap_bytes_, held_bytes_);
+    if (d.index == index_ && d.has_budget) return d.free;
+  const uint64_t held = held_bytes_.load();
+  return heap_bytes_ - std::min(heap_bytes_, held);
+}
+
+void VulkanBackend::check_kv_rows(size_t k_row_bytes, size_t v_row_bytes) const {
+  for (size_t bytes : {k_row_bytes, v_row_bytes})
+    if (bytes % 4 != 0)
+      fail("the Vulkan backend needs KV cache rows of whole 32-bit words, and this model's q8_0 rows are {} bytes: "
+           "use -ctk/-ctv f16 or f32",
+           bytes);
 }
 
 std::unique_ptr<VulkanBuffer> VulkanBackend::make_buffer(size_t bytes, bool host_visible) {
@@ -213,8 +245,19 @@ std::unique_ptr<VulkanBuffer> VulkanBackend::make_buffer(size_t bytes, bool host
   vk::check(vk::vkCreateBuffer(device_, &info, nullptr, &buffer), "vkCreateBuffer");
   VkMemoryRequirements req;
   vk::vkGetBufferMemoryRequirements(device_, buffer, &req);
-  const uint32_t type = host_visible ? host_memory_type_ : device_memory_type_;
-  if (!(req.memoryTypeBits & (1u << type))) {
+  // The first allowed type with the properties wanted (host-visible
+  // staging: cached if there is such a type, for the downloads).
+  const VkMemoryPropertyFlags wanted[] = {
+      host_visible ? VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT |
+                         VK_MEMORY_PROPERTY_HOST_CACHED_BIT
+                   : VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT,
+      host_visible ? VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
+                   : VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT};
+  uint32_t type = memory_.memoryTypeCount;
+  for (VkMemoryPropertyFlags want : wanted)
+    for (uint32_t i = 0; i < memory_.memoryTypeCount && type == memory_.memoryTypeCount; ++i)
+      if ((req.memoryTypeBits & (1u << i)) && (memory_.memoryTypes[i].propertyFlags & want) == want) type = i;
+  if (type == memory_.memoryTypeCount) {
     vk::vkDestroyBuffer(device_, buffer, nullptr);
     fail("Vulkan device {}: no memory type suits a buffer", name_);
   }
@@ -226,11 +269,16 @@ std::unique_ptr<VulkanBuffer> VulkanBackend::make_buffer(size_t bytes, bool host
   if (r != VK_SUCCESS) {
     vk::vkDestroyBuffer(device_, buffer, nullptr);
     fail("Vulkan device {} is out of memory: {} MiB more did not fit beside the {} MiB held", name_, size >> 20,
-         held_bytes_ >> 20);
+         held_bytes_.load() >> 20);
   }
-  vk::check(vk::vkBindBufferMemory(device_, buffer, memory, 0), "vkBindBufferMemory");
   void* mapped = nullptr;
-  if (host_visible) vk::check(vk::vkMapMemory(device_, memory, 0, VK_WHOLE_SIZE, 0, &mapped), "vkMapMemory");
+  VkResult bound = vk::vkBindBufferMemory(device_, buffer, memory, 0);
+  if (bound == VK_SUCCESS && host_visible) bound = vk::vkMapMemory(device_, memory, 0, VK_WHOLE_SIZE, 0, &mapped);
+  if (bound != VK_SUCCESS) {
+    vk::vkDestroyBuffer(device_, buffer, nullptr);
+    vk::vkFreeMemory(device_, memory, nullptr);
+    vk::check(bound, "binding or mapping a buffer");
+  }
   held_bytes_ += size;
   return std::make_unique<VulkanBuffer>(*this, size, buffer, memory, mapped);
 }
@@ -289,16 +337,25 @@ void VulkanBackend::record() {
 void VulkanBackend::flush() {
   if (!recording_) return;
   recording_ = false;
-  vk::check(vk::vkEndCommandBuffer(commands_), "vkEndCommandBuffer");
-  VkSubmitInfo submit{VK_STRUCTURE_TYPE_SUBMIT_INFO};
-  submit.commandBufferCount = 1;
-  submit.pCommandBuffers = &commands_;
-  vk::check(vk::vkQueueSubmit(queue_, 1, &submit, fence_), "vkQueueSubmit");
-  vk::check(vk::vkWaitForFences(device_, 1, &fence_, VK_TRUE, UINT64_MAX), "vkWaitForFences");
-  vk::check(vk::vkResetFences(device_, 1, &fence_), "vkResetFences");
-  vk::check(vk::vkResetDescriptorPool(device_, descriptor_pool_, 0), "vkResetDescriptorPool");
+  try {
+    vk::check(vk::vkEndCommandBuffer(commands_), "vkEndCommandBuffer");
+    VkSubmitInfo submit{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+    submit.commandBufferCount = 1;
+    submit.pCommandBuffers = &commands_;
+    vk::check(vk::vkQueueSubmit(queue_, 1, &submit, fence_), "vkQueueSubmit");
+    vk::check(vk::vkWaitForFences(device_, 1, &fence_, VK_TRUE, UINT64_MAX), "vkWaitForFences");
+    vk::check(vk::vkResetFences(device_, 1, &fence_), "vkResetFences");
+    for (const PendingDownload& d : downloads_) std::memcpy(d.dst, staging_->mapped() + d.staging_offset, d.bytes);
+  } catch (...) {
+    forget_recorded();
+    throw;
+  }
+  forget_recorded();
+}
+
+void VulkanBackend::forget_recorded() {
+  vk::vkResetDescriptorPool(device_, descriptor_pool_, 0);
   sets_used_ = 0;
-  for (const PendingDownload& d : downloads_) std::memcpy(d.dst, staging_->mapped() + d.staging_offset, d.bytes);
   downloads_.clear();
   staging_used_ = 0;
 }
@@ -323,7 +380,15 @@ void VulkanBackend::barrier() {
                            0, 1, &b, 0, nullptr, 0, nullptr);
 }
 
+namespace {
+void check_range(DevicePtr p, size_t bytes, const char* what) {
+  if (p.offset > p.buffer->bytes() || bytes > p.buffer->bytes() - p.offset)
+    fail("internal: {} of {} bytes at {} outside a buffer of {}", what, bytes, p.offset, p.buffer->bytes());
+}
+}  // namespace
+
 void VulkanBackend::upload(DevicePtr dst, const void* src, size_t bytes) {
+  check_range(dst, bytes, "upload");
   const auto* from = static_cast<const uint8_t*>(src);
   for (size_t done = 0; done < bytes;) {
     const size_t chunk = std::min(bytes - done, kStagingBytes);
@@ -338,6 +403,7 @@ void VulkanBackend::upload(DevicePtr dst, const void* src, size_t bytes) {
 }
 
 void VulkanBackend::download(void* dst, DevicePtr src, size_t bytes) {
+  check_range(src, bytes, "download");
   auto* to = static_cast<uint8_t*>(dst);
   for (size_t done = 0; done < bytes;) {
     const size_t chunk = std::min(bytes - done, kStagingBytes);
@@ -354,6 +420,10 @@ void VulkanBackend::download(void* dst, DevicePtr src, size_t bytes) {
 
 void VulkanBackend::copy(DevicePtr dst, DevicePtr src, size_t bytes) {
   if (bytes == 0) return;
+  check_range(src, bytes, "copy");
+  check_range(dst, bytes, "copy");
+  if (src.buffer == dst.buffer && src.offset < dst.offset + bytes && dst.offset < src.offset + bytes)
+    fail("internal: a copy between overlapping regions");
   record();
   VkBufferCopy region{src.offset, dst.offset, bytes};
   vk::vkCmdCopyBuffer(commands_, vk_buffer(src), vk_buffer(dst), 1, &region);
@@ -363,8 +433,9 @@ void VulkanBackend::copy(DevicePtr dst, DevicePtr src, size_t bytes) {
 
 void VulkanBackend::dispatch(const std::string& shader, std::initializer_list<VkBuffer> buffers, const void* push,
                              size_t push_bytes, uint32_t gx, uint32_t gy, uint32_t gz) {
-  if (gx > max_groups_ || gy > max_groups_ || gz > max_groups_)
-    fail("Vulkan: {} needs {}x{}x{} workgroups, more than the device's {}", shader, gx, gy, gz, max_groups_);
+  if (gx > max_groups_[0] || gy > max_groups_[1] || gz > max_groups_[2])
+    fail("Vulkan: {} needs {}x{}x{} workgroups, more than the device's {}x{}x{}", shader, gx, gy, gz, max_groups_[0],
+         max_groups_[1], max_groups_[2]);
   const Pipeline& p = pipeline(shader);
   if (sets_used_ >= kMaxSets) flush();
   record();
@@ -408,6 +479,11 @@ void VulkanBackend::prepare_matrix(const Matrix& m) {
   w.host_bytes = m.bytes();
   w.host_row_stride = m.row_stride();
   w.type = has_matmul_shader(m.type) ? m.type : DType::F32;
+  if (w.type != m.type && !warned_widened_) {
+    spdlog::warn("Vulkan: {} weights have no shader yet and are held as f32 on the GPU ({}x their size)",
+                 dtype_info(m.type).name, row_bytes(DType::F32, m.cols) / m.row_stride());
+    warned_widened_ = true;
+  }
   w.row_stride = row_bytes(w.type, m.cols);
   w.buffer = make_buffer(static_cast<size_t>(m.rows) * w.row_stride, false);
   const DevicePtr dst{w.buffer.get(), 0};
@@ -455,6 +531,8 @@ void VulkanBackend::begin_step(const int32_t* seq_ids, const int32_t* positions,
   const size_t bytes = static_cast<size_t>(n_tokens) * sizeof(int32_t);
   upload(DevicePtr{rows_.get(), 0}, seq_ids, bytes);
   upload(DevicePtr{rows_.get(), static_cast<size_t>(max_tokens_) * sizeof(int32_t)}, positions, bytes);
+  step_positions_.assign(positions, positions + n_tokens);
+  step_rope_tables_.clear();
   step_tokens_ = n_tokens;
   in_step_ = true;
 }
@@ -466,13 +544,9 @@ void VulkanBackend::finish_step() {
 
 void VulkanBackend::abandon_step() {
   in_step_ = false;
-  if (!recording_) return;
+  if (recording_) vk::vkEndCommandBuffer(commands_);  // reset when the next recording begins
   recording_ = false;
-  vk::vkEndCommandBuffer(commands_);  // reset below; errors here change nothing
-  vk::vkResetDescriptorPool(device_, descriptor_pool_, 0);
-  sets_used_ = 0;
-  downloads_.clear();
-  staging_used_ = 0;
+  forget_recorded();
 }
 
 void VulkanBackend::check_step(int n_tokens) const {
@@ -501,16 +575,36 @@ void VulkanBackend::rmsnorm(DevicePtr x, const Matrix& weight_matrix, DevicePtr 
 
 void VulkanBackend::rope(DevicePtr x, int n_tokens, int n_heads, const RopeParams& p) {
   check_step(n_tokens);
-  size_t f_offset = 0;
-  VkBuffer factors = vk_buffer(dummy_.get());
-  if (p.freq_factors) factors = weight(*p.freq_factors, &f_offset).buffer->handle();
-  struct {
-    uint32_t n_heads, head_dim, rope_dim, neox, has_factors, x_off, pos_off, f_off, n_tokens;
-    float freq_base, freq_scale;
-  } push{u32(n_heads), u32(p.head_dim), u32(p.rope_dim), p.neox ? 1u : 0u, p.freq_factors ? 1u : 0u, floats(x),
-         u32(max_tokens_), u32(f_offset / 4), u32(n_tokens), p.freq_base, p.freq_scale};
-  dispatch("rope", {vk_buffer(x), rows_->handle(), factors}, &push, sizeof(push), u32((p.rope_dim / 2 + 63) / 64),
-           u32(n_heads), u32(n_tokens));
+  const int half = p.rope_dim / 2;
+  if (half > kMaxRopePairs) fail("the Vulkan backend rotates at most {} pairs per head, not {}", kMaxRopePairs, half);
+  const RopeTable* table = nullptr;
+  for (const RopeTable& t : step_rope_tables_)
+    if (t.freq_base == p.freq_base && t.freq_scale == p.freq_scale && t.rope_dim == p.rope_dim &&
+        t.factors == p.freq_factors)
+      table = &t;
+  if (!table) {
+    if (step_rope_tables_.size() == kRopeTables) fail("internal: more than {} rope settings in one step", kRopeTables);
+    // The CPU backend's angles, cos and sin (cpu_backend.cpp), for the step's rows.
+    const float* factors = p.freq_factors ? p.freq_factors->f32() : nullptr;
+    rope_scratch_.resize(static_cast<size_t>(step_tokens_) * half * 2);
+    for (int i = 0; i < half; ++i) {
+      const double freq = std::pow(static_cast<double>(p.freq_base), -2.0 * i / p.rope_dim);
+      for (int t = 0; t < step_tokens_; ++t) {
+        double theta = static_cast<double>(step_positions_[t]) * p.freq_scale * freq;
+        if (factors) theta /= factors[i];
+        rope_scratch_[(static_cast<size_t>(t) * half + i) * 2] = static_cast<float>(std::cos(theta));
+        rope_scratch_[(static_cast<size_t>(t) * half + i) * 2 + 1] = static_cast<float>(std::sin(theta));
+      }
+    }
+    const size_t offset = step_rope_tables_.size() * rope_table_bytes(max_tokens_);
+    upload(DevicePtr{rope_tables_.get(), offset}, rope_scratch_.data(), rope_scratch_.size() * sizeof(float));
+    step_rope_tables_.push_back({p.freq_base, p.freq_scale, p.rope_dim, p.freq_factors, offset});
+    table = &step_rope_tables_.back();
+  }
+  const uint32_t push[] = {u32(n_heads), u32(p.head_dim), u32(p.rope_dim), p.neox ? 1u : 0u, floats(x),
+                           u32(table->offset / sizeof(float))};
+  dispatch("rope", {vk_buffer(x), rope_tables_->handle()}, push, sizeof(push), u32((half + 63) / 64), u32(n_heads),
+           u32(n_tokens));
 }
 
 void VulkanBackend::kv_store(const KvLayer& kv, DevicePtr k, DevicePtr v, int n_tokens) {

@@ -3,11 +3,12 @@
 // (prepare_weights) and read by the matmul shaders straight in their GGUF
 // blocks; activations, the KV cache and the step's positions live in device
 // memory. A stage step records every op into one command buffer, with a
-// barrier between dispatches, and submits it once at the download that ends
-// the step (or earlier only if the descriptor pool or the staging area runs
-// out). Each shader fixes its reduction order, so the bits do not depend on
+// barrier between dispatches, and submits it at the download that ends the
+// step (earlier where something must come back: a mixture of experts'
+// router logits; or when the descriptor pool or the staging area runs out). Each shader fixes its reduction order, so the bits do not depend on
 // the batch (DESIGN.md); they differ from the CPU backend's within the
 // tolerances the tests state.
+#include <atomic>
 #include <map>
 #include <memory>
 #include <string>
@@ -32,6 +33,7 @@ class VulkanBackend : public Backend {
   // Free device memory now (the budget extension's figure, or the heap
   // less what this backend holds).
   uint64_t free_memory() const override;
+  void check_kv_rows(size_t k_row_bytes, size_t v_row_bytes) const override;
   // Uploads one matrix (prepare_weights does this for a stage's range);
   // the ops then accept it and any whole-row slice of it.
   void prepare_matrix(const Matrix& m);
@@ -82,15 +84,17 @@ class VulkanBackend : public Backend {
   };
 
   std::string name_;
+  int index_ = 0;
   int max_tokens_;
   VkPhysicalDevice physical_ = VK_NULL_HANDLE;
   VkDevice device_ = VK_NULL_HANDLE;
   VkQueue queue_ = VK_NULL_HANDLE;
-  uint32_t device_memory_type_ = 0, host_memory_type_ = 0;
+  VkPhysicalDeviceMemoryProperties memory_{};
   uint64_t heap_bytes_ = 0;
   uint64_t max_buffer_range_ = 0;
-  uint32_t max_groups_ = 65535;
-  uint64_t held_bytes_ = 0;
+  uint32_t max_groups_[3] = {65535, 65535, 65535};
+  std::atomic<uint64_t> held_bytes_{0};  // read by devices() on other threads
+  bool warned_widened_ = false;
   VkCommandPool command_pool_ = VK_NULL_HANDLE;
   VkCommandBuffer commands_ = VK_NULL_HANDLE;
   VkFence fence_ = VK_NULL_HANDLE;
@@ -103,6 +107,18 @@ class VulkanBackend : public Backend {
   size_t staging_used_ = 0;
   std::vector<PendingDownload> downloads_;
   std::unique_ptr<VulkanBuffer> rows_;  // the step's seq ids, then its positions: [2][max_tokens] int32
+  // RoPE's cos and sin per (token, pair), computed on the host in double as
+  // the CPU does, once per step for each distinct set of rope parameters.
+  struct RopeTable {
+    float freq_base, freq_scale;
+    int rope_dim;
+    const Matrix* factors;
+    size_t offset;  // bytes into rope_tables_
+  };
+  std::unique_ptr<VulkanBuffer> rope_tables_;
+  std::vector<RopeTable> step_rope_tables_;
+  std::vector<int32_t> step_positions_;
+  std::vector<float> rope_scratch_;
   std::unique_ptr<VulkanBuffer> dummy_;  // bound where a shader's optional input is absent
   int step_tokens_ = 0;
   bool in_step_ = false;  // between begin_step and finish_step
@@ -110,6 +126,9 @@ class VulkanBackend : public Backend {
   friend class VulkanBuffer;
   std::unique_ptr<VulkanBuffer> make_buffer(size_t bytes, bool host_visible);
   const Pipeline& pipeline(const std::string& name);
+  void init(uint32_t queue_family);  // the constructor's part after the device exists
+  void release();  // every Vulkan object this backend made (constructor failures, destructor)
+  void forget_recorded();  // descriptor sets, staging and pending downloads of a submission done or dropped
   void record();  // begins the command buffer if it is not open
   void flush();   // submits what is recorded, waits, completes downloads
   size_t stage_bytes(size_t bytes);  // room in the staging buffer; flushes when full

@@ -17,7 +17,12 @@ using wire::ErrorCode;
 using wire::MessageType;
 using wire::ProtocolError;
 
+
 namespace {
+
+// The device's own refusals (a GPU that is full) are OUT_OF_MEMORY; other
+// failures of a backend (a device that cannot run the shaders) are internal.
+bool out_of_memory(const Error& e) { return std::string_view(e.what()).find("out of memory") != std::string_view::npos; }
 
 struct WantedTensor {
   std::string name;
@@ -216,13 +221,15 @@ void WorkerSession::load_stage(const wire::Frame& request) {
         stage->grouped_bytes = stage->backend->prepare_weights(stage->weights, c, range);
     }
   } catch (const Error& e) {
-    throw ProtocolError(ErrorCode::OutOfMemory, fmt::format("layers {}-{}: {}", begin, end - 1, e.what()));
+    throw ProtocolError(out_of_memory(e) ? ErrorCode::OutOfMemory : ErrorCode::Internal,
+                        fmt::format("layers {}-{}: {}", begin, end - 1, e.what()));
   }
   try {
     stage->stage = std::make_unique<LocalStage>(*stage->backend, stage->config, stage->weights, begin, end, n_seq,
                                                 n_ctx, max_tokens, kv_types);
   } catch (const Error& e) {
-    throw ProtocolError(ErrorCode::OutOfMemory, fmt::format("layers {}-{}: {}", begin, end - 1, e.what()));
+    throw ProtocolError(out_of_memory(e) ? ErrorCode::OutOfMemory : ErrorCode::Internal,
+                        fmt::format("layers {}-{}: {}", begin, end - 1, e.what()));
   }
   {
     std::lock_guard<std::mutex> lock(s_.mutex_);

@@ -1,7 +1,7 @@
 #pragma once
 // A stage a worker holds for its primary: the tensors (received, cached or
-// from its own GGUF files), the weights bound to them, a CPU backend and the
-// LocalStage that runs the layers. Shared so that a chain peer still using
+// from its own GGUF files), the weights bound to them, the backend of the
+// worker's --device and the LocalStage that runs the layers. Shared so that a chain peer still using
 // it keeps it alive after the primary leaves.
 #include <memory>
 #include <mutex>
