@@ -5,7 +5,9 @@
 #include <algorithm>
 
 #include "cli/common_options.h"
+#include "cluster/primary/described_cluster.h"
 #include "cluster/primary/discovery.h"
+#include "cluster/primary/plan_input.h"
 #include "cluster/wire/handshake.h"
 #include "gguf/reader.h"
 #include "util/log.h"
@@ -14,14 +16,37 @@ namespace shoal::cli {
 
 Command add_plan_command(CLI::App& app) {
   auto o = std::make_shared<CommonOptions>();
+  auto cluster_file = std::make_shared<std::string>();
   auto* cmd = app.add_subcommand("plan", "show how a model would be split over this machine and the workers");
   add_engine_options(*cmd, *o);
   add_cluster_options(*cmd, *o);
   cmd->add_option("--parallel", o->engine.n_seq, "sequence slots")->capture_default_str();
-  return [o] {
+  cmd->add_option("--cluster", *cluster_file,
+                  "a cluster described in a TOML file instead of the workers (examples/clusters/): what would fit, "
+                  "how it would split, how fast");
+  return [o, cluster_file] {
     set_verbosity(o->verbosity);
     auto file = gguf::File::open(o->engine.model_path);
     ModelConfig config = ModelConfig::from_gguf(*file);
+    const int n_ctx_described = o->engine.n_ctx > 0 ? o->engine.n_ctx : default_context_size(config);
+    if (!cluster_file->empty()) {
+      if (!o->cluster.workers.empty()) fail("--cluster describes the devices: give it without --rpc");
+      PlanInput input = plan_input_for_model(*file, config, n_ctx_described, o->engine.n_seq, o->engine.n_batch,
+                                             o->engine.kv_types);
+      input.devices = load_described_cluster(*cluster_file);
+      input.tensor_split = o->cluster.tensor_split;
+      std::printf("model: %s (%s), %d layers, context %d x %d; cluster: %s (described, nothing contacted)\n",
+                  config.name.c_str(), config.arch.c_str(), config.n_layer, n_ctx_described, o->engine.n_seq,
+                  cluster_file->c_str());
+      for (const DeviceInfo& d : input.devices)
+        std::printf("  %-14s %-22s %.0f GiB usable, decode reads %.0f GB/s%s\n", d.address.c_str(), d.backend.c_str(),
+                    d.free_memory / 1073741824.0, d.matvec_gbps,
+                    d.rtt_ms > 0 || d.link_gbps > 0
+                        ? fmt::format(", link {:.1f} Gbit/s, {:.2f} ms round trip", d.link_gbps * 8, d.rtt_ms).c_str()
+                        : "");
+      std::printf("%s", format_plan(make_plan(input), input).c_str());
+      return 0;
+    }
     resolve_cluster_options(*o);
     ThreadPool pool(o->engine.threads > 0 ? o->engine.threads : ThreadPool::default_threads());
     const int n_ctx = o->engine.n_ctx > 0 ? o->engine.n_ctx : default_context_size(config);

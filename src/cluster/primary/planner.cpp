@@ -241,14 +241,14 @@ Plan make_plan(const PlanInput& input) {
 }
 
 std::string format_plan(const Plan& plan, const PlanInput& input) {
-  std::string out = fmt::format("{:<22} {:<8} {:<14} {:>12} {:>9} {:>15}\n", "device", "backend", "layers",
+  std::string out = fmt::format("{:<22} {:<20} {:<14} {:>12} {:>9} {:>15}\n", "device", "backend", "layers",
                                 "weights MiB", "KV MiB", "free MiB after");
   for (const StageAssignment& s : plan.stages) {
     const DeviceInfo& dev = input.devices[s.device];
     const int n = s.layer_end - s.layer_begin;
     // Inclusive ranges, as people count layers: "0-14 (15)".
     const std::string layers = n ? fmt::format("{}-{} ({})", s.layer_begin, s.layer_end - 1, n) : "none";
-    out += fmt::format("{:<22} {:<8} {:<14} {:>12.1f} {:>9.1f} {:>15}\n", dev.address, dev.backend, layers,
+    out += fmt::format("{:<22} {:<20} {:<14} {:>12.1f} {:>9.1f} {:>15}\n", dev.address, dev.backend, layers,
                        s.weight_bytes / kMiB, s.kv_bytes / kMiB, mib_down(s.free_after));
   }
   if (!plan.stages.empty())
