@@ -17,6 +17,7 @@ struct CommonOptions {
   double worker_timeout_s = 5.0;
   double discover_wait_s = 2.0;
   std::string local_mem = "0";
+  std::string split_policy = "speed";  // --split: speed | memory
   int verbosity = 0;
 };
 

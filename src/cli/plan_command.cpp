@@ -5,14 +5,80 @@
 #include <algorithm>
 
 #include "cli/common_options.h"
+#include "cluster/primary/cost_model.h"
 #include "cluster/primary/described_cluster.h"
+#include "cluster/primary/model_catalogue.h"
 #include "cluster/primary/discovery.h"
 #include "cluster/primary/plan_input.h"
 #include "cluster/wire/handshake.h"
 #include "gguf/reader.h"
+#include "tensor/dtype.h"
 #include "util/log.h"
 
 namespace shoal::cli {
+
+namespace {
+
+// The model side of a described plan: a GGUF file or a catalogue entry.
+PlanInput described_model_input(const CommonOptions& o, std::string& title) {
+  const EngineOptions& e = o.engine;
+  if (auto m = find_catalogue_model(e.model_path)) {
+    PlanInput in = plan_input_for_catalogue_model(*m, e.n_ctx, e.n_seq, e.n_batch, e.kv_types);
+    title = fmt::format("{} {} (catalogue: {:.2f} B weights{}, {} layers, {:.1f} GiB), context {} x {}", m->label,
+                        m->quant, m->weights / 1e9,
+                        m->active_weights < m->weights ? fmt::format(", {:.2f} B read per token", m->active_weights / 1e9)
+                                                       : "",
+                        m->n_layer, m->weights * m->bits / 8 / 1073741824.0,
+                        e.n_ctx > 0 ? e.n_ctx : std::min(m->context, 4096),
+                        std::max(1, e.n_seq));
+    return in;
+  }
+  auto file = gguf::File::open(e.model_path);
+  const ModelConfig config = ModelConfig::from_gguf(*file);
+  const int n_ctx = e.n_ctx > 0 ? e.n_ctx : default_context_size(config);
+  title = fmt::format("{} ({}), {} layers, context {} x {}", config.name, config.arch, config.n_layer, n_ctx, e.n_seq);
+  return plan_input_for_model(*file, config, n_ctx, e.n_seq, e.n_batch, e.kv_types);
+}
+
+void print_prediction(const char* who, const Prediction& p) {
+  std::printf("  %-34s tg: %7.2f ms/token (%8.1f tok/s)   pp%d: %9.1f tok/s\n", who, p.token_ms, p.tok_s,
+              p.prefill_tokens, p.prefill_tok_s);
+}
+
+// `shoal plan --cluster FILE`: contacts nothing.
+int plan_described(CommonOptions& o, const std::string& cluster_file) {
+  if (!o.cluster.workers.empty()) fail("--cluster describes the devices: give it without --rpc");
+  std::string title;
+  PlanInput input = described_model_input(o, title);
+  input.devices = load_described_cluster(cluster_file);
+  input.tensor_split = o.cluster.tensor_split;
+  resolve_cluster_options(o);
+  input.split = o.cluster.split;
+  input.relay = o.cluster.relay();
+  std::printf("model: %s; cluster: %s (described, nothing contacted)\n", title.c_str(), cluster_file.c_str());
+  for (const DeviceInfo& d : input.devices)
+    std::printf("  %-14s %-22s %.0f GiB usable, decode reads %.0f GB/s%s\n", d.address.c_str(), d.backend.c_str(),
+                d.free_memory / 1073741824.0, d.matvec_gbps,
+                d.rtt_ms > 0 || d.link_gbps > 0
+                    ? fmt::format(", link {:.1f} Gbit/s, {:.2f} ms round trip", d.link_gbps * 8, d.rtt_ms).c_str()
+                    : "");
+  const Plan plan = make_plan(input);
+  std::printf("%s", format_plan(plan, input).c_str());
+  // Beside it, what llama.cpp's RPC backend would do with the same devices:
+  // its default split (by memory) and its relay.
+  PlanInput llama = input;
+  llama.split = SplitPolicy::memory;
+  llama.relay = Relay::llama_rpc;
+  std::printf("predicted (decode one token; prompt of 512 in one batch):\n");
+  print_prediction(fmt::format("{}, split by {}", relay_name(input.relay),
+                               plan.split == SplitPolicy::speed ? "speed" : "memory")
+                       .c_str(),
+                   predict(plan, input, input.relay));
+  print_prediction("llama.cpp RPC, split by memory", predict(make_plan(llama), llama, Relay::llama_rpc));
+  return 0;
+}
+
+}  // namespace
 
 Command add_plan_command(CLI::App& app) {
   auto o = std::make_shared<CommonOptions>();
@@ -26,27 +92,11 @@ Command add_plan_command(CLI::App& app) {
                   "how it would split, how fast");
   return [o, cluster_file] {
     set_verbosity(o->verbosity);
+    if (!cluster_file->empty()) return plan_described(*o, *cluster_file);
+    if (find_catalogue_model(o->engine.model_path))
+      fail("{} is a catalogue model: plan it on a described cluster (--cluster FILE)", o->engine.model_path);
     auto file = gguf::File::open(o->engine.model_path);
     ModelConfig config = ModelConfig::from_gguf(*file);
-    const int n_ctx_described = o->engine.n_ctx > 0 ? o->engine.n_ctx : default_context_size(config);
-    if (!cluster_file->empty()) {
-      if (!o->cluster.workers.empty()) fail("--cluster describes the devices: give it without --rpc");
-      PlanInput input = plan_input_for_model(*file, config, n_ctx_described, o->engine.n_seq, o->engine.n_batch,
-                                             o->engine.kv_types);
-      input.devices = load_described_cluster(*cluster_file);
-      input.tensor_split = o->cluster.tensor_split;
-      std::printf("model: %s (%s), %d layers, context %d x %d; cluster: %s (described, nothing contacted)\n",
-                  config.name.c_str(), config.arch.c_str(), config.n_layer, n_ctx_described, o->engine.n_seq,
-                  cluster_file->c_str());
-      for (const DeviceInfo& d : input.devices)
-        std::printf("  %-14s %-22s %.0f GiB usable, decode reads %.0f GB/s%s\n", d.address.c_str(), d.backend.c_str(),
-                    d.free_memory / 1073741824.0, d.matvec_gbps,
-                    d.rtt_ms > 0 || d.link_gbps > 0
-                        ? fmt::format(", link {:.1f} Gbit/s, {:.2f} ms round trip", d.link_gbps * 8, d.rtt_ms).c_str()
-                        : "");
-      std::printf("%s", format_plan(make_plan(input), input).c_str());
-      return 0;
-    }
     resolve_cluster_options(*o);
     ThreadPool pool(o->engine.threads > 0 ? o->engine.threads : ThreadPool::default_threads());
     const int n_ctx = o->engine.n_ctx > 0 ? o->engine.n_ctx : default_context_size(config);

@@ -18,6 +18,7 @@ struct DeviceInfo {
   int threads = 0;
   double matvec_gbps = 0.0;    // measured: GB/s of Q4_0 weights streamed by matvec (0 = unknown)
   double matmul_gflops = 0.0;  // measured: GFLOP/s of a batched Q4_0 matmul (0 = unknown)
+  double step_overhead_ms = 0.0;  // fixed cost of a step whatever its size (launches, syncs); 0 for a CPU
   double rtt_ms = 0.0;         // round trip from the primary (0 for local)
   double link_gbps = 0.0;      // GB/s of the link from the primary; 0 = unknown (planner assumes 1)
 };

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "cluster/primary/described_cluster.h"
+#include "cluster/primary/model_catalogue.h"
 #include "util/error.h"
 
 namespace shoal {
@@ -45,7 +46,9 @@ link = { gbit = 1, rtt_ms = 2 }
   ASSERT_EQ(devices.size(), 3u);
   EXPECT_EQ(devices[0].address, "studio");
   EXPECT_EQ(devices[0].free_memory, static_cast<uint64_t>((192 - 4) * kGiB));  // 4 GiB kept for the OS
-  EXPECT_NEAR(devices[0].matvec_gbps, 800 * 0.45, 1e-9);
+  EXPECT_NEAR(devices[0].matvec_gbps, 800 * 0.864, 1e-9);
+  EXPECT_NEAR(devices[0].step_overhead_ms, 5.08, 1e-9);
+  EXPECT_NEAR(devices[0].matmul_gflops, 16700, 1e-6);
   EXPECT_EQ(devices[0].rtt_ms, 0.0);
   EXPECT_EQ(devices[1].free_memory, static_cast<uint64_t>((128 - 8) * kGiB));
   EXPECT_NEAR(devices[1].matvec_gbps, 273 * 0.80, 1e-9);
@@ -82,9 +85,64 @@ TEST(DescribedCluster, EveryExampleAndCatalogueEntryLoads) {
     ++n;
   }
   EXPECT_GE(n, 4);
-  const auto entries = catalogue_entries();
-  EXPECT_GE(entries.size(), 10u);
-  for (const auto& e : entries) EXPECT_EQ(e.find("(0 GB"), std::string::npos) << e;
+  // Every catalogue device as a one-device cluster, read through the
+  // embedded copy: memory, speed and a source for each.
+  const toml::table devices = toml::parse_file(std::string(SHOAL_SOURCE_DIR) + "/data/devices.toml");
+  EXPECT_GE(devices.size(), 10u);
+  for (auto&& [name, node] : devices) {
+    SCOPED_TRACE(std::string(name.str()));
+    EXPECT_TRUE(node.as_table()->contains("sources"));
+    const auto d = parse_described_cluster(fmt::format("[[device]]\ncatalogue = \"{}\"\n", name.str()), "test");
+    ASSERT_EQ(d.size(), 1u);
+    EXPECT_GT(d[0].free_memory, 0u);
+    EXPECT_GT(d[0].matvec_gbps, 0.0);
+  }
+}
+
+TEST(ModelCatalogue, EveryModelAndQuantisationGivesAPlanInput) {
+  const toml::table models = toml::parse_file(std::string(SHOAL_SOURCE_DIR) + "/data/models.toml");
+  int n = 0;
+  for (auto&& [name, node] : models) {
+    if (name.str() == "quant") continue;
+    SCOPED_TRACE(std::string(name.str()));
+    EXPECT_TRUE(node.as_table()->contains("source"));
+    for (auto&& [quant, bits] : *models["quant"].as_table()) {
+      const auto m = find_catalogue_model(fmt::format("{}:{}", name.str(), quant.str()));
+      ASSERT_TRUE(m.has_value());
+      const PlanInput in = plan_input_for_catalogue_model(*m, 0, 1, 512, KvTypes{});
+      ASSERT_EQ(static_cast<int>(in.layer_bytes.size()), m->n_layer);
+      // The layers, the embedding and the output add up to the file.
+      double total = static_cast<double>(m->n_vocab) * m->n_embd * (m->tied_output ? 1 : 2) * m->bits / 8;
+      for (uint64_t b : in.layer_bytes) total += b;
+      const double file = m->weights * m->bits / 8;
+      EXPECT_NEAR(total / file, 1.0, 1e-6);
+      EXPECT_GT(in.primary_bytes, in.head_bytes);
+      EXPECT_LE(in.layer_read_bytes[0], in.layer_bytes[0]);
+    }
+    ++n;
+  }
+  EXPECT_GE(n, 8);
+}
+
+TEST(ModelCatalogue, ExpertsReadOnlyTheirActiveShare) {
+  const auto m = find_catalogue_model("qwen3-30b-a3b:q4_k_m");
+  ASSERT_TRUE(m.has_value());
+  const PlanInput in = plan_input_for_catalogue_model(*m, 0, 1, 512, KvTypes{});
+  EXPECT_LT(in.layer_read_bytes[0] * 8, in.layer_bytes[0]);  // 3.3 of 30.5 B, less the embeddings
+}
+
+TEST(ModelCatalogue, UnknownNamesAndQuantisationsAreNamed) {
+  auto error_of = [](const std::string& spec) {
+    try {
+      find_catalogue_model(spec);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(error_of("gpt-5:q4_0").find("known: llama-2-7b"), std::string::npos) << error_of("gpt-5:q4_0");
+  EXPECT_NE(error_of("llama-2-7b:q9").find("no quantisation 'q9'"), std::string::npos);
+  EXPECT_FALSE(find_catalogue_model("/no/colon/model.gguf").has_value());
 }
 
 }  // namespace

@@ -14,6 +14,8 @@ ClusterPlan plan_cluster(const gguf::File& file, const ModelConfig& config, int 
   cp.input = plan_input_for_model(file, config, n_ctx, n_seq, n_batch, kv_types);
   cp.input.reserve_bytes = options.reserve_bytes;
   cp.input.tensor_split = options.tensor_split;
+  cp.input.split = options.split;
+  cp.input.relay = options.relay();
   DeviceInfo local = probe_local_cpu(pool);
   local.address = "local";
   if (options.local_mem > 0) local.free_memory = std::min(local.free_memory, options.local_mem);

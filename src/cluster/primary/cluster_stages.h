@@ -20,6 +20,7 @@ struct ClusterOptions {
   bool chain = false;                // worker to worker forwarding
   std::string wire_dtype = "f32";    // f32 | f16 | bf16 | q8_0
   std::vector<double> tensor_split;  // llama.cpp --tensor-split
+  SplitPolicy split = SplitPolicy::speed;  // --split
   uint64_t reserve_bytes = 256ull << 20;
   uint64_t local_mem = 0;            // --mem: what the primary's own CPU may hold (0: what is free)
   int timeout_ms = wire::kDefaultPeerTimeoutMs;  // --worker-timeout
@@ -28,6 +29,7 @@ struct ClusterOptions {
   int beacon_port = 50053;           // --discover-port
   int discover_wait_ms = 2000;       // --discover-wait: how long to listen before the first plan
   LinkOptions link() const { return {key, timeout_ms, insecure}; }
+  Relay relay() const { return chain ? Relay::shoal_chain : Relay::shoal_star; }
   // Called as weights stream to a worker (address, bytes sent, bytes to send).
   std::function<void(const std::string&, uint64_t, uint64_t)> on_progress;
 };

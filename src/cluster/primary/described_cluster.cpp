@@ -4,9 +4,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
-#include <toml++/toml.h>
-
-#include "util/error.h"
+#include "cluster/primary/catalogue_toml.h"
 
 namespace shoal {
 
@@ -17,22 +15,8 @@ namespace {
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 const toml::table& catalogue() {
-  static const toml::table table = [] {
-    try {
-      return toml::parse(std::string_view(kDeviceCatalogue), std::string_view("data/devices.toml"));
-    } catch (const toml::parse_error& e) {
-      fail("internal: the embedded device catalogue does not parse: {}", e.what());
-    }
-  }();
+  static const toml::table table = parse_embedded_toml(kDeviceCatalogue, "data/devices.toml");
   return table;
-}
-
-template <class View>
-double number(View v, const std::string& where, const char* key, double lo, double hi) {
-  const auto value = v.template value<double>();
-  if (!value) fail("{}: '{}' must be a number", where, key);
-  if (!(*value >= lo && *value <= hi)) fail("{}: '{}' = {} is outside {}..{}", where, key, *value, lo, hi);
-  return *value;
 }
 
 std::string known_names() {
@@ -51,7 +35,10 @@ std::vector<DeviceInfo> parse_described_cluster(const std::string& text, const s
     fail("{}: not valid TOML: {} (line {}, column {})", source, e.description(), e.source().begin.line,
          e.source().begin.column);
   }
-  const toml::array* list = doc["device"].as_array();
+  return described_devices(doc["device"].as_array(), source);
+}
+
+std::vector<DeviceInfo> described_devices(const toml::array* list, const std::string& source) {
   if (!list || list->empty()) fail("{}: no [[device]] tables (the first one is the primary)", source);
   std::vector<DeviceInfo> out;
   for (size_t i = 0; i < list->size(); ++i) {
@@ -76,18 +63,22 @@ std::vector<DeviceInfo> parse_described_cluster(const std::string& text, const s
     d.address = label;
     d.backend = kind;  // the catalogue name, short enough for the plan's table
     d.kind = "described";
-    const double memory = number(s["memory_gb"], where, "memory_gb", 0.25, 1e5);
-    const double reserve = spec.contains("reserve_gb") ? number(s["reserve_gb"], where, "reserve_gb", 0, memory) : 4.0;
+    const double memory = toml_number(s["memory_gb"], where, "memory_gb", 0.25, 1e5);
+    const double reserve = spec.contains("reserve_gb") ? toml_number(s["reserve_gb"], where, "reserve_gb", 0, memory) : 4.0;
     d.total_memory = static_cast<uint64_t>(memory * kGiB);
     d.free_memory = static_cast<uint64_t>(std::max(0.0, memory - reserve) * kGiB);
-    d.matvec_gbps = number(s["bandwidth_gbps"], where, "bandwidth_gbps", 0.1, 1e5) *
-                    number(s["decode_efficiency"], where, "decode_efficiency", 0.01, 1.0);
+    d.matvec_gbps = toml_number(s["bandwidth_gbps"], where, "bandwidth_gbps", 0.1, 1e5) *
+                    toml_number(s["decode_efficiency"], where, "decode_efficiency", 0.01, 1.0);
+    if (spec.contains("prefill_tflops"))
+      d.matmul_gflops = 1e3 * toml_number(s["prefill_tflops"], where, "prefill_tflops", 1e-4, 1e5);
+    if (spec.contains("step_overhead_ms"))
+      d.step_overhead_ms = toml_number(s["step_overhead_ms"], where, "step_overhead_ms", 0.0, 1e4);
     if (i > 0) {
       const toml::table* link = (*dev)["link"].as_table();
       if (!link) fail("{}: needs a link to the primary, e.g. link = {{ gbit = 10, rtt_ms = 0.2 }}", where);
       const toml::table& l = *link;
-      d.link_gbps = number(l["gbit"], where, "link.gbit", 0.001, 1e4) / 8.0;  // bytes, as the planner counts
-      d.rtt_ms = number(l["rtt_ms"], where, "link.rtt_ms", 0.0, 1e4);
+      d.link_gbps = toml_number(l["gbit"], where, "link.gbit", 0.001, 1e4) / 8.0;  // bytes, as the planner counts
+      d.rtt_ms = toml_number(l["rtt_ms"], where, "link.rtt_ms", 0.0, 1e4);
     } else if (dev->contains("link")) {
       fail("{}: the first device is the primary and has no link", where);
     }
@@ -102,17 +93,6 @@ std::vector<DeviceInfo> load_described_cluster(const std::string& path) {
   std::stringstream text;
   text << in.rdbuf();
   return parse_described_cluster(text.str(), path);
-}
-
-std::vector<std::string> catalogue_entries() {
-  std::vector<std::string> out;
-  for (auto&& [name, node] : catalogue()) {
-    const toml::table& e = *node.as_table();
-    out.push_back(fmt::format("{:<24} {} ({} GB, {} GB/s, decode at {:.0f}% of it)", name.str(),
-                              e["label"].value_or(std::string()), e["memory_gb"].value_or(0.0),
-                              e["bandwidth_gbps"].value_or(0.0), 100 * e["decode_efficiency"].value_or(0.0)));
-  }
-  return out;
 }
 
 }  // namespace shoal

@@ -12,9 +12,13 @@
 //
 // The devices become the planner's DeviceInfo: free memory = memory less
 // reserve_gb (default 4, for the operating system), decode speed =
-// bandwidth x decode_efficiency, the link's speed and round trip.
+// bandwidth x decode_efficiency, prompt speed = prefill_tflops, a fixed
+// step_overhead_ms per step where the catalogue measured one, the link's
+// speed and round trip.
 #include <string>
 #include <vector>
+
+#include <toml++/toml.h>
 
 #include "cluster/device_info.h"
 
@@ -24,7 +28,7 @@ namespace shoal {
 std::vector<DeviceInfo> load_described_cluster(const std::string& path);
 // The same from text (source names it in messages).
 std::vector<DeviceInfo> parse_described_cluster(const std::string& text, const std::string& source);
-// "name: label (memory, bandwidth)" for every catalogue entry.
-std::vector<std::string> catalogue_entries();
-
+// The devices of an array of [[device]] tables (also the published
+// measurements' rows); source names the file in messages.
+std::vector<DeviceInfo> described_devices(const toml::array* devices, const std::string& source);
 }  // namespace shoal

@@ -47,11 +47,19 @@ PlanInput plan_input_for_model(const gguf::File& file, const ModelConfig& config
   // Every tensor of the layer, not only those the binder knows: what the
   // file holds for a layer is what a stage would have to take.
   in.layer_bytes.assign(config.n_layer, 0);
+  in.layer_read_bytes.assign(config.n_layer, 0);
+  in.layer_flops.assign(config.n_layer, 0.0);
+  // A decode step reads only the routed experts' rows of an expert tensor.
+  const double routed = config.n_expert > 0 ? static_cast<double>(config.n_expert_used) / config.n_expert : 1.0;
   for (const gguf::TensorInfo& t : file.tensors()) {
     const int layer = layer_of(t.name);
     // Layers past n_layer (none in the supported architectures) belong to
     // no stage; ignore rather than refuse a file the engine can run.
-    if (layer >= 0 && layer < config.n_layer) in.layer_bytes[layer] += t.bytes;
+    if (layer < 0 || layer >= config.n_layer) continue;
+    const double share = t.name.find("_exps.") != std::string::npos ? routed : 1.0;
+    in.layer_bytes[layer] += t.bytes;
+    in.layer_read_bytes[layer] += static_cast<uint64_t>(t.bytes * share);
+    in.layer_flops[layer] += 2.0 * t.n_elements() * share;
   }
 
   // Same default as Engine: the trained context, capped at 4096.

@@ -4,16 +4,13 @@
 #include <cmath>
 #include <numeric>
 
+#include "cluster/primary/cost_model.h"
 #include "util/error.h"
 
 namespace shoal {
 namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
-// Assumed when a device or link did not report a measurement: a plan must
-// still come out, and these are ordinary values for a desktop and a LAN.
-constexpr double kUnknownMatvecGbps = 10.0;
-constexpr double kUnknownLinkGbps = 1.0;
 
 // Rounded up for what is needed, down for what is offered, so the message
 // never says "0 MiB missing" when something is.
@@ -167,26 +164,53 @@ void check_tensor_split(const PlanInput& in) {
   if (total <= 0) fail("--tensor-split is all zeros: no device would hold a layer");
 }
 
-void predict(const PlanInput& in, Plan& plan) {
-  auto gbps = [](double v, double unknown) { return v > 0 ? v : unknown; };
-  double total_ms = 0;
-  for (StageAssignment& s : plan.stages) {
-    if (s.layer_end == s.layer_begin) continue;
-    const DeviceInfo& dev = in.devices[s.device];
-    double ms = s.weight_bytes / (gbps(dev.matvec_gbps, kUnknownMatvecGbps) * 1e9) * 1e3;
-    if (s.device != 0) {
-      // Star: primary -> worker -> primary is two one-way hops, i.e. one
-      // round trip, plus the hidden state sent there and back.
-      ms += dev.rtt_ms + 2.0 * in.activation_bytes / (gbps(dev.link_gbps, kUnknownLinkGbps) * 1e9) * 1e3;
+// The split with the least predicted decode time (cost_model.h) among the
+// contiguous ones that fit: best[d][e] is the least time for layers [0, e)
+// on devices 0..d-1. A device whose layers would only slow a step down
+// (its reads and its hop cost more than a faster device's reads) gets none.
+std::vector<int> split_by_speed(const PlanInput& in, const Layout& layout) {
+  const int D = layout.n_devices(), L = layout.n_layers();
+  std::vector<uint64_t> read(L + 1, 0);
+  for (int l = 0; l < L; ++l) read[l + 1] = read[l] + decode_read_bytes(in, l, l + 1);
+  constexpr double kNone = 1e300;
+  std::vector<std::vector<double>> best(D + 1, std::vector<double>(L + 1, kNone));
+  std::vector<std::vector<int>> from(D + 1, std::vector<int>(L + 1, -1));
+  best[0][0] = 0;
+  for (int d = 0; d < D; ++d) {
+    for (int a = 0; a <= L; ++a) {
+      if (best[d][a] >= kNone) continue;
+      const int last = layout.max_end(d, a);
+      for (int e = a; e <= last; ++e) {
+        if (d == 0 && layout.usable(0) < 0) break;
+        const double t = best[d][a] + stage_decode_ms(in, d, read[e] - read[a], e - a, in.relay);
+        if (t < best[d + 1][e]) best[d + 1][e] = t, from[d + 1][e] = a;
+      }
     }
-    s.predicted_ms = ms;
-    total_ms += ms;
   }
-  const uint64_t head = in.head_bytes ? in.head_bytes : in.primary_bytes;
-  plan.predicted_head_ms = head / (gbps(in.devices[0].matvec_gbps, kUnknownMatvecGbps) * 1e9) * 1e3;
-  total_ms += plan.predicted_head_ms;
-  plan.predicted_token_ms = total_ms;
-  plan.predicted_tok_s = total_ms > 0 ? 1e3 / total_ms : 0.0;
+  if (best[D][L] >= kNone) return {};
+  std::vector<int> b(D + 1, L);
+  for (int d = D; d > 0; --d) b[d - 1] = from[d][b[d]];
+  return b;
+}
+
+void fill_stages(const PlanInput& input, const Layout& layout, const std::vector<int>& bounds, Plan& plan) {
+  plan.stages.clear();
+  for (int d = 0; d < layout.n_devices(); ++d) {
+    StageAssignment s;
+    s.device = d;
+    s.layer_begin = bounds[d];
+    s.layer_end = bounds[d + 1];
+    s.weight_bytes = layout.weights(s.layer_begin, s.layer_end);
+    s.kv_bytes = layout.kv(s.layer_begin, s.layer_end);
+    const uint64_t used = s.weight_bytes + s.kv_bytes + (d == 0 ? input.primary_bytes : 0);
+    s.free_after = input.devices[d].free_memory > used ? input.devices[d].free_memory - used : 0;
+    plan.stages.push_back(s);
+  }
+  const Prediction p = predict(plan, input, input.relay);
+  for (size_t i = 0; i < plan.stages.size(); ++i) plan.stages[i].predicted_ms = p.stage_ms[i];
+  plan.predicted_head_ms = p.head_ms;
+  plan.predicted_token_ms = p.token_ms;
+  plan.predicted_tok_s = p.tok_s;
 }
 
 }  // namespace
@@ -225,35 +249,37 @@ Plan make_plan(const PlanInput& input) {
   }
 
   Plan plan;
-  for (int d = 0; d < D; ++d) {
-    StageAssignment s;
-    s.device = d;
-    s.layer_begin = bounds[d];
-    s.layer_end = bounds[d + 1];
-    s.weight_bytes = layout.weights(s.layer_begin, s.layer_end);
-    s.kv_bytes = layout.kv(s.layer_begin, s.layer_end);
-    const uint64_t used = s.weight_bytes + s.kv_bytes + (d == 0 ? input.primary_bytes : 0);
-    s.free_after = input.devices[d].free_memory > used ? input.devices[d].free_memory - used : 0;
-    plan.stages.push_back(s);
+  fill_stages(input, layout, bounds, plan);
+  if (input.split == SplitPolicy::speed && input.tensor_split.empty()) {
+    const std::vector<int> fast = split_by_speed(input, layout);
+    Plan by_speed;
+    if (!fast.empty()) fill_stages(input, layout, fast, by_speed);
+    if (!fast.empty() && by_speed.predicted_token_ms < (1.0 - kSpeedSplitGain) * plan.predicted_token_ms) {
+      by_speed.split = SplitPolicy::speed;
+      by_speed.memory_split_token_ms = plan.predicted_token_ms;
+      return by_speed;
+    }
   }
-  predict(input, plan);
   return plan;
 }
 
 std::string format_plan(const Plan& plan, const PlanInput& input) {
-  std::string out = fmt::format("{:<22} {:<20} {:<14} {:>12} {:>9} {:>15}\n", "device", "backend", "layers",
-                                "weights MiB", "KV MiB", "free MiB after");
+  std::string out = fmt::format("{:<22} {:<20} {:<14} {:>12} {:>9} {:>15} {:>10}\n", "device", "backend", "layers",
+                                "weights MiB", "KV MiB", "free MiB after", "decode ms");
   for (const StageAssignment& s : plan.stages) {
     const DeviceInfo& dev = input.devices[s.device];
     const int n = s.layer_end - s.layer_begin;
     // Inclusive ranges, as people count layers: "0-14 (15)".
     const std::string layers = n ? fmt::format("{}-{} ({})", s.layer_begin, s.layer_end - 1, n) : "none";
-    out += fmt::format("{:<22} {:<20} {:<14} {:>12.1f} {:>9.1f} {:>15}\n", dev.address, dev.backend, layers,
-                       s.weight_bytes / kMiB, s.kv_bytes / kMiB, mib_down(s.free_after));
+    out += fmt::format("{:<22} {:<20} {:<14} {:>12.1f} {:>9.1f} {:>15} {:>10.2f}\n", dev.address, dev.backend,
+                       layers, s.weight_bytes / kMiB, s.kv_bytes / kMiB, mib_down(s.free_after), s.predicted_ms);
   }
   if (!plan.stages.empty())
-    out += fmt::format("primary ({}) also holds {:.1f} MiB: embedding, output head and buffers\n",
-                       input.devices[0].address, input.primary_bytes / kMiB);
+    out += fmt::format("primary ({}) also holds {:.1f} MiB: embedding, output head and buffers ({:.2f} ms a step)\n",
+                       input.devices[0].address, input.primary_bytes / kMiB, plan.predicted_head_ms);
+  if (plan.split == SplitPolicy::speed)
+    out += fmt::format("split by speed: {:.2f} ms/token predicted, against {:.2f} by memory alone\n",
+                       plan.predicted_token_ms, plan.memory_split_token_ms);
   out += fmt::format("predicted decode: {:.2f} ms/token ({:.1f} tok/s)\n", plan.predicted_token_ms,
                      plan.predicted_tok_s);
   return out;

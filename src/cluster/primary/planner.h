@@ -9,8 +9,22 @@
 
 namespace shoal {
 
+// How activations travel between the stages (cost_model.h says what each costs).
+enum class Relay { shoal_star, shoal_chain, llama_rpc };
+
+// memory: layers in proportion to each device's usable memory (llama.cpp's
+// default). speed: the split with the least predicted decode time that
+// fits (a device that would only slow a step down holds nothing); taken
+// only when it is predicted at least kSpeedSplitGain faster than the
+// memory split, so that measurement noise between equal devices never
+// moves layers.
+enum class SplitPolicy { memory, speed };
+inline constexpr double kSpeedSplitGain = 0.05;
+
 struct PlanInput {
   std::vector<uint64_t> layer_bytes;  // weight bytes of each transformer layer
+  std::vector<uint64_t> layer_read_bytes;  // bytes a decode step reads of each layer (MoE: routed experts); empty: layer_bytes
+  std::vector<double> layer_flops;       // multiply-adds x 2 per token of each layer; empty: 2 per byte read
   std::vector<uint64_t> layer_kv_bytes;  // KV cache of each layer for n_ctx x n_seq (a windowed layer's is smaller)
   uint64_t primary_bytes = 0;         // embedding + output head + buffers, on device 0
   uint64_t reserve_bytes = 0;         // kept free on every device
@@ -18,6 +32,8 @@ struct PlanInput {
   uint64_t head_bytes = 0;            // bytes the output head streams per token (0: use primary_bytes)
   std::vector<DeviceInfo> devices;    // devices[0] is the primary's own CPU
   std::vector<double> tensor_split;   // llama.cpp --tensor-split proportions, or empty
+  SplitPolicy split = SplitPolicy::memory;
+  Relay relay = Relay::shoal_star;    // how the plan's run will relay (its prediction)
 };
 
 struct StageAssignment {
@@ -32,25 +48,23 @@ struct StageAssignment {
 
 struct Plan {
   std::vector<StageAssignment> stages;  // one per device, in device order
+  SplitPolicy split = SplitPolicy::memory;  // how the layers were placed (speed: the speed split won)
+  double memory_split_token_ms = 0.0;   // the memory split's prediction, for comparison (0: not computed)
   double predicted_token_ms = 0.0;      // decode time per token
   double predicted_head_ms = 0.0;       // of which the primary's output head
   double predicted_tok_s = 0.0;
 };
 
-// v1: layers in proportion to each device's usable memory
-// (free - reserve - (device 0: primary_bytes)), contiguous in device order,
-// never over any device's limit; or as tensor_split says. Throws
-// shoal::Error saying how much memory is missing where when it cannot fit.
-// Prediction: Σ stage bytes / device bandwidth + hops x RTT + activation
-// bytes / link bandwidth (star: 2 hops per remote stage, i.e. one round
-// trip and the activations sent there and back) + the output head on the
-// primary. The KV reads of attention are not counted (they depend on how
-// full the context is).
+// Layers contiguous in device order, never over any device's limit
+// (free - reserve - (device 0: primary_bytes)): as tensor_split says, or
+// by input.split (see SplitPolicy). Throws shoal::Error saying how much
+// memory is missing where when it cannot fit. The prediction is
+// cost_model.h's for input.relay.
 Plan make_plan(const PlanInput& input);
 
 // The table `shoal plan` and `shoal serve` print: one line per device with
-// address, backend, layers, weight MiB, KV MiB, free MiB left; then the
-// prediction.
+// address, backend, layers, weight MiB, KV MiB, free MiB left, predicted
+// ms of a decode step; then the prediction.
 std::string format_plan(const Plan& plan, const PlanInput& input);
 
 }  // namespace shoal

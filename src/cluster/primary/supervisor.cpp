@@ -245,6 +245,8 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_stages(Engine& engi
   PlanInput input = plan_input_for_model(engine.file(), config, engine.n_ctx(), engine.options().n_seq,
                                          engine.n_batch(), engine.options().kv_types);
   input.reserve_bytes = options_.reserve_bytes;
+  input.split = options_.split;
+  input.relay = options_.relay();
   input.devices.push_back(local_);
   {
     std::lock_guard<std::mutex> lock(mutex_);

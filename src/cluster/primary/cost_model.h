@@ -1,0 +1,58 @@
+#pragma once
+// What a split costs: one model of time for `shoal plan`, the live planner
+// and the published-measurement test. Per stage, a decode step reads the
+// stage's weights once (bytes ÷ effective bandwidth) plus the device's
+// fixed cost of a step; a prompt of n tokens costs its multiply-adds ÷ the
+// device's batched rate. Per hop to a worker, a round trip and the
+// activations over the link. How many hops and what else crosses the link
+// depends on the relay:
+//
+//   shoal star   primary -> worker -> primary for each remote stage: one
+//                round trip and the hidden state there and back
+//   shoal chain  primary -> w1 -> w2 -> ... -> primary: one one-way hop per
+//                boundary (half a round trip each)
+//   llama.cpp    llama.cpp's RPC backend (rpc-server): per remote stage and
+//                step, two round trips (inputs set, result read back after
+//                the compute command) and the serialised graph of the
+//                stage's layers besides the activations
+//
+// Devices that did not report a speed get ordinary desktop values, so a
+// plan always has a prediction; the KV reads of attention are not counted.
+#include <cstdint>
+#include <vector>
+
+#include "cluster/primary/planner.h"
+
+namespace shoal {
+
+const char* relay_name(Relay relay);
+
+struct Prediction {
+  std::vector<double> stage_ms;  // decode step share of each stage (plan order), hops included
+  double head_ms = 0.0;          // the output head on the primary
+  double token_ms = 0.0;         // one decode step
+  double tok_s = 0.0;            // decode tokens/s
+  double prefill_ms = 0.0;       // a prompt of prefill_tokens in one batch, stages one after another
+  double prefill_tok_s = 0.0;
+  int prefill_tokens = 0;
+};
+
+// A prompt of prefill_tokens (llama-bench's pp512 by default) and a decode
+// step of the plan, as `relay` would run it.
+Prediction predict(const Plan& plan, const PlanInput& input, Relay relay, int prefill_tokens = 512);
+
+// Decode time of one stage on `device` holding n_layers layers that read
+// read_bytes a step: what the speed-aware split minimises (hops included,
+// head excluded). 0 for a stage without layers.
+double stage_decode_ms(const PlanInput& input, int device, uint64_t read_bytes, int n_layers, Relay relay);
+// Bytes a decode step reads from layers [begin, end): the routed experts
+// only, where the input says so.
+uint64_t decode_read_bytes(const PlanInput& input, int begin, int end);
+
+// What llama.cpp's RPC graph sends per layer and step: about 40 tensors
+// (weights, intermediates, views) of 296 bytes each (ggml-rpc's packed
+// rpc_tensor: id, type, buffer, ne, nb, op, 64 bytes of op_params, flags,
+// 10 sources, view, data, a 64-byte name, padding).
+inline constexpr double kLlamaRpcGraphBytesPerLayer = 40 * 296;
+
+}  // namespace shoal

@@ -1,0 +1,37 @@
+#pragma once
+// Models by name and quantisation instead of a GGUF file ("qwen2.5-72b:
+// q4_k_m"), for `shoal plan --cluster`: what a model would need and cost on
+// a cluster before anything is downloaded. The data is data/models.toml,
+// embedded at build time, with a source for every figure.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cluster/primary/planner.h"
+#include "model/kv_cache.h"
+
+namespace shoal {
+
+struct CatalogueModel {
+  std::string name;    // "qwen2.5-72b"
+  std::string label;   // "Qwen2.5 72B"
+  std::string quant;   // "q4_k_m"
+  double weights = 0;         // count
+  double active_weights = 0;  // read per decode step (a mixture of experts reads its routed experts)
+  double bits = 0;            // per weight
+  int n_layer = 0, n_embd = 0, n_vocab = 0, kv_width = 0, context = 0;
+  bool tied_output = false;
+};
+
+// "name:quant" -> the model; std::nullopt when `spec` has no ':' or names
+// an existing file (a GGUF path). Throws shoal::Error for an unknown name
+// or quantisation, listing the known ones.
+std::optional<CatalogueModel> find_catalogue_model(const std::string& spec);
+
+// The model side of a plan, as plan_input_for_model gives it for a file:
+// every layer the same size, the cache for n_ctx (<= 0: min(context, 4096))
+// x n_seq in kv_types, the embedding and head on the primary.
+PlanInput plan_input_for_catalogue_model(const CatalogueModel& model, int n_ctx, int n_seq, int n_batch,
+                                         KvTypes kv_types);
+
+}  // namespace shoal
