@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Across machines: `shoal bench --rpc` vs llama.cpp's `llama-bench --rpc`.
 
-    sudo bench/cluster_bench.py [-m MODEL] [-p 128] [-n 64] [-r 3] [--parts local,veth,delay,aead]
-                                [--time-limit MINUTES] [--no-idle-wait]
+    sudo bench/cluster_bench.py [-m MODEL] [-p 128] [-n 64] [-r 3] [--parts local,veth,delay,aead,speed]
+                                [--speed-model MODEL] [--time-limit MINUTES] [--no-idle-wait]
 
 Hosts are network namespaces on a private bridge (tests/tools/netns.py): the
 primary in host 0, workers (`shoal worker` / `ggml-rpc-server`) in hosts 1..3,
@@ -10,7 +10,10 @@ every process -t 1. Parts: "local" (no workers, in host 0), "veth" (1-3
 workers straight over the veth links; Shoal star and chain) and "delay" (one
 worker behind build/shoal_delay_relay, run in host 0, at 0.1, 1 and 5 ms round
 trip); "aead" (Shoal only: 1 and 3 workers over veth with the sealed link,
-the default with a key, against --insecure plain frames, alternated). llama.cpp gets the same layer split as Shoal's plan: -ngl counts the
+the default with a key, against --insecure plain frames, alternated); "speed" (Shoal only: a fast
+worker and a worker throttled to a quarter of a CPU by a cgroup, split by memory against split
+by speed, alternated, with each stage's predicted and measured decode step; --speed-model, whose
+stages outgrow the caches as a real model's do). llama.cpp gets the same layer split as Shoal's plan: -ngl counts the
 output head as a 31st layer, so it offloads one more layer than the workers
 hold and -ot keeps the (tied) output head on the primary, as Shoal does.
 
@@ -38,12 +41,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "tools"))
+from cpu_throttle import CpuThrottle  # noqa: E402
 from netns import Netns  # noqa: E402
 
 SHOAL = ROOT / "build" / "shoal"
 RELAY = ROOT / "build" / "shoal_delay_relay"
 LLAMA = Path.home() / ".cache/shoal/llama.cpp-build/bin"
 MODEL = Path.home() / ".cache/shoal/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+SPEED_MODEL = Path.home() / ".cache/shoal/models/Qwen2.5-Coder-0.5B-Instruct.Q4_K_M.gguf"
+SLOW_SHARE = 0.25  # of one CPU, for the throttled worker of the "speed" part
 PORT, RELAY_PORT = 50052, 50100
 DELAYS_MS = [0.05, 0.5, 2.5]  # one way
 BENCH_TIMEOUT_S, IDLE_TIMEOUT_S = 300, 600
@@ -153,15 +159,18 @@ class Bench:
             wait_port(self.net, 0, ready[1], ready[2])
         return p
 
-    def workers(self, tool, n, insecure=False):
-        """Start n workers in hosts 1..n; their host:port list."""
+    def workers(self, tool, n, insecure=False, throttle=None):
+        """Start n workers in hosts 1..n (worker `throttle`, 1-based, moved into
+        that CpuThrottle's group); their host:port list."""
         eps = []
         for i in range(1, n + 1):
             a = self.net.addr(i)
             if tool == "shoal":
-                self.start(i, [self.shoal, "worker", "--host", a, "--port", PORT, "-t", "1", "--no-cache",
-                               "--key-file", self.key] + (["--insecure"] if insecure else []),
-                           ("line", "worker listening"))
+                p = self.start(i, [self.shoal, "worker", "--host", a, "--port", PORT, "-t", "1", "--no-cache",
+                                   "--key-file", self.key] + (["--insecure"] if insecure else []),
+                               ("line", "worker listening"))
+                if throttle and throttle[0] == i:
+                    throttle[1].add(p.pid)
             else:
                 self.start(i, [LLAMA / "ggml-rpc-server", "-H", a, "-p", PORT, "-t", "1"], ("port", a, PORT))
             eps.append(f"{a}:{PORT}")
@@ -186,16 +195,21 @@ class Bench:
         self.procs.clear()
         self.logs.clear()
 
-    def run(self, tool, n_workers=0, chain=False, delay_ms=None, layers=None, insecure=False):
+    def run(self, tool, n_workers=0, chain=False, delay_ms=None, layers=None, insecure=False, throttle=None,
+            extra=(), model=None):
         """One measurement: servers up, idle CPUs, bench in host 0, servers down.
-        layers: llama.cpp's layers per worker (Shoal's plan). Returns {"pp": row,
-        "tg": row, "split": [(device, layers, count)], "note": text}."""
+        layers: llama.cpp's layers per worker (Shoal's plan); throttle: (worker
+        index, CpuThrottle); extra: more shoal bench options. Returns {"pp": row,
+        "tg": row, "split": [(device, layers, count)], "stages": [(device,
+        layers, predicted ms, measured ms)], "note": text}."""
         try:
-            eps = self.workers(tool, n_workers, insecure)
+            eps = self.workers(tool, n_workers, insecure, throttle)
             if delay_ms is not None:
                 eps = self.relay(eps[0], delay_ms)
             if tool == "shoal":
-                argv = [self.shoal, "bench", *self.common]
+                argv = [self.shoal, "bench", *self.common, *extra]
+                if model:
+                    argv[argv.index("-m") + 1] = model
                 if eps:
                     argv += ["--rpc", ",".join(eps), "--key-file", self.key] + (["--chain"] if chain else []) + \
                         (["--insecure"] if insecure else [])
@@ -224,8 +238,11 @@ class Bench:
                 (f", disturbed: {worst[1]} {worst[0]:.0%}" if worst[0] > 0.10 else "")
             split = [(w[0], w[2], int(w[3].strip("()"))) for w in map(str.split, r.stderr.splitlines())
                      if len(w) > 3 and w[1] == "CPU" and w[0].startswith(("local", "10.", "127."))]
+            # shoal bench's stage report: device, layers, predicted ms, measured ms, steps, error.
+            stages = [(w[0], w[1], float(w[2]), float(w[3])) for w in map(str.split, r.stderr.splitlines())
+                      if len(w) == 6 and w[0].startswith(("local", "10.")) and w[4].isdigit() and w[2] != "-"]
             return {"pp": next(x for x in rows if x["n_prompt"]), "tg": next(x for x in rows if x["n_gen"]),
-                    "split": split, "note": note}
+                    "split": split, "stages": stages, "note": note}
         finally:
             self.stop_servers()
 
@@ -256,6 +273,24 @@ def table(results, test, args):
         print(row)
 
 
+def speed_table(speed, args):
+    """--split memory against speed with one throttled worker, and each stage's predicted against measured."""
+    print(f"\nSplit by memory vs by speed: primary (host 0) + worker 1 + worker 2 throttled to {SLOW_SHARE:.0%} of a "
+          f"CPU (cgroup cpu quota, 4 ms period); {Path(args.speed_model).name}; tg{args.n} t/s per run\n")
+    print("| split | tg t/s (each run) | layers: local / worker 1 / worker 2 |")
+    print("| ----- | ----------------- | ----------------------------------- |")
+    for split, runs in speed.items():
+        layers = " / ".join(str(n) for _, _, n in runs[-1]["split"])
+        print(f"| {split} | {', '.join(ts(r['tg']) for r in runs)} | {layers} |")
+    print("\nPer stage, each run: predicted decode-step ms (the plan) vs measured (mean of the tg steps)\n")
+    print("| split | run | stage | layers | predicted ms | measured ms | measured / predicted |")
+    print("| ----- | --: | ----- | ------ | -----------: | ----------: | -------------------: |")
+    for split, runs in speed.items():
+        for i, r in enumerate(runs, 1):
+            for dev, layers, pred, meas in r["stages"]:
+                print(f"| {split} | {i} | {dev} | {layers} | {pred:.2f} | {meas:.2f} | {meas / pred:.2f} |")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("-m", "--model", default=str(MODEL))
@@ -263,6 +298,7 @@ def main():
     ap.add_argument("-n", type=int, default=64)
     ap.add_argument("-r", type=int, default=3)
     ap.add_argument("--parts", default="local,veth,delay")
+    ap.add_argument("--speed-model", default=str(SPEED_MODEL))
     ap.add_argument("--no-idle-wait", action="store_true", help="a quick check: no idle wait, no repeats")
     ap.add_argument("--time-limit", type=float, default=120, help="minutes; later settings are skipped")
     args = ap.parse_args()
@@ -288,6 +324,10 @@ def main():
     aead_jobs = [(n, insecure) for n in (1, 3) for k in range(3) for insecure in ((False, True), (True, False))[k % 2]] \
         if "aead" in parts else []
     aead = {}  # (n, insecure) -> [tg rows]
+    # Memory against speed, alternated, the order flipped each round.
+    speed_jobs = [split for k in range(2) for split in (("memory", "speed"), ("speed", "memory"))[k % 2]] \
+        if "speed" in parts else []
+    speed = {}  # split -> [results]
 
     head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     built = time.strftime("%Y-%m-%d %H:%M", time.gmtime(SHOAL.stat().st_mtime))
@@ -310,6 +350,14 @@ def main():
                 break
             print(f"aead: {n} worker(s), {'--insecure' if insecure else 'sealed'} ...", file=sys.stderr)
             aead.setdefault((n, insecure), []).append(b.run("shoal", n_workers=n, insecure=insecure))
+        if speed_jobs:
+            with CpuThrottle(SLOW_SHARE) as slow:
+                for split in speed_jobs:
+                    if time.time() > deadline:
+                        break
+                    print(f"speed: --split {split}, worker 2 at {SLOW_SHARE:.0%} of a CPU ...", file=sys.stderr)
+                    speed.setdefault(split, []).append(
+                        b.run("shoal", n_workers=2, throttle=(2, slow), extra=["--split", split], model=args.speed_model))
 
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
     print(f"Machine: {cpu}, {os.cpu_count()} CPUs; model {Path(args.model).name}; every process -t 1")
@@ -328,6 +376,8 @@ def main():
             if len(best) == 2:
                 print(f"| {n} | {best[False]['tg']:.1f} | {best[True]['tg']:.1f} | {best[False]['tg'] / best[True]['tg']:.3f} "
                       f"| {best[False]['pp']:.1f} | {best[True]['pp']:.1f} | {best[False]['pp'] / best[True]['pp']:.3f} |")
+    if speed:
+        speed_table(speed, args)
     print("\nSplits (Shoal's plan, printed by shoal bench; llama.cpp given the same) and conditions:\n")
     for label, (s, l) in results.items():
         split = ", ".join(f"{d} {r}" for d, r, _ in s["split"]) or "all local"

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "cli/common_options.h"
+#include "engine/stage_report.h"
 #include "engine/generator.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -80,6 +81,7 @@ int bench(BenchOptions& o) {
   Engine engine(eo, stage_builder(o.common));
   std::mt19937 rng(42);
   time_run(engine, 0, 0, 1, rng);  // warm-up: page in the weights
+  engine.pipeline().clear_stage_times();
 
   std::vector<BenchRow> rows;
   if (o.n_prompt > 0) rows.push_back({o.n_prompt, 0, {}});
@@ -88,6 +90,10 @@ int bench(BenchOptions& o) {
     for (int r = 0; r < o.repetitions; ++r)
       row.seconds.push_back(time_run(engine, o.n_depth, row.n_prompt, row.n_gen, rng));
 
+  // On a cluster: the plan's prediction per stage beside what the tg steps took.
+  if (engine.supervisor())
+    std::fprintf(stderr, "%s", format_stage_reports(stage_reports(engine),
+                                                    engine.supervisor()->status().predicted_token_ms).c_str());
   const auto& file = engine.file();
   size_t model_bytes = 0;
   int64_t n_params = 0;

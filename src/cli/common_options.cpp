@@ -68,8 +68,8 @@ void add_cluster_options(CLI::App& cmd, CommonOptions& o) {
       ->delimiter(',');
   cmd.add_option("--split", o.split_policy,
                  "without --tensor-split: 'speed' (the split with the least predicted decode time that fits, when "
-                 "5% faster than by memory; a device that would only slow it down holds nothing) or 'memory' (in "
-                 "proportion to free memory, as llama.cpp)")
+                 "10% faster than by memory; a slow device keeps one layer) or 'memory' (in proportion to free "
+                 "memory, as llama.cpp)")
       ->capture_default_str();
   cmd.add_option("--worker-timeout", o.worker_timeout_s,
                  "seconds of silence after which a worker counts as lost (it is re-planned around)")

@@ -64,6 +64,21 @@ int plan_described(CommonOptions& o, const std::string& cluster_file) {
                     : "");
   const Plan plan = make_plan(input);
   std::printf("%s", format_plan(plan, input).c_str());
+  // Whether a device holds its one layer only because it was named.
+  if (plan.split == SplitPolicy::speed) {
+    PlanInput lean = input;
+    lean.keep_every_device = false;
+    const Plan without = make_plan(lean);
+    if (without.predicted_token_ms < (1.0 - kSpeedSplitGain) * plan.predicted_token_ms) {
+      std::string left_out;
+      for (const StageAssignment& s : without.stages)
+        if (s.layer_end == s.layer_begin && plan.stages[s.device].layer_end > plan.stages[s.device].layer_begin)
+          left_out += (left_out.empty() ? "" : ", ") + input.devices[s.device].address;
+      std::printf("with no layers on %s: %.2f ms/token (%.1f tok/s) — every device named keeps a layer, and these "
+                  "only slow a step down\n",
+                  left_out.c_str(), without.predicted_token_ms, without.predicted_tok_s);
+    }
+  }
   // Beside it, what llama.cpp's RPC backend would do with the same devices:
   // its default split (by memory) and its relay.
   PlanInput llama = input;
@@ -135,8 +150,8 @@ Command add_ping_command(CLI::App& app) {
     for (const auto& address : o->cluster.workers) {
       WorkerClient client(address, o->cluster.link());
       const DeviceInfo& d = client.device();
-      std::printf("%s: %.3f ms, %s, %d threads, %.0f MiB free, matvec %.1f GB/s\n", address.c_str(), d.rtt_ms,
-                  d.backend.c_str(), d.threads, d.free_memory / 1048576.0, d.matvec_gbps);
+      std::printf("%s: %.3f ms, link %.2f GB/s, %s, %d threads, %.0f MiB free, matvec %.1f GB/s\n", address.c_str(),
+                  d.rtt_ms, d.link_gbps, d.backend.c_str(), d.threads, d.free_memory / 1048576.0, d.matvec_gbps);
       if (*stats) std::printf("%s\n", client.stats().dump().c_str());
     }
     return 0;

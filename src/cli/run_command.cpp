@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "cli/common_options.h"
+#include "engine/stage_report.h"
 #include "engine/generator.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -82,6 +83,10 @@ int run(RunOptions& o) {
   std::fprintf(stderr, "prompt: %d tokens in %.3f s (%.2f tok/s); generation: %zu tokens in %.3f s (%.2f tok/s); finish: %s\n",
                r.n_prompt, r.prompt_seconds, r.n_prompt / std::max(r.prompt_seconds, 1e-9), r.tokens.size(),
                r.generation_seconds, n_gen / std::max(r.generation_seconds, 1e-9), r.finish_reason.c_str());
+  // -v on a cluster: the plan's prediction per stage beside what the steps took.
+  if (o.common.verbosity >= 1 && engine.supervisor())
+    std::fprintf(stderr, "%s", format_stage_reports(stage_reports(engine),
+                                                    engine.supervisor()->status().predicted_token_ms).c_str());
   return 0;
 }
 

@@ -1,8 +1,9 @@
 // The local CPU probe: how fast this machine streams quantized weights
 // (decode is bound by that) and how fast it multiplies a batch (prefill).
-// It runs the engine's own kernels (vec_dot on Q4_0 blocks against Q8_0
-// activations, rows split over the pool as CpuBackend::matmul does), so the
-// numbers describe what the layers will actually get.
+// It runs the engine's own kernels (vec_dot on blocks of the given type
+// against its activation type, rows split over the pool as
+// CpuBackend::matmul does), so the numbers describe what the layers will
+// actually get.
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -13,9 +14,11 @@
 
 #include "backend/device_choice.h"
 #include "util/system_memory.h"
-#include "tensor/blocks.h"
 #include "tensor/gemm.h"
+#include "tensor/interleave.h"
+#include "tensor/random_weights.h"
 #include "tensor/vec_dot.h"
+#include "util/error.h"
 #include "util/log.h"
 #include "util/thread_pool.h"
 
@@ -24,7 +27,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr int64_t kCols = 4096;                      // a typical n_embd: 128 Q4_0 blocks a row
 constexpr size_t kMatvecBytes = size_t{64} << 20;    // larger than any L3 we expect to meet
 constexpr size_t kMatmulBytes = size_t{4} << 20;     // compute bound: rows stay in cache
 constexpr int kMatmulTokens = 64;                    // a prefill micro-batch
@@ -42,12 +44,14 @@ uint64_t next_random(uint64_t& state) {
 
 }  // namespace
 
-DeviceInfo probe_local_cpu(int threads) {
+DeviceInfo probe_local_cpu(int threads, DType type, int64_t cols) {
   ThreadPool pool(threads > 0 ? threads : ThreadPool::default_threads());
-  return probe_local_cpu(pool);
+  return probe_local_cpu(pool, type, cols);
 }
 
-DeviceInfo probe_local_cpu(ThreadPool& pool) {
+DeviceInfo probe_local_cpu(ThreadPool& pool, DType type, int64_t cols) {
+  if (cols <= 0 || cols > kMaxProbeCols || cols % dtype_info(type).block_size != 0)
+    fail("probe: rows of {} values do not fit {} blocks (or exceed {})", cols, dtype_info(type).name, kMaxProbeCols);
   const Clock::time_point start = Clock::now();
   DeviceInfo info;
   info.address = "local";
@@ -61,15 +65,18 @@ DeviceInfo probe_local_cpu(ThreadPool& pool) {
   info.free_memory = mem.available;
   if (mem.total == 0) spdlog::warn("probe: cannot read /proc/meminfo; reporting no free memory");
 
-  const DType wtype = DType::Q4_0;
+  const DType wtype = type;
+  info.probe_type = dtype_info(type).name;
+  info.probe_cols = cols;
   const DType atype = activation_dtype(wtype);
-  const size_t wrow = row_bytes(wtype, kCols), arow = row_bytes(atype, kCols);
-  const int64_t mv_rows = static_cast<int64_t>(kMatvecBytes / wrow);
-  const int64_t mm_rows = static_cast<int64_t>(kMatmulBytes / wrow);
+  const size_t wrow = row_bytes(wtype, cols), arow = row_bytes(atype, cols);
+  constexpr int64_t kTile = 64;  // rows of random blocks, repeated over the buffer
+  const int64_t mv_rows = static_cast<int64_t>(kMatvecBytes / wrow) / kTile * kTile;
+  const int64_t mm_rows = static_cast<int64_t>(kMatmulBytes / wrow) / kTile * kTile;
 
   // One allocation, carved into sections (64-byte aligned), freed on return.
   auto up64 = [](size_t n) { return (n + 63) & ~size_t{63}; };
-  const size_t w_size = up64(mv_rows * wrow), af_size = up64(kMatmulTokens * kCols * sizeof(float)),
+  const size_t w_size = up64(mv_rows * wrow), af_size = up64(kMatmulTokens * cols * sizeof(float)),
                aq_size = up64(kMatmulTokens * arow), ymv_size = up64(mv_rows * sizeof(float)),
                ymm_size = up64(kMatmulTokens * mm_rows * sizeof(float));
   std::unique_ptr<uint8_t[]> arena(new uint8_t[w_size + af_size + aq_size + ymv_size + ymm_size + 64]);
@@ -80,36 +87,36 @@ DeviceInfo probe_local_cpu(ThreadPool& pool) {
   auto* y_mv = reinterpret_cast<float*>(act_q + aq_size);
   auto* y_mm = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(y_mv) + ymv_size);
 
-  // Fill from the pool's threads, so that on a NUMA machine each page lands
-  // near the thread that reads it in the matvec (same static row split).
-  const int64_t blocks_per_row = kCols / kQK;
+  // 64 rows of sane random blocks, in the layout the CPU backend gives
+  // the model's weights (groups of eight rows where the type has one),
+  // tiled over the buffer from the pool's threads, so that on a NUMA
+  // machine each page lands near the thread that reads it in the matvec
+  // (same static row split).
+  std::mt19937 rng(0x5EED);
+  std::vector<uint8_t> tile = random_weights(wtype, kTile * cols, rng);
+  const bool grouped = interleavable(wtype);
+  if (grouped) {
+    std::vector<uint8_t> x8(tile.size());
+    interleave_rows(wtype, tile.data(), kTile, cols, x8.data());
+    tile.swap(x8);
+  }
   pool.parallel_for(mv_rows, 16, [&](int64_t r0, int64_t r1) {
-    uint64_t state = 0x5EED0000ull + static_cast<uint64_t>(r0);
-    for (int64_t r = r0; r < r1; ++r) {
-      auto* blocks = reinterpret_cast<BlockQ4_0*>(weights + r * wrow);
-      for (int64_t b = 0; b < blocks_per_row; ++b) {
-        const uint64_t x = next_random(state), y = next_random(state);
-        // f16 exponent field 8 (2^-7) with a random mantissa: small, finite, normal.
-        blocks[b].d = static_cast<uint16_t>(0x2000u | (x & 0x3FFu));
-        std::memcpy(blocks[b].qs, &x, 8);
-        std::memcpy(blocks[b].qs + 8, &y, 8);
-      }
-    }
+    for (int64_t r = r0; r < r1; ++r) std::memcpy(weights + r * wrow, tile.data() + (r % kTile) * wrow, wrow);
   });
   uint64_t state = 42;
-  for (int64_t i = 0; i < kMatmulTokens * kCols; ++i)
+  for (int64_t i = 0; i < kMatmulTokens * cols; ++i)
     act_f32[i] = static_cast<float>(static_cast<int64_t>(next_random(state) % 2001) - 1000) / 1000.0f;
-  for (int t = 0; t < kMatmulTokens; ++t) quantize_activation(wtype, act_f32 + t * kCols, act_q + t * arow, kCols);
+  for (int t = 0; t < kMatmulTokens; ++t) quantize_activation(wtype, act_f32 + t * cols, act_q + t * arow, cols);
 
   auto matvec = [&] {
     pool.parallel_for(mv_rows, 16, [&](int64_t r0, int64_t r1) {
-      gemm_rows(Matrix{wtype, weights, mv_rows, kCols}, r0, r1, act_q, arow, 1, y_mv, mv_rows);
+      gemm_rows(Matrix{wtype, weights, mv_rows, cols, grouped}, r0, r1, act_q, arow, 1, y_mv, mv_rows);
     });
   };
   // As CpuBackend::matmul: rows split over threads, tokens in tiles.
   auto matmul = [&] {
     pool.parallel_for(mm_rows, 16, [&](int64_t r0, int64_t r1) {
-      gemm_rows(Matrix{wtype, weights, mm_rows, kCols}, r0, r1, act_q, arow, kMatmulTokens, y_mm, mm_rows);
+      gemm_rows(Matrix{wtype, weights, mm_rows, cols, grouped}, r0, r1, act_q, arow, kMatmulTokens, y_mm, mm_rows);
     });
   };
   // The best of a few runs: the question is what the machine can do, and
@@ -129,13 +136,13 @@ DeviceInfo probe_local_cpu(ThreadPool& pool) {
   const double mv_s = best_of(matvec, 3);
   const double mm_s = best_of(matmul, 2);
   info.matvec_gbps = static_cast<double>(mv_rows * wrow) / mv_s / 1e9;
-  info.matmul_gflops = 2.0 * kMatmulTokens * mm_rows * kCols / mm_s / 1e9;
+  info.matmul_gflops = 2.0 * kMatmulTokens * mm_rows * cols / mm_s / 1e9;
 
   // Keep the results observable so no compiler drops the work.
   volatile float sink = y_mv[mv_rows - 1] + y_mm[kMatmulTokens * mm_rows - 1];
   (void)sink;
-  spdlog::debug("probe: {} threads, matvec {:.1f} GB/s ({:.2f} ms), matmul {:.1f} GFLOP/s ({:.2f} ms), {:.0f} ms total",
-                info.threads, info.matvec_gbps, mv_s * 1e3, info.matmul_gflops, mm_s * 1e3,
+  spdlog::debug("probe ({}): {} threads, matvec {:.1f} GB/s ({:.2f} ms), matmul {:.1f} GFLOP/s ({:.2f} ms), {:.0f} ms total",
+                info.probe_type, info.threads, info.matvec_gbps, mv_s * 1e3, info.matmul_gflops, mm_s * 1e3,
                 seconds_since(start) * 1e3);
   return info;
 }

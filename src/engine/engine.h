@@ -66,6 +66,7 @@ class Engine {
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   const ChatTemplate& chat_template() const { return chat_template_; }
   Pipeline& pipeline() { return *pipeline_; }
+  const Pipeline& pipeline() const { return *pipeline_; }
   // The cluster's supervisor, if the stages have one (set by the builder).
   void set_supervisor(std::shared_ptr<StageSupervisor> s) { supervisor_ = std::move(s); }
   StageSupervisor* supervisor() const { return supervisor_.get(); }

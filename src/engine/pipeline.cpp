@@ -30,6 +30,9 @@ Pipeline::Pipeline(const ModelConfig& config, const ModelWeights& weights, CpuBa
       logits_(std::make_unique<HostBuffer>(static_cast<size_t>(config.n_vocab) * sizeof(float))) {
   check_coverage(stages_, config.n_layer);
   stage_seconds_ = std::make_unique<std::atomic<double>[]>(kMaxStages);
+  decode_seconds_ = std::make_unique<std::atomic<double>[]>(kMaxStages);
+  decode_steps_ = std::make_unique<std::atomic<uint64_t>[]>(kMaxStages);
+  clear_stage_times();
   if (stages_.size() > kMaxStages) fail("internal: more than {} stages", kMaxStages);
 }
 
@@ -46,6 +49,10 @@ const float* Pipeline::forward(const Batch& batch) {
     stages_[i]->forward(batch, hidden_host);
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     stage_seconds_[i].store(stage_seconds_[i].load(std::memory_order_relaxed) + dt, std::memory_order_relaxed);
+    if (n == 1) {
+      decode_seconds_[i].store(decode_seconds_[i].load(std::memory_order_relaxed) + dt, std::memory_order_relaxed);
+      decode_steps_[i].store(decode_steps_[i].load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    }
   }
 
   // Only rows that need logits go through the head: the vocabulary matmul
@@ -72,7 +79,15 @@ void Pipeline::replace_stages(std::vector<std::unique_ptr<Stage>> stages) {
   if (stages.size() > kMaxStages) fail("internal: more than {} stages", kMaxStages);
   std::lock_guard<std::mutex> lock(stages_mutex_);
   stages_ = std::move(stages);
-  for (size_t i = 0; i < kMaxStages; ++i) stage_seconds_[i].store(0.0, std::memory_order_relaxed);
+  clear_stage_times();
+}
+
+void Pipeline::clear_stage_times() {
+  for (size_t i = 0; i < kMaxStages; ++i) {
+    stage_seconds_[i].store(0.0, std::memory_order_relaxed);
+    decode_seconds_[i].store(0.0, std::memory_order_relaxed);
+    decode_steps_[i].store(0, std::memory_order_relaxed);
+  }
 }
 
 std::vector<StageSnapshot> Pipeline::snapshot() const {
@@ -80,7 +95,8 @@ std::vector<StageSnapshot> Pipeline::snapshot() const {
   std::vector<StageSnapshot> out;
   for (size_t i = 0; i < stages_.size(); ++i)
     out.push_back({stages_[i]->layer_begin(), stages_[i]->layer_end(), stages_[i]->devices(),
-                   stage_seconds_[i].load(std::memory_order_relaxed)});
+                   stage_seconds_[i].load(std::memory_order_relaxed), decode_seconds_[i].load(std::memory_order_relaxed),
+                   decode_steps_[i].load(std::memory_order_relaxed)});
   return out;
 }
 

@@ -21,6 +21,10 @@ struct StageSnapshot {
   int layer_end = 0;
   std::vector<StageDevice> devices;
   double seconds = 0.0;  // in this stage's forward since it was built
+  // Of which single-token steps (decode of one sequence): what the plan's
+  // per-stage prediction is about.
+  double decode_seconds = 0.0;
+  uint64_t decode_steps = 0;
 };
 
 class Pipeline {
@@ -48,6 +52,8 @@ class Pipeline {
   void set_max_rollback(int n) { max_rollback_ = n; }
   // Any thread: the stages and their time, consistent with each other.
   std::vector<StageSnapshot> snapshot() const;
+  // Starts the stage times afresh (a benchmark's measured run after its warm-up).
+  void clear_stage_times();
   const ModelConfig& config() const { return config_; }
   // Engine thread only (the stages change when the cluster re-plans).
   const std::vector<std::unique_ptr<Stage>>& stages() const { return stages_; }
@@ -62,7 +68,9 @@ class Pipeline {
   HostBuffer hidden_;    // [max_tokens][n_embd]
   HostBuffer gathered_;  // rows that need logits, normed
   std::unique_ptr<HostBuffer> logits_;  // [rows with logits][n_vocab]
-  std::unique_ptr<std::atomic<double>[]> stage_seconds_;  // written by the engine thread only
+  // Per stage, written by the engine thread only: all steps, single-token steps, their count.
+  std::unique_ptr<std::atomic<double>[]> stage_seconds_, decode_seconds_;
+  std::unique_ptr<std::atomic<uint64_t>[]> decode_steps_;
   mutable std::mutex stages_mutex_;  // replace_stages vs readers on other threads
 };
 

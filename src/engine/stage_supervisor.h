@@ -31,8 +31,19 @@ struct MemberStatus {
   int losses = 0;
 };
 
+// What the plan predicted for one device's layers: a decode step's share,
+// its hop to the primary included (cluster/primary/cost_model.h).
+struct StagePrediction {
+  std::string address;
+  int layer_begin = 0;
+  int layer_end = 0;
+  double predicted_ms = 0.0;
+};
+
 struct SupervisorStatus {
   std::vector<MemberStatus> members;
+  std::vector<StagePrediction> predicted;  // the current plan's devices with layers
+  double predicted_token_ms = 0;            // the whole step, the head included
   int replans = 0;               // stage sets built after the first
   double last_loss_unix = 0;        // when the last loss was noticed (seconds since the epoch; 0: none)
   double last_recovery_seconds = 0; // the last rebuild: stages planned and loaded (the replay is the Scheduler's)

@@ -175,6 +175,17 @@ std::string Metrics::prometheus(const ClusterView& view) const {
   return out;
 }
 
+namespace {
+
+// The plan's decode-step prediction for this device's layers (0: none).
+double predicted_ms(const std::vector<StagePrediction>& predicted, const StageDevice& d) {
+  for (const StagePrediction& p : predicted)
+    if (p.address == d.address && p.layer_begin == d.layer_begin && p.layer_end == d.layer_end) return p.predicted_ms;
+  return 0.0;
+}
+
+}  // namespace
+
 json Metrics::cluster(const ClusterView& view) const {
   json model = {{"id", view.model_id}, {"name", view.model_id}, {"arch", ""}, {"n_layer", 0},
                 {"file", file_name(view.model_path)}};
@@ -194,9 +205,13 @@ json Metrics::cluster(const ClusterView& view) const {
     // Degraded: the devices the supervisor has lost are the ones at fault;
     // with none known lost, all of them are suspect.
     std::set<std::string> lost;
-    if (StageSupervisor* sup = engine.supervisor())
-      for (const MemberStatus& m : sup->status().members)
+    std::vector<StagePrediction> predicted;
+    if (StageSupervisor* sup = engine.supervisor()) {
+      const SupervisorStatus ss = sup->status();
+      for (const MemberStatus& m : ss.members)
         if (m.state == "lost") lost.insert(m.address);
+      predicted = ss.predicted;
+    }
     for (size_t i = 0; i < stages.size(); ++i) {
       for (const StageDevice& d : stages[i].devices) {
         const char* device_state = state;
@@ -205,7 +220,12 @@ json Metrics::cluster(const ClusterView& view) const {
         devices.push_back({{"address", d.address}, {"backend", d.backend}, {"layer_begin", d.layer_begin},
                            {"layer_end", d.layer_end}, {"weight_bytes", d.weight_bytes}, {"kv_bytes", d.kv_bytes},
                            {"free_bytes", d.free_after}, {"rtt_ms", d.rtt_ms}, {"remote", d.remote},
-                           {"state", device_state}, {"stage_seconds", stages[i].seconds}});
+                           {"state", device_state}, {"stage_seconds", stages[i].seconds},
+                           {"predicted_ms", predicted_ms(predicted, d)},
+                           {"measured_ms", stages[i].decode_steps ? stages[i].decode_seconds * 1e3 /
+                                                                       stages[i].decode_steps
+                                                                 : 0.0},
+                           {"decode_steps", stages[i].decode_steps}});
       }
     }
   } else {

@@ -15,6 +15,7 @@ HEADER = struct.Struct("<IHHIIQQ")  # magic, version, type, flags, reserved, req
 HELLO, AUTH, AUTH_OK, ERROR, PING, PONG, STATS, STATS_REPLY = 1, 2, 3, 4, 5, 6, 7, 8
 FORWARD = 14
 HEARTBEAT = 21
+LINK_PROBE, LINK_PROBE_ECHO, PROBE, PROBE_RESULT = 22, 23, 24, 25
 
 
 def header(msg_type, payload_len, request_id=0, version=VERSION, magic=MAGIC):

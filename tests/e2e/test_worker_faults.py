@@ -13,7 +13,8 @@ import time
 import pytest
 
 from conftest import run_shoal
-from shoal_wire import ERROR, FORWARD, HELLO, STATS, VERSION, Peer, header
+from shoal_wire import (ERROR, FORWARD, HELLO, LINK_PROBE, LINK_PROBE_ECHO, PROBE, PROBE_RESULT, STATS, VERSION, Peer,
+                        header)
 
 PROMPT = "Once upon a time"
 
@@ -112,6 +113,38 @@ def test_worker_survives_every_bad_peer(shoal_bin, keyed, tmp_path):
     time.sleep(0.2)  # the worker notices the holder left
     good_run()
     assert w.alive()
+
+
+def test_probes_answer_and_bad_probes_are_refused(keyed):
+    """LINK_PROBE echoes its bytes; PROBE times the asked type; a PROBE for
+    no weight type, or rows of part blocks, gets a clear error; the worker
+    serves the next primary."""
+    w, key, model, good_run = keyed
+    peer = Peer(w.port)
+    hello = peer.handshake(key=None)  # the worker's HELLO, before authentication
+    assert {"link-probe", "probe"} <= set(hello["json"]["capabilities"]), hello
+    peer.close()
+    peer = Peer(w.port)
+    assert peer.handshake(key=key.read_text())["type"] != ERROR
+    data = os.urandom(70000)
+    peer.send(LINK_PROBE, data, request_id=7)
+    echo = peer.recv()
+    assert echo["type"] == LINK_PROBE_ECHO and echo["payload"] == data and echo["id"] == 7
+    peer.send_json(PROBE, {"type": 8, "cols": 896}, request_id=8)  # Q8_0, a Qwen2.5-0.5B row
+    r = peer.recv_json()
+    assert r["type"] == PROBE_RESULT and r["json"]["type"] == "Q8_0", r
+    assert r["json"]["matvec_gbps"] > 0 and r["json"]["matmul_gflops"] > 0
+    # A bad request is answered with ERROR; the link stays up for the next one.
+    for body, words in (({"type": 12, "cols": 896}, "whole blocks"),  # Q4_K blocks are 256 wide
+                        ({"type": 15, "cols": 4096}, "weight type"),  # Q8_K: activations only
+                        ({"type": "q4_0"}, "weight type")):
+        peer.send_json(PROBE, body, request_id=9)
+        reply = peer.recv_json()
+        assert reply["type"] == ERROR and words in reply["json"]["message"], reply
+    peer.send(LINK_PROBE, b"still here", request_id=10)
+    assert peer.recv()["payload"] == b"still here"
+    peer.close()
+    good_run()
 
 
 def test_primary_reports_a_worker_of_another_version(shoal_bin, shared):

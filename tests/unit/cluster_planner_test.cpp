@@ -9,6 +9,7 @@
 
 #include "cluster/device_info.h"
 #include "cluster/primary/plan_input.h"
+#include "cluster/primary/cost_model.h"
 #include "cluster/primary/planner.h"
 #include "gguf/reader.h"
 #include "model/config.h"
@@ -228,6 +229,64 @@ TEST(PlannerTest, PredictionCountsWeightsRoundTripsAndHead) {
   EXPECT_NEAR(plan.predicted_head_ms, 50.0, 1e-9);
   EXPECT_NEAR(plan.predicted_token_ms, 254.0, 1e-9);
   EXPECT_NEAR(plan.predicted_tok_s, 1000.0 / 254.0, 1e-9);
+}
+
+TEST(PlannerTest, SpeedSplitLeavesASlowDeviceOneLayer) {
+  // Equal memory; the worker reads 10x slower. By memory: 5 / 5. By speed:
+  // the worker keeps one layer (it was named), the primary the rest.
+  PlanInput in = uniform_input(10, 100, {device("local", 4000, 10.0), device("w1:1", 4000, 1.0, 0.5)});
+  const Plan by_memory = make_plan(in);
+  EXPECT_EQ(layer_counts(by_memory), (std::vector<int>{5, 5}));
+  in.split = SplitPolicy::speed;
+  const Plan by_speed = make_plan(in);
+  EXPECT_EQ(by_speed.split, SplitPolicy::speed);
+  EXPECT_EQ(layer_counts(by_speed), (std::vector<int>{9, 1}));
+  EXPECT_NEAR(by_speed.memory_split_token_ms, by_memory.predicted_token_ms, 1e-9);
+  EXPECT_LT(by_speed.predicted_token_ms, 0.5 * by_memory.predicted_token_ms);
+  // Let go, it holds nothing: its one layer cost more than the primary's read of it.
+  in.keep_every_device = false;
+  EXPECT_EQ(layer_counts(make_plan(in)), (std::vector<int>{10, 0}));
+}
+
+TEST(PlannerTest, SpeedSplitFillsTheFastDeviceOnlyAsFarAsItsMemory) {
+  // The fast worker holds 3 layers of 100 MiB at most; the slow primary the rest.
+  PlanInput in = uniform_input(10, 100, {device("local", 4000, 1.0), device("w1:1", 350, 10.0, 0.1)});
+  in.split = SplitPolicy::speed;
+  const Plan plan = make_plan(in);
+  EXPECT_EQ(layer_counts(plan), (std::vector<int>{7, 3}));
+}
+
+TEST(PlannerTest, EqualDevicesKeepTheMemorySplit) {
+  // Speeds 5 % apart (probe noise): no split by speed pays 10 %.
+  PlanInput in = uniform_input(12, 100, {device("local", 4000, 10.0), device("w1:1", 4000, 10.5, 0.1),
+                                         device("w2:1", 4000, 9.5, 0.1)});
+  in.split = SplitPolicy::speed;
+  const Plan plan = make_plan(in);
+  EXPECT_EQ(plan.split, SplitPolicy::memory);
+  EXPECT_EQ(layer_counts(plan), (std::vector<int>{4, 4, 4}));
+}
+
+TEST(PlannerTest, RelaysCostWhatTheirHopsCarry) {
+  // 2 layers of 1 GB at 10 GB/s, one per device; the worker 2 ms away on
+  // an assumed 1 GB/s link; activations 1 MB a token; no head.
+  PlanInput in;
+  in.layer_bytes.assign(2, 1000000000ull);
+  in.activation_bytes = 1000000;
+  in.head_bytes = 1;
+  in.primary_bytes = 1;
+  in.devices = {device("local", 4000), device("w1:1", 4000, 10.0, 2.0)};
+  const Plan plan = make_plan(in);
+  // Star: one round trip and the state there and back.
+  EXPECT_NEAR(predict(plan, in, Relay::shoal_star).stage_ms[1], 100.0 + 2.0 + 2.0, 1e-6);
+  // Chain: half a round trip and one way in, the same again home.
+  EXPECT_NEAR(predict(plan, in, Relay::shoal_chain).token_ms - predict(plan, in, Relay::shoal_chain).head_ms,
+              200.0 + 2 * (1.0 + 1.0), 1e-6);
+  // llama.cpp RPC: two round trips, the state both ways and one layer's graph.
+  EXPECT_NEAR(predict(plan, in, Relay::llama_rpc).stage_ms[1], 100.0 + 4.0 + 2.0 + kLlamaRpcGraphBytesPerLayer / 1e6,
+              1e-6);
+  // A prompt of 512: 2 flops a byte read, at the assumed 200 GFLOP/s, and 512 states each way.
+  const Prediction p = predict(plan, in, Relay::shoal_star, 512);
+  EXPECT_NEAR(p.prefill_ms, 2 * (2.0 * 1e9 * 512 / 200e9 * 1e3) + 2.0 + 2 * 512.0 + p.head_ms, 1e-6);
 }
 
 TEST(PlannerTest, FormatShowsEveryDeviceAndItsLayers) {

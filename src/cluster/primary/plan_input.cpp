@@ -2,14 +2,17 @@
 
 #include <algorithm>
 #include <charconv>
+#include <map>
 #include <string_view>
 
 #include "gguf/reader.h"
 #include "model/config.h"
 #include "backend/cpu/cpu_backend.h"
+#include "cluster/device_info.h"
 #include "model/kv_cache.h"
 #include "model/transformer_layer.h"
 #include "model/tensor_names.h"
+#include "tensor/random_weights.h"
 
 namespace shoal {
 namespace {
@@ -31,6 +34,25 @@ uint64_t tensor_bytes(const gguf::File& file, TensorKind kind) {
 }
 
 }  // namespace
+
+ProbeShape dominant_layer_shape(const gguf::File& file) {
+  std::map<std::pair<DType, int64_t>, uint64_t> bytes;  // (type, row length) -> bytes
+  std::map<DType, uint64_t> by_type;
+  for (const gguf::TensorInfo& t : file.tensors())
+    if (layer_of(t.name) >= 0 && t.shape.size() >= 2 && is_weight_type(static_cast<uint32_t>(t.type)) &&
+        t.row_length() <= kMaxProbeCols) {
+      bytes[{t.type, t.row_length()}] += t.bytes;
+      by_type[t.type] += t.bytes;
+    }
+  ProbeShape best;
+  uint64_t most = 0;
+  for (const auto& [type, n] : by_type)
+    if (n > most) best.type = type, most = n;
+  most = 0;
+  for (const auto& [key, n] : bytes)
+    if (key.first == best.type && n > most) best.cols = key.second, most = n;
+  return best;
+}
 
 uint64_t primary_scratch_bytes(const ModelConfig& c, int n_seq, int n_batch) {
   const uint64_t f = sizeof(float), batch = std::max(1, n_batch);

@@ -18,6 +18,15 @@ struct ModelConfig;
 PlanInput plan_input_for_model(const gguf::File& file, const ModelConfig& config, int n_ctx, int n_seq, int n_batch,
                                KvTypes kv_types);
 
+// The type most of the layers' weight bytes are in, and the row length
+// most of those bytes have: what the device probes time (kernels and their
+// per-row costs differ).
+struct ProbeShape {
+  DType type = DType::Q4_0;
+  int64_t cols = 4096;
+};
+ProbeShape dominant_layer_shape(const gguf::File& file);
+
 // The scratch the primary allocates at load for these sizes (pipeline
 // buffers, logits, backend activation scratch, one stage's layer scratch):
 // an estimate that follows Engine, Pipeline, CpuBackend and LayerScratch.

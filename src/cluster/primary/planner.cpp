@@ -165,10 +165,9 @@ void check_tensor_split(const PlanInput& in) {
 }
 
 // The split with the least predicted decode time (cost_model.h) among the
-// contiguous ones that fit: best[d][e] is the least time for layers [0, e)
-// on devices 0..d-1. A device whose layers would only slow a step down
-// (its reads and its hop cost more than a faster device's reads) gets none.
-std::vector<int> split_by_speed(const PlanInput& in, const Layout& layout) {
+// contiguous ones that fit, each device in `must_hold` keeping a layer:
+// best[d][e] is the least time for layers [0, e) on devices 0..d-1.
+std::vector<int> split_by_speed(const PlanInput& in, const Layout& layout, const std::vector<bool>& must_hold) {
   const int D = layout.n_devices(), L = layout.n_layers();
   std::vector<uint64_t> read(L + 1, 0);
   for (int l = 0; l < L; ++l) read[l + 1] = read[l] + decode_read_bytes(in, l, l + 1);
@@ -180,7 +179,7 @@ std::vector<int> split_by_speed(const PlanInput& in, const Layout& layout) {
     for (int a = 0; a <= L; ++a) {
       if (best[d][a] >= kNone) continue;
       const int last = layout.max_end(d, a);
-      for (int e = a; e <= last; ++e) {
+      for (int e = must_hold[d] ? a + 1 : a; e <= last; ++e) {
         if (d == 0 && layout.usable(0) < 0) break;
         const double t = best[d][a] + stage_decode_ms(in, d, read[e] - read[a], e - a, in.relay);
         if (t < best[d + 1][e]) best[d + 1][e] = t, from[d + 1][e] = a;
@@ -251,7 +250,11 @@ Plan make_plan(const PlanInput& input) {
   Plan plan;
   fill_stages(input, layout, bounds, plan);
   if (input.split == SplitPolicy::speed && input.tensor_split.empty()) {
-    const std::vector<int> fast = split_by_speed(input, layout);
+    // Every device the memory split gives a layer keeps one, unless the
+    // input lets the slow ones go.
+    std::vector<bool> must_hold(D);
+    for (int d = 0; d < D; ++d) must_hold[d] = input.keep_every_device && bounds[d + 1] > bounds[d];
+    const std::vector<int> fast = split_by_speed(input, layout, must_hold);
     Plan by_speed;
     if (!fast.empty()) fill_stages(input, layout, fast, by_speed);
     if (!fast.empty() && by_speed.predicted_token_ms < (1.0 - kSpeedSplitGain) * plan.predicted_token_ms) {

@@ -14,12 +14,13 @@ enum class Relay { shoal_star, shoal_chain, llama_rpc };
 
 // memory: layers in proportion to each device's usable memory (llama.cpp's
 // default). speed: the split with the least predicted decode time that
-// fits (a device that would only slow a step down holds nothing); taken
-// only when it is predicted at least kSpeedSplitGain faster than the
-// memory split, so that measurement noise between equal devices never
-// moves layers.
+// fits, every device that can hold a layer keeping at least one (the user
+// named it: a slow one gets as few as pays, not none) unless
+// keep_every_device is false; taken only when it is predicted at least
+// kSpeedSplitGain faster than the memory split, so that measurement noise
+// between equal devices never moves layers.
 enum class SplitPolicy { memory, speed };
-inline constexpr double kSpeedSplitGain = 0.05;
+inline constexpr double kSpeedSplitGain = 0.10;
 
 struct PlanInput {
   std::vector<uint64_t> layer_bytes;  // weight bytes of each transformer layer
@@ -33,6 +34,7 @@ struct PlanInput {
   std::vector<DeviceInfo> devices;    // devices[0] is the primary's own CPU
   std::vector<double> tensor_split;   // llama.cpp --tensor-split proportions, or empty
   SplitPolicy split = SplitPolicy::memory;
+  bool keep_every_device = true;      // speed split: a device that can hold a layer keeps one
   Relay relay = Relay::shoal_star;    // how the plan's run will relay (its prediction)
 };
 

@@ -130,6 +130,8 @@ SupervisorStatus ClusterSupervisor::status() const {
   s.replans = std::max(0, builds_ - 1);
   s.last_loss_unix = last_detect_unix_;
   s.last_recovery_seconds = last_recovery_seconds_;
+  s.predicted = predicted_;
+  s.predicted_token_ms = predicted_token_ms_;
   return s;
 }
 
@@ -236,6 +238,15 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_stages(Engine& engi
     if (options_.local_mem > 0) local_.free_memory = std::min(local_.free_memory, options_.local_mem);
     have_local_ = true;
   }
+  // Every CPU's rates on the model's own weight type (once per type).
+  const ProbeShape shape = dominant_layer_shape(engine.file());
+  if (local_.probe_type != dtype_info(shape.type).name || local_.probe_cols != shape.cols) {
+    const DeviceInfo p = probe_local_cpu(engine.pool(), shape.type, shape.cols);
+    local_.matvec_gbps = p.matvec_gbps;
+    local_.matmul_gflops = p.matmul_gflops;
+    local_.probe_type = p.probe_type;
+    local_.probe_cols = p.probe_cols;
+  }
 
   // Who takes part: the primary and every worker connected now, each with
   // the client it has now (other threads may lose or replace it meanwhile).
@@ -254,11 +265,20 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_stages(Engine& engi
     for (Member& m : members_) {
       if (m.client) {
         usable.emplace_back(&m, m.client);
-        input.devices.push_back(m.client->device());
       } else {
         lost.push_back(m.address);
       }
     }
+  }
+  // Outside the lock: a probe takes a fraction of a second. A worker that
+  // fails it keeps its connect-time figures; its loss shows at the load.
+  for (auto& [m, client] : usable) {
+    try {
+      client->probe(shape.type, shape.cols);
+    } catch (const std::exception& e) {
+      spdlog::warn("{}: probe on {} failed: {}", client->address(), dtype_info(shape.type).name, e.what());
+    }
+    input.devices.push_back(client->device());
   }
   // --tensor-split speaks of the devices the user listed; once one is gone
   // (or a discovered one came) the planner splits by memory again.
@@ -273,6 +293,14 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_stages(Engine& engi
   }
   std::fprintf(stderr, "%s", format_plan(plan, input).c_str());
   warn_if_mixed(plan, input);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    predicted_.clear();
+    for (const StageAssignment& a : plan.stages)
+      if (a.layer_end > a.layer_begin)
+        predicted_.push_back({input.devices[a.device].address, a.layer_begin, a.layer_end, a.predicted_ms});
+    predicted_token_ms_ = plan.predicted_token_ms;
+  }
 
   TensorHashes hashes(engine.file());
   std::vector<std::unique_ptr<Stage>> stages;

@@ -79,6 +79,8 @@ class ClusterSupervisor : public StageSupervisor {
   DeviceInfo local_;
   int builds_ = 0;
   double last_detect_unix_ = 0, last_recovery_seconds_ = 0;
+  std::vector<StagePrediction> predicted_;  // the last plan's, for status()
+  double predicted_token_ms_ = 0;
   std::atomic<bool> stop_{false};
   std::thread keeper_, rejoiner_;
   std::unique_ptr<Discovery> discovery_;  // last: it calls add_discovered until it is gone

@@ -1,5 +1,6 @@
 #include "cluster/primary/worker_client.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -43,6 +44,11 @@ WorkerClient::WorkerClient(const std::string& address, const LinkOptions& link)
     throw wire::ProtocolError(wire::ErrorCode::Malformed, fmt::format("{}: bad device report: {}", address, e.what()));
   }
   device_.rtt_ms = ping_ms();
+  // A worker from before LINK_PROBE leaves the link unknown (the planner assumes 1 GB/s).
+  const auto caps = hello.value("capabilities", nlohmann::json::array());
+  auto has = [&](const char* c) { return caps.is_array() && std::find(caps.begin(), caps.end(), c) != caps.end(); };
+  if (has("link-probe")) device_.link_gbps = measure_link_gbps();
+  can_probe_ = has("probe");
 }
 
 nlohmann::json WorkerClient::request(MessageType type, const nlohmann::json& body, MessageType reply) {
@@ -63,6 +69,48 @@ double WorkerClient::ping_ms() {
     best = std::min(best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   return best;
+}
+
+double WorkerClient::measure_link_gbps() {
+  // kLinkProbeBytes there and back (LINK_PROBE, echoed), less a plain round
+  // trip: what the link moves per second (a long prompt's hidden states
+  // ride on it). The best of two, as for the round trip.
+  constexpr size_t kLinkProbeBytes = 512 << 10;
+  const std::vector<uint8_t> bytes(kLinkProbeBytes, 0x5A);
+  const std::span<const uint8_t> part(bytes);
+  double best = 1e9;
+  for (int i = 0; i < 2; ++i) {
+    std::lock_guard<std::mutex> lease(io_);
+    const uint64_t id = next_request_id();
+    auto t0 = std::chrono::steady_clock::now();
+    conn_->send(MessageType::LinkProbe, id, std::span<const std::span<const uint8_t>>(&part, 1));
+    wire::Frame frame;
+    conn_->expect_reply(frame, MessageType::LinkProbeEcho, id, timeout_ms_);
+    best = std::min(best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    if (frame.payload.size() != kLinkProbeBytes)
+      throw wire::ProtocolError(wire::ErrorCode::Malformed,
+                                fmt::format("{}: link probe echoed {} bytes of {}", address_, frame.payload.size(),
+                                            kLinkProbeBytes));
+  }
+  // Loopback moves it faster than a clock tick resolves: cap at 100 GB/s.
+  const double transfer_ms = std::max(best - device_.rtt_ms, 2.0 * kLinkProbeBytes / 100e9 * 1e3);
+  return 2.0 * kLinkProbeBytes / (transfer_ms * 1e-3) / 1e9;
+}
+
+void WorkerClient::probe(DType type, int64_t cols) {
+  const std::string name(dtype_info(type).name);
+  if (!can_probe_ || (device().probe_type == name && device().probe_cols == cols)) return;
+  const nlohmann::json r = request(MessageType::Probe, {{"type", static_cast<uint32_t>(type)}, {"cols", cols}},
+                                   MessageType::ProbeResult);
+  try {
+    std::lock_guard<std::mutex> lock(device_mutex_);
+    device_.matvec_gbps = r.at("matvec_gbps").get<double>();
+    device_.matmul_gflops = r.at("matmul_gflops").get<double>();
+    device_.probe_type = name;
+    device_.probe_cols = cols;
+  } catch (const nlohmann::json::exception& e) {
+    throw wire::ProtocolError(wire::ErrorCode::Malformed, fmt::format("{}: bad PROBE_RESULT: {}", address_, e.what()));
+  }
 }
 
 nlohmann::json WorkerClient::stats() { return request(MessageType::Stats, nlohmann::json::object(), MessageType::StatsReply); }

@@ -58,7 +58,15 @@ class WorkerClient {
   WorkerClient(const std::string& address, const LinkOptions& link);
 
   const std::string& address() const { return address_; }
-  const DeviceInfo& device() const { return device_; }
+  // A copy: probe() may update it from another thread meanwhile.
+  DeviceInfo device() const {
+    std::lock_guard<std::mutex> lock(device_mutex_);
+    return device_;
+  }
+  // The device's matvec and matmul rates on weights of `type` (PROBE; a
+  // worker without the capability keeps its Q4_0 figures). Measured once
+  // per type; device() reports the last type probed.
+  void probe(DType type, int64_t cols);
   wire::Connection& connection() { return *conn_; }
   uint64_t next_request_id() { return ++request_id_; }
   int timeout_ms() const { return timeout_ms_; }
@@ -69,6 +77,8 @@ class WorkerClient {
   void close() { conn_->shutdown(); }
 
   double ping_ms();
+  // GB/s the link carries, measured with a padded PING (done at connect: device().link_gbps).
+  double measure_link_gbps();
   nlohmann::json stats();
   // Loads layers [begin, end): the worker says which tensors it lacks and
   // only those are streamed, in chunks; `progress(sent, total)` is called
@@ -85,6 +95,8 @@ class WorkerClient {
   std::string address_;
   std::unique_ptr<wire::Connection> conn_;
   DeviceInfo device_;
+  mutable std::mutex device_mutex_;  // device_ against probe()
+  bool can_probe_ = false;           // the worker has the "probe" capability
   std::atomic<uint64_t> request_id_{0};
   int timeout_ms_;
   std::mutex io_;

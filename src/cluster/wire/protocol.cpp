@@ -9,7 +9,7 @@ const char* message_name(MessageType type) {
                                 "PING",     "PONG",        "STATS",         "STATS_REPLY", "LOAD_STAGE",
                                 "LOAD_NEEDS", "TENSOR_DATA", "LOAD_COMMIT", "STAGE_READY", "FORWARD",
                                 "FORWARD_RESULT", "KV_OP",   "KV_OK",         "UNLOAD",     "UNLOAD_OK",
-                                "LOAD_PROGRESS", "HEARTBEAT"};
+                                "LOAD_PROGRESS", "HEARTBEAT",   "LINK_PROBE",    "LINK_PROBE_ECHO", "PROBE",      "PROBE_RESULT"};
   static_assert(sizeof(names) / sizeof(names[0]) == static_cast<size_t>(MessageType::COUNT));
   auto i = static_cast<size_t>(type);
   return i < static_cast<size_t>(MessageType::COUNT) ? names[i] : "?";

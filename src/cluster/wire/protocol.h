@@ -45,6 +45,10 @@ enum class MessageType : uint16_t {
   UnloadOk = 19,
   LoadProgress = 20, // JSON: bytes received so far (worker → primary, informational)
   Heartbeat = 21,    // empty, both ways: "still here" on an idle or busy link; never answered
+  LinkProbe = 22,    // binary: any bytes, from the primary (workers with the "link-probe" capability)
+  LinkProbeEcho = 23,// binary: the same bytes back, to time the link
+  Probe = 24,        // JSON {type}: time matvec and matmul on that weight type (capability "probe")
+  ProbeResult = 25,  // JSON {type, matvec_gbps, matmul_gflops}
   COUNT
 };
 

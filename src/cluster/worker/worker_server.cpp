@@ -158,7 +158,7 @@ nlohmann::json WorkerServer::hello_info() {
             {"threads", pool_->size()},
             {"matvec_gbps", device_.matvec_gbps},
             {"matmul_gflops", device_.matmul_gflops}}},
-          {"capabilities", {"chain", "wire-f16", "wire-bf16", "wire-q8_0", "weight-cache", "models-dir"}}};
+          {"capabilities", {"chain", "wire-f16", "wire-bf16", "wire-q8_0", "weight-cache", "models-dir", "link-probe", "probe"}}};
 }
 
 uint64_t WorkerServer::memory_in_use() {

@@ -1,5 +1,7 @@
 #include "cluster/worker/worker_session.h"
 
+#include "tensor/random_weights.h"
+
 #include <atomic>
 
 #include "cluster/wire/handshake.h"
@@ -103,7 +105,13 @@ void WorkerSession::handle(wire::Frame& frame) {
                                                           wire::message_name(frame.type())));
   switch (frame.type()) {
     case MessageType::Ping: conn_->send_json(MessageType::Pong, id, wire::parse_json(frame)); return;
+    case MessageType::LinkProbe: {
+      const std::span<const uint8_t> part(frame.payload);
+      conn_->send(MessageType::LinkProbeEcho, id, std::span<const std::span<const uint8_t>>(&part, 1));
+      return;
+    }
     case MessageType::Stats: conn_->send_json(MessageType::StatsReply, id, s_.stats_json()); return;
+    case MessageType::Probe: probe(frame); return;
     case MessageType::LoadStage: load_stage(frame); return;
     case MessageType::Forward: forward(frame); return;
     case MessageType::KvOp: kv_op(frame); return;
@@ -112,6 +120,25 @@ void WorkerSession::handle(wire::Frame& frame) {
       throw ProtocolError(ErrorCode::Malformed,
                           fmt::format("unexpected {} from {}", wire::message_name(frame.type()), conn_->peer()));
   }
+}
+
+void WorkerSession::probe(const wire::Frame& request) {
+  const nlohmann::json body = wire::parse_json(request);
+  const auto id = body.contains("type") && body["type"].is_number_unsigned() ? body["type"].get<uint64_t>() : ~0ull;
+  const int64_t cols = body.value("cols", int64_t{4096});
+  if (id > 0xFFFFFFFFull || !is_weight_type(static_cast<uint32_t>(id)) || cols <= 0 || cols > kMaxProbeCols ||
+      cols % dtype_info(static_cast<DType>(id)).block_size != 0)
+    throw ProtocolError(ErrorCode::BadRequest,
+                        fmt::format("PROBE needs a weight type id and whole blocks of it per row, got {}", body.dump()));
+  DeviceInfo d = s_.device_;
+  // The probe times the CPU's kernels: a GPU worker's speed stays unknown.
+  if (d.kind == "cpu") {
+    // Not while a stage computes: they would time each other.
+    std::lock_guard<std::mutex> compute(s_.compute_mutex_);
+    d = probe_local_cpu(*s_.pool_, static_cast<DType>(id), cols);
+  }
+  conn_->send_json(MessageType::ProbeResult, request.header.request_id,
+                   {{"type", d.probe_type}, {"matvec_gbps", d.matvec_gbps}, {"matmul_gflops", d.matmul_gflops}});
 }
 
 std::shared_ptr<WorkerStage> WorkerSession::find_stage(uint32_t id) {

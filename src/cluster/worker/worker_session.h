@@ -22,6 +22,8 @@ class WorkerSession {
   void handle(wire::Frame& frame);
   void load_stage(const wire::Frame& request);
   void forward(const wire::Frame& request);
+  // PROBE: the device probe on the weight type asked for (the model's).
+  void probe(const wire::Frame& request);
   void kv_op(const wire::Frame& request);
   void unload(const wire::Frame& request);
   void release_stages();
