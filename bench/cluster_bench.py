@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Across machines: `shoal bench --rpc` vs llama.cpp's `llama-bench --rpc`.
 
-    sudo bench/cluster_bench.py [-m MODEL] [-p 128] [-n 64] [-r 3] [--parts local,veth,delay,aead,speed]
+    sudo bench/cluster_bench.py [-m MODEL] [-p 128] [-n 64] [-r 3] [--parts local,veth,delay,aead,speed,prefill]
                                 [--speed-model MODEL] [--time-limit MINUTES] [--no-idle-wait]
 
 Hosts are network namespaces on a private bridge (tests/tools/netns.py): the
@@ -13,7 +13,9 @@ trip); "aead" (Shoal only: 1 and 3 workers over veth with the sealed link,
 the default with a key, against --insecure plain frames, alternated); "speed" (Shoal only: a fast
 worker and a worker throttled to a quarter of a CPU by a cgroup, split by memory against split
 by speed, alternated, with each stage's predicted and measured decode step; --speed-model, whose
-stages outgrow the caches as a real model's do). llama.cpp gets the same layer split as Shoal's plan: -ngl counts the
+stages outgrow the caches as a real model's do); "prefill" (pp512 and pp2048 on 2 and 3 workers:
+Shoal's prompts pipelined in micro-batches, -ub 64, against whole batches, -ub 0, beside
+llama.cpp RPC). llama.cpp gets the same layer split as Shoal's plan: -ngl counts the
 output head as a 31st layer, so it offloads one more layer than the workers
 hold and -ot keeps the (tied) output head on the primary, as Shoal does.
 
@@ -196,25 +198,28 @@ class Bench:
         self.logs.clear()
 
     def run(self, tool, n_workers=0, chain=False, delay_ms=None, layers=None, insecure=False, throttle=None,
-            extra=(), model=None):
+            extra=(), model=None, pp=None, tg=None):
         """One measurement: servers up, idle CPUs, bench in host 0, servers down.
         layers: llama.cpp's layers per worker (Shoal's plan); throttle: (worker
-        index, CpuThrottle); extra: more shoal bench options. Returns {"pp": row,
+        index, CpuThrottle); extra: more shoal bench options; pp, tg: instead of -p, -n
+        (0: no such row, None in the result). Returns {"pp": row,
         "tg": row, "split": [(device, layers, count)], "stages": [(device,
         layers, predicted ms, measured ms)], "note": text}."""
         try:
             eps = self.workers(tool, n_workers, insecure, throttle)
             if delay_ms is not None:
                 eps = self.relay(eps[0], delay_ms)
+            common = list(self.common)
+            for flag, value in (("-m", model), ("-p", pp), ("-n", tg)):
+                if value is not None:
+                    common[common.index(flag) + 1] = value
             if tool == "shoal":
-                argv = [self.shoal, "bench", *self.common, *extra]
-                if model:
-                    argv[argv.index("-m") + 1] = model
+                argv = [self.shoal, "bench", *common, *extra]
                 if eps:
                     argv += ["--rpc", ",".join(eps), "--key-file", self.key] + (["--chain"] if chain else []) + \
                         (["--insecure"] if insecure else [])
             else:
-                argv = [LLAMA / "llama-bench", *self.common]
+                argv = [LLAMA / "llama-bench", *common]
                 if eps:
                     ts = list(layers)
                     ts[-1] += 1  # the output layer, kept on the primary by -ot
@@ -241,7 +246,7 @@ class Bench:
             # shoal bench's stage report: device, layers, predicted ms, measured ms, steps, error.
             stages = [(w[0], w[1], float(w[2]), float(w[3])) for w in map(str.split, r.stderr.splitlines())
                       if len(w) == 6 and w[0].startswith(("local", "10.")) and w[4].isdigit() and w[2] != "-"]
-            return {"pp": next(x for x in rows if x["n_prompt"]), "tg": next(x for x in rows if x["n_gen"]),
+            return {"pp": next((x for x in rows if x["n_prompt"]), None), "tg": next((x for x in rows if x["n_gen"]), None),
                     "split": split, "stages": stages, "note": note}
         finally:
             self.stop_servers()
@@ -303,7 +308,7 @@ def main():
     ap.add_argument("--time-limit", type=float, default=120, help="minutes; later settings are skipped")
     args = ap.parse_args()
     parts = args.parts.split(",")
-    needs_llama = any(p in parts for p in ("local", "veth", "delay"))
+    needs_llama = any(p in parts for p in ("local", "veth", "delay", "prefill"))
     for f in (SHOAL, RELAY, Path(args.model)) + ((LLAMA / "llama-bench", LLAMA / "ggml-rpc-server") if needs_llama else ()):
         if not f.exists():
             sys.exit(f"error: not found: {f}")
@@ -328,6 +333,9 @@ def main():
     speed_jobs = [split for k in range(2) for split in (("memory", "speed"), ("speed", "memory"))[k % 2]] \
         if "speed" in parts else []
     speed = {}  # split -> [results]
+    # Pipelined prompts: pp512 and pp2048 on 2 and 3 workers, -ub 64 against -ub 0, beside llama.cpp.
+    prefill_jobs = [(n, p) for n in (2, 3) for p in (512, 2048)] if "prefill" in parts else []
+    prefill = {}  # (n, p) -> (pipelined, whole, llama.cpp)
 
     head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     built = time.strftime("%Y-%m-%d %H:%M", time.gmtime(SHOAL.stat().st_mtime))
@@ -350,6 +358,14 @@ def main():
                 break
             print(f"aead: {n} worker(s), {'--insecure' if insecure else 'sealed'} ...", file=sys.stderr)
             aead.setdefault((n, insecure), []).append(b.run("shoal", n_workers=n, insecure=insecure))
+        for n, p in prefill_jobs:
+            if time.time() > deadline:
+                break
+            print(f"prefill: pp{p}, {n} workers ...", file=sys.stderr)
+            piped = b.run("shoal", n_workers=n, extra=["-ub", "64", "--split", "memory"], pp=p, tg=0)
+            whole = b.run("shoal", n_workers=n, extra=["-ub", "0", "--split", "memory"], pp=p, tg=0)
+            layers = [k for _, _, k in piped["split"][1:]]
+            prefill[(n, p)] = (piped, whole, b.run("llama.cpp", n_workers=n, layers=layers, pp=p, tg=0))
         if speed_jobs:
             with CpuThrottle(SLOW_SHARE) as slow:
                 for split in speed_jobs:
@@ -376,6 +392,16 @@ def main():
             if len(best) == 2:
                 print(f"| {n} | {best[False]['tg']:.1f} | {best[True]['tg']:.1f} | {best[False]['tg'] / best[True]['tg']:.3f} "
                       f"| {best[False]['pp']:.1f} | {best[True]['pp']:.1f} | {best[False]['pp'] / best[True]['pp']:.3f} |")
+    if prefill:
+        print("\nPipelined prompts (Shoal -ub 64: micro-batches flow through the stages, every machine busy) "
+              "against whole batches stage after stage (-ub 0) and llama.cpp RPC with the same split; "
+              "Shoal -b 256, llama-bench its defaults; tokens/s, star over veth\n")
+        print("| test | workers | shoal pipelined | shoal whole | pipelined / whole | llama.cpp | pipelined / llama.cpp |")
+        print("| ---- | ------: | --------------: | ----------: | ----------------: | --------: | --------------------: |")
+        for (n, p), (piped, whole, llama) in prefill.items():
+            a, w, l = piped["pp"]["avg_ts"], whole["pp"]["avg_ts"], llama["pp"]["avg_ts"]
+            print(f"| pp{p} | {n} | {ts(piped['pp'])} | {ts(whole['pp'])} | {a / w:.2f} | {ts(llama['pp'])} | "
+                  f"{a / l:.2f} |")
     if speed:
         speed_table(speed, args)
     print("\nSplits (Shoal's plan, printed by shoal bench; llama.cpp given the same) and conditions:\n")

@@ -28,9 +28,9 @@ struct ShortAlias {
   const char* long_name;
 };
 inline constexpr ShortAlias kShortAliases[] = {
-    {"-ctk", "--cache-type-k"}, {"-ctv", "--cache-type-v"}, {"-ngl", "--n-gpu-layers"}};
+    {"-ctk", "--cache-type-k"}, {"-ctv", "--cache-type-v"}, {"-ngl", "--n-gpu-layers"}, {"-ub", "--ubatch-size"}};
 
-// -m, -t, -c, -b, -v, -ctk, -ctv, --device, -ngl
+// -m, -t, -c, -b, -ub, -v, -ctk, -ctv, --device, -ngl
 void add_engine_options(CLI::App& cmd, CommonOptions& o);
 // --device cpu|vulkan|vulkan:N, checked as it is parsed.
 void add_device_option(CLI::App& cmd, std::string& device);

@@ -41,8 +41,10 @@ PlanInput described_model_input(const CommonOptions& o, std::string& title) {
 }
 
 void print_prediction(const char* who, const Prediction& p) {
-  std::printf("  %-34s tg: %7.2f ms/token (%8.1f tok/s)   pp%d: %9.1f tok/s\n", who, p.token_ms, p.tok_s,
+  std::printf("  %-34s tg: %7.2f ms/token (%8.1f tok/s)   pp%d: %9.1f tok/s", who, p.token_ms, p.tok_s,
               p.prefill_tokens, p.prefill_tok_s);
+  if (p.pipelined_prefill_tok_s > 0) std::printf(", pipelined %.1f tok/s", p.pipelined_prefill_tok_s);
+  std::printf("\n");
 }
 
 // `shoal plan --cluster FILE`: contacts nothing.
@@ -84,11 +86,13 @@ int plan_described(CommonOptions& o, const std::string& cluster_file) {
   PlanInput llama = input;
   llama.split = SplitPolicy::memory;
   llama.relay = Relay::llama_rpc;
-  std::printf("predicted (decode one token; prompt of 512 in one batch):\n");
+  std::printf("predicted (decode one token; a prompt of 512, stage after stage, and pipelined in micro-batches of %d "
+              "where it can be):\n",
+              o.engine.n_ubatch);
   print_prediction(fmt::format("{}, split by {}", relay_name(input.relay),
                                plan.split == SplitPolicy::speed ? "speed" : "memory")
                        .c_str(),
-                   predict(plan, input, input.relay));
+                   predict(plan, input, input.relay, 512, o.engine.n_ubatch));
   print_prediction("llama.cpp RPC, split by memory", predict(make_plan(llama), llama, Relay::llama_rpc));
   return 0;
 }

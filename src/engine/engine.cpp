@@ -55,7 +55,8 @@ Engine::Engine(const EngineOptions& options, const StageBuilder& build_stages) :
     stages = build_stages(*this);
   else
     stages = make_local_stages(0, config_.n_layer);
-  pipeline_ = std::make_unique<Pipeline>(config_, weights_, *backend_, std::move(stages), n_batch_);
+  if (options.n_ubatch < 0) fail("-ub must not be negative, got {}", options.n_ubatch);
+  pipeline_ = std::make_unique<Pipeline>(config_, weights_, *backend_, std::move(stages), n_batch_, options.n_ubatch);
   pipeline_->set_max_rollback(KvCache::max_rollback(config_, n_ctx_, n_batch_));
 
   spdlog::info("model: {} ({}), {} layers, embedding {}, heads {}/{}, vocab {}", config_.name, config_.arch,

@@ -36,6 +36,7 @@ struct EngineOptions {
   int n_ctx = 0;        // 0: min(training context, 4096)
   int n_seq = 1;        // sequence slots (parallel requests)
   int n_batch = 256;    // most tokens in one forward
+  int n_ubatch = 64;    // a prompt crosses a cluster's stages in micro-batches of this many (-ub); 0: whole
   std::string chat_template;  // a format name that overrides the model's template
   bool reasoning = true;      // thinking models think (off: an empty thinking block)
   KvTypes kv_types;           // the KV cache's element types (-ctk / -ctv)

@@ -31,8 +31,11 @@ class Pipeline {
  public:
   static constexpr size_t kMaxStages = 64;
 
+  // micro_batch: a batch of at least twice this many tokens goes through
+  // stages that compute elsewhere as a wavefront of micro-batches of this
+  // size, so that every machine works at once (0: never).
   Pipeline(const ModelConfig& config, const ModelWeights& weights, CpuBackend& head_backend,
-           std::vector<std::unique_ptr<Stage>> stages, int max_tokens);
+           std::vector<std::unique_ptr<Stage>> stages, int max_tokens, int micro_batch = 0);
 
   // Runs a batch through every stage. Returns the logits of the rows marked
   // in batch.logits, in batch order: [batch.n_logits()][n_vocab]. Valid
@@ -64,7 +67,13 @@ class Pipeline {
   CpuBackend& head_;
   std::vector<std::unique_ptr<Stage>> stages_;
   int max_tokens_;
+  int micro_batch_;
   int max_rollback_ = INT_MAX;
+  // The stages over the batch, one after another, or as a wavefront.
+  void run_stages(const Batch& batch, float* hidden);
+  void run_pipelined(const Batch& batch, float* hidden);
+  void add_stage_time(size_t stage, double seconds, bool decode);
+  std::vector<Batch> micro_;  // reused: the micro-batches of a pipelined batch
   HostBuffer hidden_;    // [max_tokens][n_embd]
   HostBuffer gathered_;  // rows that need logits, normed
   std::unique_ptr<HostBuffer> logits_;  // [rows with logits][n_vocab]

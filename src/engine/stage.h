@@ -35,6 +35,18 @@ class Stage {
 
   // hidden: the residual stream [batch.size()][n_embd], updated in place.
   virtual void forward(const Batch& batch, float* hidden) = 0;
+
+  // forward() in two halves, for prompts pipelined through the stages
+  // (Pipeline): submit() starts the step and returns, collect() waits for
+  // it and leaves the result in `hidden`; between them the caller's thread
+  // is free to run another stage. Only a stage that computes elsewhere (a
+  // worker) splits: the default does the whole step in submit().
+  virtual bool computes_elsewhere() const { return false; }
+  virtual void submit(const Batch& batch, float* hidden) { forward(batch, hidden); }
+  virtual void collect() {}
+  // A submitted step the caller gives up on (another stage failed): its
+  // answer, when it comes, is ignored. Never throws.
+  virtual void cancel() noexcept {}
   // KV operations on one sequence slot.
   virtual void truncate_sequence(int seq, int n_pos) = 0;
   virtual void copy_sequence(int src, int dst, int n_pos) = 0;

@@ -113,7 +113,11 @@ struct StreamState {
 
 void send_stream(ServingContext& ctx, httplib::Response& res, std::shared_ptr<RequestChannel> channel, uint64_t id,
                  const ResponseMeta& meta, bool include_usage) {
-  auto st = std::make_shared<StreamState>(StreamState{std::move(channel), id, meta, include_usage});
+  auto st = std::make_shared<StreamState>();
+  st->channel = std::move(channel);
+  st->id = id;
+  st->meta = meta;
+  st->include_usage = include_usage;
   res.status = 200;
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");  // no buffering in a reverse proxy

@@ -82,6 +82,29 @@ def test_plan_is_printed_and_tensor_split_is_obeyed(shoal_bin, shared, workers, 
     assert worker_stats(w1)["stages_loaded"] == 1  # plan loads nothing
 
 
+@pytest.mark.parametrize("model_name", ["stories260K", "smollm2"] + RANDOM_MODELS)
+def test_pipelined_prompts_are_bit_identical_to_local(shoal_bin, shared, smollm2, workers, tmp_path, model_name):
+    """-b 64 -ub 8: each prompt batch crosses the three stages (primary, two
+    workers) as a wavefront of micro-batches, every machine busy at once;
+    the text and every step's logits are the local run's and the unpipelined
+    cluster's, bit for bit."""
+    model = {"stories260K": shared / "models/stories260K.gguf", "smollm2": smollm2}.get(model_name) \
+        or random_model(model_name)
+    w1, w2 = workers(2)
+
+    def run(name, *extra):
+        logits = tmp_path / f"{name}.logits"
+        r = run_shoal(shoal_bin, "run", "-m", model, "-p", LONG_PROMPT * 3, "-n", 8, "--temp", "0", "-t", "1",
+                      "-b", "64", "--ignore-eos", "--logits-out", logits, *extra, timeout=300)
+        assert r.returncode == 0, r.stderr
+        return r.stdout, logits.read_bytes()
+
+    cluster = ["--rpc", f"{w1.address},{w2.address}", "--split", "memory"]
+    local = run("local")
+    assert run("pipelined", *cluster, "-ub", "8") == local
+    assert run("whole", *cluster, "-ub", "0") == local
+
+
 def test_second_load_sends_no_weight_bytes(shoal_bin, smollm2, workers, tmp_path):
     (w,) = workers(1)
     # By memory: half the layers go to the worker (by speed, probe noise

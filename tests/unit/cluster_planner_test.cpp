@@ -289,6 +289,27 @@ TEST(PlannerTest, RelaysCostWhatTheirHopsCarry) {
   EXPECT_NEAR(p.prefill_ms, 2 * (2.0 * 1e9 * 512 / 200e9 * 1e3) + 2.0 + 2 * 512.0 + p.head_ms, 1e-6);
 }
 
+TEST(PlannerTest, PipelinedPromptIsPacedByTheSlowestStage) {
+  // Three stages of one layer each, 1 GFLOP a token, at 100 GFLOP/s (10 ms a
+  // token each), no network cost: a prompt of 512 takes 3 x 5.12 s stage
+  // after stage; in micro-batches of 64 (k = 8) the pipeline fills in
+  // 3 x 0.64 s and then finishes one micro-batch per 0.64 s: (3 + 7) x 0.64 s.
+  PlanInput in;
+  in.layer_bytes.assign(3, 1000);
+  in.layer_flops.assign(3, 1e9);
+  in.head_bytes = 1;
+  in.primary_bytes = 1;
+  in.devices = {device("local", 4000), device("w1:1", 4000), device("w2:1", 4000)};
+  for (DeviceInfo& d : in.devices) d.matmul_gflops = 100.0, d.link_gbps = 1e9;
+  const Plan plan = make_plan(in);
+  ASSERT_EQ(layer_counts(plan), (std::vector<int>{1, 1, 1}));
+  const Prediction p = predict(plan, in, Relay::shoal_star, 512, 64);
+  EXPECT_NEAR(p.prefill_ms - p.head_ms, 3 * 5120.0, 1e-3);
+  EXPECT_NEAR(p.pipelined_prefill_ms - p.head_ms, 10 * 640.0, 1e-3);
+  EXPECT_EQ(predict(plan, in, Relay::llama_rpc, 512, 64).pipelined_prefill_ms, 0.0);  // not modelled for llama.cpp
+  EXPECT_EQ(predict(plan, in, Relay::shoal_star, 512, 0).pipelined_prefill_ms, 0.0);   // -ub 0
+}
+
 TEST(PlannerTest, FormatShowsEveryDeviceAndItsLayers) {
   PlanInput in = uniform_input(10, 100, {device("local", 2000), device("10.0.0.2:50052", 2000),
                                          device("10.0.0.3:50052", 100)});

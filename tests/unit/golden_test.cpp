@@ -120,7 +120,9 @@ TEST_P(Golden, MatchesReference) {
   const int n_ctx = std::max<int>(512, golden["prompt_tokens"].size() + golden["steps"].size() + 8);
   // The references ran with an f32 KV cache: so does Shoal here.
   auto engine = load_engine(c.model_path, 2, 64, 1, n_ctx, KvTypes{DType::F32, DType::F32}, c.device);
-  if (c.device != "cpu") ASSERT_NE(engine->gpu_backend(), nullptr) << "no Vulkan device: scripts/setup installs lavapipe";
+  if (c.device != "cpu") {
+    ASSERT_NE(engine->gpu_backend(), nullptr) << "no Vulkan device: scripts/setup installs lavapipe";
+  }
   const Tokenizer& tok = engine->tokenizer();
   const int n_vocab = engine->config().n_vocab;
 

@@ -39,8 +39,9 @@ std::unique_ptr<Engine> on_vulkan(const std::string& path, int n_batch = 64, int
   o.device = "vulkan";
   o.gpu_layers = gpu_layers;
   auto e = std::make_unique<Engine>(o);
-  if (gpu_layers != 0)
+  if (gpu_layers != 0) {
     EXPECT_NE(e->gpu_backend(), nullptr) << "no Vulkan device: scripts/setup installs mesa-vulkan-drivers (lavapipe)";
+  }
   return e;
 }
 

@@ -1,5 +1,6 @@
 #include "cluster/primary/cost_model.h"
 
+#include <algorithm>
 #include <numeric>
 
 namespace shoal {
@@ -67,11 +68,14 @@ double stage_decode_ms(const PlanInput& in, int device, uint64_t read_bytes, int
   return ms;
 }
 
-Prediction predict(const Plan& plan, const PlanInput& in, Relay relay, int prefill_tokens) {
+Prediction predict(const Plan& plan, const PlanInput& in, Relay relay, int prefill_tokens, int micro_batch) {
   Prediction p;
   p.prefill_tokens = prefill_tokens;
   const DeviceInfo& primary = in.devices.at(0);
   int last_remote = -1;
+  // Per stage with layers: its compute for the whole prompt and its hop for one micro-batch.
+  std::vector<std::pair<double, double>> micro;
+  const int u = micro_batch > 0 ? std::min(micro_batch, prefill_tokens) : prefill_tokens;
   for (const StageAssignment& s : plan.stages) {
     const double ms = stage_decode_ms(in, s.device, decode_read_bytes(in, s.layer_begin, s.layer_end),
                                       s.layer_end - s.layer_begin, relay);
@@ -79,13 +83,16 @@ Prediction predict(const Plan& plan, const PlanInput& in, Relay relay, int prefi
     p.token_ms += ms;
     if (s.layer_end == s.layer_begin) continue;
     const DeviceInfo& dev = in.devices[s.device];
-    p.prefill_ms += layer_flops(in, s.layer_begin, s.layer_end) * prefill_tokens /
-                        (known(dev.matmul_gflops, kUnknownMatmulGflops) * 1e9) * 1e3 +
-                    dev.step_overhead_ms;
+    const double compute = layer_flops(in, s.layer_begin, s.layer_end) * prefill_tokens /
+                           (known(dev.matmul_gflops, kUnknownMatmulGflops) * 1e9) * 1e3;
+    p.prefill_ms += compute + dev.step_overhead_ms;
+    double micro_hop = 0;
     if (s.device != 0) {
       p.prefill_ms += hop_ms(in, dev, s.layer_end - s.layer_begin, prefill_tokens, relay);
+      micro_hop = hop_ms(in, dev, s.layer_end - s.layer_begin, u, relay);
       last_remote = s.device;
     }
+    micro.emplace_back(compute, micro_hop + dev.step_overhead_ms);
   }
   if (relay == Relay::shoal_chain && last_remote >= 0) {
     // The last worker sends the hidden state home: one more one-way hop.
@@ -100,6 +107,19 @@ Prediction predict(const Plan& plan, const PlanInput& in, Relay relay, int prefi
   p.prefill_ms += p.head_ms;
   p.tok_s = p.token_ms > 0 ? 1e3 / p.token_ms : 0.0;
   p.prefill_tok_s = p.prefill_ms > 0 ? prefill_tokens * 1e3 / p.prefill_ms : 0.0;
+  // As Pipeline::run_pipelined: k micro-batches through S stages in k+S-1
+  // ticks, each as long as its slowest stage (at least one stage a worker's).
+  const int k = (prefill_tokens + u - 1) / u;
+  if (micro_batch > 0 && relay == Relay::shoal_star && micro.size() >= 2 && last_remote >= 0 && k >= 2) {
+    double fill = 0, slowest = 0;
+    for (const auto& [compute, fixed] : micro) {
+      const double t = compute * u / prefill_tokens + fixed;
+      fill += t;
+      slowest = std::max(slowest, t);
+    }
+    p.pipelined_prefill_ms = fill + (k - 1) * slowest + p.head_ms;
+    p.pipelined_prefill_tok_s = prefill_tokens * 1e3 / p.pipelined_prefill_ms;
+  }
   return p;
 }
 

@@ -35,11 +35,18 @@ struct Prediction {
   double prefill_ms = 0.0;       // a prompt of prefill_tokens in one batch, stages one after another
   double prefill_tok_s = 0.0;
   int prefill_tokens = 0;
+  // The same prompt as a wavefront of micro-batches (Pipeline, -ub): every
+  // stage busy at once; the slowest stage sets the pace. 0: not pipelined
+  // (one stage, a relay that cannot, or no micro-batch size).
+  double pipelined_prefill_ms = 0.0;
+  double pipelined_prefill_tok_s = 0.0;
 };
 
 // A prompt of prefill_tokens (llama-bench's pp512 by default) and a decode
-// step of the plan, as `relay` would run it.
-Prediction predict(const Plan& plan, const PlanInput& input, Relay relay, int prefill_tokens = 512);
+// step of the plan, as `relay` would run it; with micro_batch > 0 also the
+// prompt pipelined in micro-batches of that size (Shoal's star only).
+Prediction predict(const Plan& plan, const PlanInput& input, Relay relay, int prefill_tokens = 512,
+                   int micro_batch = 0);
 
 // Decode time of one stage on `device` holding n_layers layers that read
 // read_bytes a step: what the speed-aware split minimises (hops included,

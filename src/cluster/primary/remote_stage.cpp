@@ -40,38 +40,66 @@ std::vector<StageDevice> RemoteStage::devices() const {
 }
 
 void RemoteStage::forward(const Batch& batch, float* hidden) {
+  submit(batch, hidden);
+  collect();
+}
+
+void RemoteStage::release_leases() noexcept {
+  for (auto& lease : leases_)
+    if (lease.owns_lock()) lease.unlock();
+}
+
+void RemoteStage::submit(const Batch& batch, float* hidden) {
+  if (pending_id_ != 0) fail("internal: {} got a step while one is pending", describe());
   const int n = batch.size();
   RemoteMember& first = members_.front();
-  // The keeper thread reads heartbeats on idle links; during a step the
-  // links are ours (released however the step ends).
-  struct Held {
-    std::vector<std::unique_lock<std::mutex>>& leases;
-    explicit Held(std::vector<std::unique_lock<std::mutex>>& l) : leases(l) {
-      for (auto& lease : leases) lease.lock();
+  // The keeper thread reads heartbeats on idle links; from here to the end
+  // of collect() (or a cancel) the links are ours.
+  for (auto& lease : leases_) lease.lock();
+  try {
+    const uint64_t id = first.client->next_request_id();
+    wire::ForwardHeader h{first.stage_id, static_cast<uint32_t>(n), static_cast<uint32_t>(n_embd_), dtype_};
+    wire::encode_forward_prefix(h, batch.positions, batch.seq_ids, route_, prefix_);
+    std::span<const uint8_t> activations;
+    if (dtype_ == wire::WireDType::F32) {
+      activations = {reinterpret_cast<const uint8_t*>(hidden), static_cast<size_t>(n) * n_embd_ * sizeof(float)};
+    } else {
+      wire::encode_activations(dtype_, hidden, n, n_embd_, encoded_);
+      activations = encoded_;
     }
-    ~Held() {
-      for (auto& lease : leases)
-        if (lease.owns_lock()) lease.unlock();
-    }
-  } held(leases_);
-  const uint64_t id = first.client->next_request_id();
-  wire::ForwardHeader h{first.stage_id, static_cast<uint32_t>(n), static_cast<uint32_t>(n_embd_), dtype_};
-  wire::encode_forward_prefix(h, batch.positions, batch.seq_ids, route_, prefix_);
-  std::span<const uint8_t> activations;
-  if (dtype_ == wire::WireDType::F32) {
-    activations = {reinterpret_cast<const uint8_t*>(hidden), static_cast<size_t>(n) * n_embd_ * sizeof(float)};
-  } else {
-    wire::encode_activations(dtype_, hidden, n, n_embd_, encoded_);
-    activations = encoded_;
+    const std::span<const uint8_t> parts[] = {prefix_, activations};
+    first.client->connection().send(MessageType::Forward, id, parts);
+    pending_id_ = id;
+    pending_hidden_ = hidden;
+    pending_n_ = n;
+  } catch (...) {
+    release_leases();
+    throw;
   }
-  const std::span<const uint8_t> parts[] = {prefix_, activations};
-  first.client->connection().send(MessageType::Forward, id, parts);
+}
+
+void RemoteStage::collect() {
+  if (pending_id_ == 0) fail("internal: {} has no step to collect", describe());
+  const uint64_t id = pending_id_;
+  pending_id_ = 0;
+  struct Release {
+    RemoteStage& s;
+    ~Release() { s.release_leases(); }
+  } release{*this};
   receive_result(id);
+  const int n = pending_n_;
   wire::ResultView r = wire::decode_result(frame_.payload);
   if (r.n_tokens != static_cast<uint32_t>(n) || r.n_embd != static_cast<uint32_t>(n_embd_) || r.dtype != dtype_)
     throw wire::ProtocolError(wire::ErrorCode::Malformed,
                               fmt::format("{} answered with a result of the wrong shape", describe()));
-  wire::decode_activations(dtype_, r.activations.data(), n, n_embd_, hidden);
+  wire::decode_activations(dtype_, r.activations.data(), n, n_embd_, pending_hidden_);
+}
+
+void RemoteStage::cancel() noexcept {
+  // The answer to the abandoned request is skipped by the next wait
+  // (expect_reply ignores earlier request ids).
+  pending_id_ = 0;
+  release_leases();
 }
 
 void RemoteStage::receive_result(uint64_t request_id) {

@@ -35,6 +35,10 @@ class RemoteStage : public Stage {
   std::string describe() const override;
   std::vector<StageDevice> devices() const override;
   void forward(const Batch& batch, float* hidden) override;
+  bool computes_elsewhere() const override { return true; }
+  void submit(const Batch& batch, float* hidden) override;
+  void collect() override;
+  void cancel() noexcept override;
   void truncate_sequence(int seq, int n_pos) override;
   void copy_sequence(int src, int dst, int n_pos) override;
 
@@ -50,7 +54,12 @@ class RemoteStage : public Stage {
   // Reused every step: no allocation in the token loop.
   std::vector<uint8_t> prefix_, encoded_;
   wire::Frame frame_;
-  std::vector<std::unique_lock<std::mutex>> leases_;  // one per member, held during a step
+  std::vector<std::unique_lock<std::mutex>> leases_;  // one per member, held from submit to collect
+  // The step between submit() and collect().
+  uint64_t pending_id_ = 0;  // 0: none
+  float* pending_hidden_ = nullptr;
+  int pending_n_ = 0;
+  void release_leases() noexcept;
   std::vector<pollfd> poll_set_;                      // the members' sockets (chain mode)
 };
 
