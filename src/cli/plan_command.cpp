@@ -86,13 +86,13 @@ int plan_described(CommonOptions& o, const std::string& cluster_file) {
   PlanInput llama = input;
   llama.split = SplitPolicy::memory;
   llama.relay = Relay::llama_rpc;
-  std::printf("predicted (decode one token; a prompt of 512, stage after stage, and pipelined in micro-batches of %d "
-              "where it can be):\n",
-              o.engine.n_ubatch);
+  std::printf("predicted (decode one token; a prompt of 512 in batches of %d, stage after stage, and pipelined in "
+              "micro-batches of %d where it can be; llama.cpp: one batch):\n",
+              o.engine.n_batch, o.engine.n_ubatch);
   print_prediction(fmt::format("{}, split by {}", relay_name(input.relay),
                                plan.split == SplitPolicy::speed ? "speed" : "memory")
                        .c_str(),
-                   predict(plan, input, input.relay, 512, o.engine.n_ubatch));
+                   predict(plan, input, input.relay, 512, o.engine.n_ubatch, o.engine.n_batch));
   print_prediction("llama.cpp RPC, split by memory", predict(make_plan(llama), llama, Relay::llama_rpc));
   return 0;
 }

@@ -71,8 +71,9 @@ DeviceInfo probe_local_cpu(ThreadPool& pool, DType type, int64_t cols) {
   const DType atype = activation_dtype(wtype);
   const size_t wrow = row_bytes(wtype, cols), arow = row_bytes(atype, cols);
   constexpr int64_t kTile = 64;  // rows of random blocks, repeated over the buffer
-  const int64_t mv_rows = static_cast<int64_t>(kMatvecBytes / wrow) / kTile * kTile;
-  const int64_t mm_rows = static_cast<int64_t>(kMatmulBytes / wrow) / kTile * kTile;
+  // Whole tiles, at least one (long rows of a wide type).
+  const int64_t mv_rows = std::max<int64_t>(kTile, static_cast<int64_t>(kMatvecBytes / wrow) / kTile * kTile);
+  const int64_t mm_rows = std::max<int64_t>(kTile, static_cast<int64_t>(kMatmulBytes / wrow) / kTile * kTile);
 
   // One allocation, carved into sections (64-byte aligned), freed on return.
   auto up64 = [](size_t n) { return (n + 63) & ~size_t{63}; };
@@ -94,7 +95,7 @@ DeviceInfo probe_local_cpu(ThreadPool& pool, DType type, int64_t cols) {
   // (same static row split).
   std::mt19937 rng(0x5EED);
   std::vector<uint8_t> tile = random_weights(wtype, kTile * cols, rng);
-  const bool grouped = interleavable(wtype);
+  const bool grouped = interleavable(wtype) && gemm_reads_groups();
   if (grouped) {
     std::vector<uint8_t> x8(tile.size());
     interleave_rows(wtype, tile.data(), kTile, cols, x8.data());

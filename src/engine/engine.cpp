@@ -12,6 +12,7 @@ namespace shoal {
 int default_context_size(const ModelConfig& config) { return std::min(config.n_ctx_train, 4096); }
 
 Engine::Engine(const EngineOptions& options, const StageBuilder& build_stages) : options_(options) {
+  if (options.n_ubatch < 0) fail("-ub must not be negative, got {}", options.n_ubatch);
   file_ = gguf::File::open(options.model_path);
   config_ = ModelConfig::from_gguf(*file_);
   weights_ = bind_weights(*file_, config_);
@@ -55,8 +56,8 @@ Engine::Engine(const EngineOptions& options, const StageBuilder& build_stages) :
     stages = build_stages(*this);
   else
     stages = make_local_stages(0, config_.n_layer);
-  if (options.n_ubatch < 0) fail("-ub must not be negative, got {}", options.n_ubatch);
-  pipeline_ = std::make_unique<Pipeline>(config_, weights_, *backend_, std::move(stages), n_batch_, options.n_ubatch);
+  pipeline_ = std::make_unique<Pipeline>(config_, weights_, *backend_, std::move(stages), n_batch_,
+                                         std::min(options.n_ubatch, n_batch_));
   pipeline_->set_max_rollback(KvCache::max_rollback(config_, n_ctx_, n_batch_));
 
   spdlog::info("model: {} ({}), {} layers, embedding {}, heads {}/{}, vocab {}", config_.name, config_.arch,

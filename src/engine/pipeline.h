@@ -20,7 +20,8 @@ struct StageSnapshot {
   int layer_begin = 0;
   int layer_end = 0;
   std::vector<StageDevice> devices;
-  double seconds = 0.0;  // in this stage's forward since it was built
+  double seconds = 0.0;  // in this stage's forward since it was built (a pipelined
+                         // worker's: send to answer, overlapping the others)
   // Of which single-token steps (decode of one sequence): what the plan's
   // per-stage prediction is about.
   double decode_seconds = 0.0;

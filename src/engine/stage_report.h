@@ -1,7 +1,7 @@
 #pragma once
 // Predicted against measured, per stage: what the plan said a decode step
 // would cost on each device (hop included) beside the time single-token
-// steps took there. `shoal run -v`, `shoal bench -v` and /v1/cluster show it.
+// steps took there. `shoal run -v`, `shoal bench` on a cluster and /v1/cluster show it.
 #include <cstdint>
 #include <string>
 #include <vector>

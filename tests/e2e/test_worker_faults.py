@@ -137,7 +137,8 @@ def test_probes_answer_and_bad_probes_are_refused(keyed):
     # A bad request is answered with ERROR; the link stays up for the next one.
     for body, words in (({"type": 12, "cols": 896}, "whole blocks"),  # Q4_K blocks are 256 wide
                         ({"type": 15, "cols": 4096}, "weight type"),  # Q8_K: activations only
-                        ({"type": "q4_0"}, "weight type")):
+                        ({"type": "q4_0"}, "weight type"),
+                        ({"type": 2, "cols": 4096.5}, "whole blocks")):
         peer.send_json(PROBE, body, request_id=9)
         reply = peer.recv_json()
         assert reply["type"] == ERROR and words in reply["json"]["message"], reply

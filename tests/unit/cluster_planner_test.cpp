@@ -308,6 +308,11 @@ TEST(PlannerTest, PipelinedPromptIsPacedByTheSlowestStage) {
   EXPECT_NEAR(p.pipelined_prefill_ms - p.head_ms, 10 * 640.0, 1e-3);
   EXPECT_EQ(predict(plan, in, Relay::llama_rpc, 512, 64).pipelined_prefill_ms, 0.0);  // not modelled for llama.cpp
   EXPECT_EQ(predict(plan, in, Relay::shoal_star, 512, 0).pipelined_prefill_ms, 0.0);   // -ub 0
+  // In batches of 256 (-b 256): each batch pipelined on its own, 4 micro-batches in 6 ticks.
+  EXPECT_NEAR(predict(plan, in, Relay::shoal_star, 512, 64, 256).pipelined_prefill_ms - p.head_ms, 2 * 6 * 640.0,
+              1e-3);
+  // -ub 300: a batch of 512 is not two micro-batches, so the engine does not pipeline it.
+  EXPECT_EQ(predict(plan, in, Relay::shoal_star, 512, 300).pipelined_prefill_ms, 0.0);
 }
 
 TEST(PlannerTest, FormatShowsEveryDeviceAndItsLayers) {

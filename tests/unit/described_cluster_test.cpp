@@ -75,6 +75,7 @@ TEST(DescribedCluster, MistakesAreNamed) {
             std::string::npos);
   EXPECT_NE(error_of("[[device]]\ncatalogue = \"dgx-spark\"\nlink = { gbit = 1, rtt_ms = 1 }").find("has no link"),
             std::string::npos);
+  EXPECT_NE(error_of("[[device]]\ncatalogue = 5").find("'catalogue' must be a name in quotes"), std::string::npos);
 }
 
 TEST(DescribedCluster, EveryExampleAndCatalogueEntryLoads) {

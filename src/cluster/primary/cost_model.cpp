@@ -1,6 +1,7 @@
 #include "cluster/primary/cost_model.h"
 
 #include <algorithm>
+#include <functional>
 #include <numeric>
 
 namespace shoal {
@@ -68,57 +69,83 @@ double stage_decode_ms(const PlanInput& in, int device, uint64_t read_bytes, int
   return ms;
 }
 
-Prediction predict(const Plan& plan, const PlanInput& in, Relay relay, int prefill_tokens, int micro_batch) {
+Prediction predict(const Plan& plan, const PlanInput& in, Relay relay, int prefill_tokens, int micro_batch,
+                   int n_batch) {
   Prediction p;
   p.prefill_tokens = prefill_tokens;
   const DeviceInfo& primary = in.devices.at(0);
+  // Per stage with layers, for the prompt: ms per token of compute, the
+  // fixed cost of a step, and what its hop costs for a batch of b tokens.
+  struct PrefillStage {
+    double ms_per_token, fixed;
+    std::function<double(int)> hop;
+  };
+  std::vector<PrefillStage> stages;
   int last_remote = -1;
-  // Per stage with layers: its compute for the whole prompt and its hop for one micro-batch.
-  std::vector<std::pair<double, double>> micro;
-  const int u = micro_batch > 0 ? std::min(micro_batch, prefill_tokens) : prefill_tokens;
   for (const StageAssignment& s : plan.stages) {
-    const double ms = stage_decode_ms(in, s.device, decode_read_bytes(in, s.layer_begin, s.layer_end),
-                                      s.layer_end - s.layer_begin, relay);
+    const int n_layers = s.layer_end - s.layer_begin;
+    const double ms = stage_decode_ms(in, s.device, decode_read_bytes(in, s.layer_begin, s.layer_end), n_layers, relay);
     p.stage_ms.push_back(ms);
     p.token_ms += ms;
-    if (s.layer_end == s.layer_begin) continue;
+    if (n_layers == 0) continue;
     const DeviceInfo& dev = in.devices[s.device];
-    const double compute = layer_flops(in, s.layer_begin, s.layer_end) * prefill_tokens /
-                           (known(dev.matmul_gflops, kUnknownMatmulGflops) * 1e9) * 1e3;
-    p.prefill_ms += compute + dev.step_overhead_ms;
-    double micro_hop = 0;
+    const double per_token = layer_flops(in, s.layer_begin, s.layer_end) /
+                             (known(dev.matmul_gflops, kUnknownMatmulGflops) * 1e9) * 1e3;
+    std::function<double(int)> hop = [](int) { return 0.0; };
     if (s.device != 0) {
-      p.prefill_ms += hop_ms(in, dev, s.layer_end - s.layer_begin, prefill_tokens, relay);
-      micro_hop = hop_ms(in, dev, s.layer_end - s.layer_begin, u, relay);
+      hop = [&in, &dev, n_layers, relay](int b) { return hop_ms(in, dev, n_layers, b, relay); };
       last_remote = s.device;
     }
-    micro.emplace_back(compute, micro_hop + dev.step_overhead_ms);
+    stages.push_back({per_token, dev.step_overhead_ms, hop});
   }
-  if (relay == Relay::shoal_chain && last_remote >= 0) {
-    // The last worker sends the hidden state home: one more one-way hop.
-    p.token_ms += hop_ms(in, in.devices[last_remote], 0, 1, relay);
-    p.prefill_ms += hop_ms(in, in.devices[last_remote], 0, prefill_tokens, relay);
-  }
+  // The last worker of a chain sends the hidden state home: one more one-way hop.
+  auto home = [&](int b) {
+    return relay == Relay::shoal_chain && last_remote >= 0 ? hop_ms(in, in.devices[last_remote], 0, b, relay) : 0.0;
+  };
+  p.token_ms += home(1);
+
+  // A batch of b tokens stage after stage, and as Pipeline::run_pipelined
+  // runs it: k micro-batches through S stages in k + S - 1 ticks, each as
+  // long as its slowest stage.
+  auto whole = [&](int b) {
+    double t = home(b);
+    for (const PrefillStage& s : stages) t += s.ms_per_token * b + s.fixed + s.hop(b);
+    return t;
+  };
+  const bool can_pipeline = micro_batch > 0 && relay == Relay::shoal_star && stages.size() >= 2 && last_remote >= 0;
+  auto pipelined = [&](int b) {
+    if (!can_pipeline || b < 2 * micro_batch) return whole(b);
+    const int k = (b + micro_batch - 1) / micro_batch;
+    double fill = 0, slowest = 0;
+    for (const PrefillStage& s : stages) {
+      const double t = s.ms_per_token * micro_batch + s.fixed + s.hop(micro_batch);
+      fill += t;
+      slowest = std::max(slowest, t);
+    }
+    return fill + (k - 1) * slowest;
+  };
   // The head streams its matrix once a step; a prompt needs logits for its
   // last token only (as llama-bench measures it).
   const uint64_t head = in.head_bytes ? in.head_bytes : in.primary_bytes;
   p.head_ms = head / (known(primary.matvec_gbps, kUnknownMatvecGbps) * 1e9) * 1e3;
   p.token_ms += p.head_ms;
-  p.prefill_ms += p.head_ms;
   p.tok_s = p.token_ms > 0 ? 1e3 / p.token_ms : 0.0;
+  // The prompt in batches of n_batch (the engine's -b), each one whole or pipelined.
+  const int batch = n_batch > 0 ? n_batch : prefill_tokens;
+  bool any_pipelined = false;
+  for (int done = 0; done < prefill_tokens; done += batch) {
+    const int b = std::min(batch, prefill_tokens - done);
+    p.prefill_ms += whole(b);
+    p.pipelined_prefill_ms += pipelined(b);
+    any_pipelined = any_pipelined || (can_pipeline && b >= 2 * micro_batch);
+  }
+  p.prefill_ms += p.head_ms;
   p.prefill_tok_s = p.prefill_ms > 0 ? prefill_tokens * 1e3 / p.prefill_ms : 0.0;
-  // As Pipeline::run_pipelined: k micro-batches through S stages in k+S-1
-  // ticks, each as long as its slowest stage (at least one stage a worker's).
-  const int k = (prefill_tokens + u - 1) / u;
-  if (micro_batch > 0 && relay == Relay::shoal_star && micro.size() >= 2 && last_remote >= 0 && k >= 2) {
-    double fill = 0, slowest = 0;
-    for (const auto& [compute, fixed] : micro) {
-      const double t = compute * u / prefill_tokens + fixed;
-      fill += t;
-      slowest = std::max(slowest, t);
-    }
-    p.pipelined_prefill_ms = fill + (k - 1) * slowest + p.head_ms;
+  if (any_pipelined) {
+    p.pipelined_prefill_ms += p.head_ms;
     p.pipelined_prefill_tok_s = prefill_tokens * 1e3 / p.pipelined_prefill_ms;
+  } else {
+    p.pipelined_prefill_ms = 0.0;
   }
   return p;
 }

@@ -37,16 +37,18 @@ struct Prediction {
   int prefill_tokens = 0;
   // The same prompt as a wavefront of micro-batches (Pipeline, -ub): every
   // stage busy at once; the slowest stage sets the pace. 0: not pipelined
-  // (one stage, a relay that cannot, or no micro-batch size).
+  // (no worker, a chain or llama.cpp's relay, no micro-batch size, or
+  // batches shorter than two micro-batches, as Pipeline decides).
   double pipelined_prefill_ms = 0.0;
   double pipelined_prefill_tok_s = 0.0;
 };
 
-// A prompt of prefill_tokens (llama-bench's pp512 by default) and a decode
-// step of the plan, as `relay` would run it; with micro_batch > 0 also the
-// prompt pipelined in micro-batches of that size (Shoal's star only).
+// A prompt of prefill_tokens (llama-bench's pp512 by default) in batches
+// of n_batch (0: one batch) and a decode step of the plan, as `relay` would
+// run it; with micro_batch > 0 also the prompt pipelined in micro-batches of
+// that size (Shoal's star only).
 Prediction predict(const Plan& plan, const PlanInput& input, Relay relay, int prefill_tokens = 512,
-                   int micro_batch = 0);
+                   int micro_batch = 0, int n_batch = 0);
 
 // Decode time of one stage on `device` holding n_layers layers that read
 // read_bytes a step: what the speed-aware split minimises (hops included,

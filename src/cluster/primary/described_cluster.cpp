@@ -49,6 +49,8 @@ std::vector<DeviceInfo> described_devices(const toml::array* list, const std::st
     // Explicit numbers, or the catalogue's; explicit ones win.
     toml::table spec;
     std::string kind = "explicit";
+    if (dev->contains("catalogue") && !(*dev)["catalogue"].is_string())
+      fail("{}: 'catalogue' must be a name in quotes, e.g. catalogue = \"dgx-spark\"", where);
     if (auto name = (*dev)["catalogue"].value<std::string>()) {
       kind = *name;
       const toml::table* entry = catalogue()[*name].as_table();

@@ -28,7 +28,9 @@ std::string known(bool quants) {
 }
 
 int whole(const toml::table& t, const std::string& where, const char* key, int hi) {
-  return static_cast<int>(toml_number(t[key], where, key, 1, hi));
+  const double v = toml_number(t[key], where, key, 1, hi);
+  if (v != static_cast<int>(v)) fail("{}: '{}' = {} is not a whole number", where, key, v);
+  return static_cast<int>(v);
 }
 
 }  // namespace
@@ -52,6 +54,7 @@ std::optional<CatalogueModel> find_catalogue_model(const std::string& spec) {
   m.active_weights = e.contains("active_weights_b")
                          ? 1e9 * toml_number(e["active_weights_b"], where, "active_weights_b", 1e-3, 1e5)
                          : m.weights;
+  if (m.active_weights > m.weights) fail("{}: active_weights_b is more than weights_b", where);
   m.n_layer = whole(e, where, "n_layer", 10000);
   m.n_embd = whole(e, where, "n_embd", 1 << 20);
   m.n_vocab = whole(e, where, "n_vocab", 1 << 24);

@@ -180,7 +180,6 @@ std::vector<int> split_by_speed(const PlanInput& in, const Layout& layout, const
       if (best[d][a] >= kNone) continue;
       const int last = layout.max_end(d, a);
       for (int e = must_hold[d] ? a + 1 : a; e <= last; ++e) {
-        if (d == 0 && layout.usable(0) < 0) break;
         const double t = best[d][a] + stage_decode_ms(in, d, read[e] - read[a], e - a, in.relay);
         if (t < best[d + 1][e]) best[d + 1][e] = t, from[d + 1][e] = a;
       }
@@ -249,7 +248,11 @@ Plan make_plan(const PlanInput& input) {
 
   Plan plan;
   fill_stages(input, layout, bounds, plan);
-  if (input.split == SplitPolicy::speed && input.tensor_split.empty()) {
+  // A split by speed needs every device's speed: a GPU's is not measured
+  // (yet), and a guess must not move layers off it.
+  const bool speeds_known = std::all_of(input.devices.begin(), input.devices.end(),
+                                        [](const DeviceInfo& d) { return d.matvec_gbps > 0; });
+  if (input.split == SplitPolicy::speed && input.tensor_split.empty() && speeds_known) {
     // Every device the memory split gives a layer keeps one, unless the
     // input lets the slow ones go.
     std::vector<bool> must_hold(D);

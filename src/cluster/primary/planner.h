@@ -14,9 +14,10 @@ enum class Relay { shoal_star, shoal_chain, llama_rpc };
 
 // memory: layers in proportion to each device's usable memory (llama.cpp's
 // default). speed: the split with the least predicted decode time that
-// fits, every device that can hold a layer keeping at least one (the user
-// named it: a slow one gets as few as pays, not none) unless
-// keep_every_device is false; taken only when it is predicted at least
+// fits, every device the memory split gives a layer keeping at least one
+// (the user named it: a slow one gets as few as pays, not none) unless
+// keep_every_device is false; taken only when every device's speed is
+// known (a GPU's is not measured yet) and it is predicted at least
 // kSpeedSplitGain faster than the memory split, so that measurement noise
 // between equal devices never moves layers.
 enum class SplitPolicy { memory, speed };

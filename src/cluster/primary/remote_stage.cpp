@@ -55,8 +55,8 @@ void RemoteStage::submit(const Batch& batch, float* hidden) {
   RemoteMember& first = members_.front();
   // The keeper thread reads heartbeats on idle links; from here to the end
   // of collect() (or a cancel) the links are ours.
-  for (auto& lease : leases_) lease.lock();
   try {
+    for (auto& lease : leases_) lease.lock();
     const uint64_t id = first.client->next_request_id();
     wire::ForwardHeader h{first.stage_id, static_cast<uint32_t>(n), static_cast<uint32_t>(n_embd_), dtype_};
     wire::encode_forward_prefix(h, batch.positions, batch.seq_ids, route_, prefix_);
@@ -96,8 +96,9 @@ void RemoteStage::collect() {
 }
 
 void RemoteStage::cancel() noexcept {
-  // The answer to the abandoned request is skipped by the next wait
-  // (expect_reply ignores earlier request ids).
+  // The answer to the abandoned request is skipped by the next wait on
+  // this (star: one member's) connection: expect_reply ignores earlier
+  // request ids of the same client.
   pending_id_ = 0;
   release_leases();
 }

@@ -35,7 +35,10 @@ class RemoteStage : public Stage {
   std::string describe() const override;
   std::vector<StageDevice> devices() const override;
   void forward(const Batch& batch, float* hidden) override;
-  bool computes_elsewhere() const override { return true; }
+  // A star stage only: a chain's members judge each other's silence by
+  // what they last read, which a step held open across the primary's own
+  // compute would let go stale; its steps stay whole.
+  bool computes_elsewhere() const override { return members_.size() == 1; }
   void submit(const Batch& batch, float* hidden) override;
   void collect() override;
   void cancel() noexcept override;

@@ -230,17 +230,19 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_stages(Engine& engi
     local_ = probe_local_cpu(engine.pool());
     local_.address = "local";
     if (Backend* gpu = engine.gpu_backend(); gpu && engine.gpu_begin() == 0) {
-      // Every local layer runs on the GPU: its memory is what the primary lends.
+      // Every local layer runs on the GPU: its memory is what the primary
+      // lends; its speed is not measured (the planner then splits by memory).
       local_.backend = gpu->name();
       local_.kind = gpu->kind();
       local_.free_memory = gpu->free_memory();
+      local_.matvec_gbps = local_.matmul_gflops = 0.0;
     }
     if (options_.local_mem > 0) local_.free_memory = std::min(local_.free_memory, options_.local_mem);
     have_local_ = true;
   }
   // Every CPU's rates on the model's own weight type (once per type).
   const ProbeShape shape = dominant_layer_shape(engine.file());
-  if (local_.probe_type != dtype_info(shape.type).name || local_.probe_cols != shape.cols) {
+  if (local_.kind == "cpu" && (local_.probe_type != dtype_info(shape.type).name || local_.probe_cols != shape.cols)) {
     const DeviceInfo p = probe_local_cpu(engine.pool(), shape.type, shape.cols);
     local_.matvec_gbps = p.matvec_gbps;
     local_.matmul_gflops = p.matmul_gflops;

@@ -77,7 +77,7 @@ class WorkerClient {
   void close() { conn_->shutdown(); }
 
   double ping_ms();
-  // GB/s the link carries, measured with a padded PING (done at connect: device().link_gbps).
+  // GB/s the link carries, measured with LINK_PROBE (done at connect: device().link_gbps).
   double measure_link_gbps();
   nlohmann::json stats();
   // Loads layers [begin, end): the worker says which tensors it lacks and

@@ -125,7 +125,7 @@ void WorkerSession::handle(wire::Frame& frame) {
 void WorkerSession::probe(const wire::Frame& request) {
   const nlohmann::json body = wire::parse_json(request);
   const auto id = body.contains("type") && body["type"].is_number_unsigned() ? body["type"].get<uint64_t>() : ~0ull;
-  const int64_t cols = body.value("cols", int64_t{4096});
+  const int64_t cols = !body.contains("cols") ? 4096 : body["cols"].is_number_integer() ? body["cols"].get<int64_t>() : -1;
   if (id > 0xFFFFFFFFull || !is_weight_type(static_cast<uint32_t>(id)) || cols <= 0 || cols > kMaxProbeCols ||
       cols % dtype_info(static_cast<DType>(id)).block_size != 0)
     throw ProtocolError(ErrorCode::BadRequest,
