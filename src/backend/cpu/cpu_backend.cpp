@@ -14,8 +14,7 @@
 
 namespace shoal {
 
-HostBuffer::HostBuffer(size_t bytes) : Buffer(bytes), owned_(new uint8_t[bytes]), data_(owned_.get()) {}
-HostBuffer::HostBuffer(void* data, size_t bytes) : Buffer(bytes), data_(static_cast<uint8_t*>(data)) {}
+HostBuffer::HostBuffer(size_t bytes) : Buffer(bytes), data_(new uint8_t[bytes]) {}
 
 CpuBackend::CpuBackend(ThreadPool& pool, int max_tokens, int64_t max_cols)
     : pool_(pool), max_tokens_(max_tokens), max_cols_(max_cols) {

@@ -13,16 +13,14 @@
 
 namespace shoal {
 
-// Host memory as a Buffer: owned, or a view of memory someone else keeps.
+// Host memory as a Buffer, owned.
 class HostBuffer : public Buffer {
  public:
   explicit HostBuffer(size_t bytes);
-  HostBuffer(void* data, size_t bytes);  // not owned
-  uint8_t* data() const { return data_; }
+  uint8_t* data() const { return data_.get(); }
 
  private:
-  std::unique_ptr<uint8_t[]> owned_;
-  uint8_t* data_;
+  std::unique_ptr<uint8_t[]> data_;
 };
 
 class CpuBackend : public Backend {
