@@ -5,7 +5,6 @@
 #include "cluster/primary/discovery.h"
 #include "cluster/primary/plan_input.h"
 #include "cluster/primary/supervisor.h"
-#include "util/log.h"
 
 namespace shoal {
 
@@ -31,11 +30,7 @@ ClusterPlan plan_cluster(const gguf::File& file, const ModelConfig& config, int 
   }
   for (const auto& address : workers) {
     cp.clients.push_back(std::make_shared<WorkerClient>(address, options.link()));
-    try {
-      cp.clients.back()->probe(shape.type, shape.cols);
-    } catch (const std::exception& e) {
-      spdlog::warn("{}: probe on {} failed: {}", address, dtype_info(shape.type).name, e.what());
-    }
+    cp.clients.back()->probe(shape.type, shape.cols);
     cp.input.devices.push_back(cp.clients.back()->device());
   }
   cp.plan = make_plan(cp.input);

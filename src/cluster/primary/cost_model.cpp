@@ -1,7 +1,6 @@
 #include "cluster/primary/cost_model.h"
 
 #include <algorithm>
-#include <functional>
 #include <numeric>
 
 namespace shoal {
@@ -75,10 +74,14 @@ Prediction predict(const Plan& plan, const PlanInput& in, Relay relay, int prefi
   p.prefill_tokens = prefill_tokens;
   const DeviceInfo& primary = in.devices.at(0);
   // Per stage with layers, for the prompt: ms per token of compute, the
-  // fixed cost of a step, and what its hop costs for a batch of b tokens.
+  // fixed cost of a step, and the worker it hops to (null: the primary's own).
   struct PrefillStage {
     double ms_per_token, fixed;
-    std::function<double(int)> hop;
+    const DeviceInfo* remote;
+    int n_layers;
+    double hop(const PlanInput& in, int b, Relay relay) const {
+      return remote ? hop_ms(in, *remote, n_layers, b, relay) : 0.0;
+    }
   };
   std::vector<PrefillStage> stages;
   int last_remote = -1;
@@ -91,12 +94,8 @@ Prediction predict(const Plan& plan, const PlanInput& in, Relay relay, int prefi
     const DeviceInfo& dev = in.devices[s.device];
     const double per_token = layer_flops(in, s.layer_begin, s.layer_end) /
                              (known(dev.matmul_gflops, kUnknownMatmulGflops) * 1e9) * 1e3;
-    std::function<double(int)> hop = [](int) { return 0.0; };
-    if (s.device != 0) {
-      hop = [&in, &dev, n_layers, relay](int b) { return hop_ms(in, dev, n_layers, b, relay); };
-      last_remote = s.device;
-    }
-    stages.push_back({per_token, dev.step_overhead_ms, hop});
+    if (s.device != 0) last_remote = s.device;
+    stages.push_back({per_token, dev.step_overhead_ms, s.device != 0 ? &dev : nullptr, n_layers});
   }
   // The last worker of a chain sends the hidden state home: one more one-way hop.
   auto home = [&](int b) {
@@ -109,7 +108,7 @@ Prediction predict(const Plan& plan, const PlanInput& in, Relay relay, int prefi
   // long as its slowest stage.
   auto whole = [&](int b) {
     double t = home(b);
-    for (const PrefillStage& s : stages) t += s.ms_per_token * b + s.fixed + s.hop(b);
+    for (const PrefillStage& s : stages) t += s.ms_per_token * b + s.fixed + s.hop(in, b, relay);
     return t;
   };
   const bool can_pipeline = micro_batch > 0 && relay == Relay::shoal_star && stages.size() >= 2 && last_remote >= 0;
@@ -118,7 +117,7 @@ Prediction predict(const Plan& plan, const PlanInput& in, Relay relay, int prefi
     const int k = (b + micro_batch - 1) / micro_batch;
     double fill = 0, slowest = 0;
     for (const PrefillStage& s : stages) {
-      const double t = s.ms_per_token * micro_batch + s.fixed + s.hop(micro_batch);
+      const double t = s.ms_per_token * micro_batch + s.fixed + s.hop(in, micro_batch, relay);
       fill += t;
       slowest = std::max(slowest, t);
     }

@@ -272,14 +272,9 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_stages(Engine& engi
       }
     }
   }
-  // Outside the lock: a probe takes a fraction of a second. A worker that
-  // fails it keeps its connect-time figures; its loss shows at the load.
+  // Outside the lock: a probe takes a fraction of a second.
   for (auto& [m, client] : usable) {
-    try {
-      client->probe(shape.type, shape.cols);
-    } catch (const std::exception& e) {
-      spdlog::warn("{}: probe on {} failed: {}", client->address(), dtype_info(shape.type).name, e.what());
-    }
+    client->probe(shape.type, shape.cols);
     input.devices.push_back(client->device());
   }
   // --tensor-split speaks of the devices the user listed; once one is gone

@@ -65,7 +65,9 @@ class WorkerClient {
   }
   // The device's matvec and matmul rates on weights of `type` (PROBE; a
   // worker without the capability keeps its Q4_0 figures). Measured once
-  // per type; device() reports the last type probed.
+  // per type; device() reports the last type probed. A failed probe is
+  // warned about and keeps the figures it had: the worker's loss, if that
+  // is what it was, shows at the next request.
   void probe(DType type, int64_t cols);
   wire::Connection& connection() { return *conn_; }
   uint64_t next_request_id() { return ++request_id_; }
