@@ -11,9 +11,9 @@ workers straight over the veth links; Shoal star and chain) and "delay" (one
 worker behind build/shoal_delay_relay, run in host 0, at 0.1, 1 and 5 ms round
 trip); "aead" (Shoal only: 1 and 3 workers over veth with the sealed link,
 the default with a key, against --insecure plain frames, alternated); "speed" (Shoal only: a fast
-worker and a worker throttled to a quarter of a CPU by a cgroup, split by memory against split
-by speed, alternated, with each stage's predicted and measured decode step; --speed-model, whose
-stages outgrow the caches as a real model's do); "prefill" (pp512 and pp2048 on 2 and 3 workers:
+worker and a slow one, whose CPU a real-time neighbour takes 3/4 of (tests/tools/cpu_share.py),
+split by memory against split by speed, alternated, with each stage's predicted and measured
+decode step; --speed-model, whose stages outgrow the caches as a real model's do); "prefill" (pp512 and pp2048 on 2 and 3 workers:
 Shoal's prompts pipelined in micro-batches, -ub 64, against whole batches, -ub 0, beside
 llama.cpp RPC). llama.cpp gets the same layer split as Shoal's plan: -ngl counts the
 output head as a 31st layer, so it offloads one more layer than the workers
@@ -43,7 +43,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "tools"))
-from cpu_throttle import CpuThrottle  # noqa: E402
+from cpu_share import CpuShare  # noqa: E402
 from netns import Netns  # noqa: E402
 
 SHOAL = ROOT / "build" / "shoal"
@@ -51,7 +51,7 @@ RELAY = ROOT / "build" / "shoal_delay_relay"
 LLAMA = Path.home() / ".cache/shoal/llama.cpp-build/bin"
 MODEL = Path.home() / ".cache/shoal/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 SPEED_MODEL = Path.home() / ".cache/shoal/models/Qwen2.5-Coder-0.5B-Instruct.Q4_K_M.gguf"
-SLOW_SHARE = 0.25  # of one CPU, for the throttled worker of the "speed" part
+NEIGHBOUR_BUSY = 0.75  # of the slow worker's CPU, taken by its neighbour in the "speed" part
 PORT, RELAY_PORT = 50052, 50100
 DELAYS_MS = [0.05, 0.5, 2.5]  # one way
 BENCH_TIMEOUT_S, IDLE_TIMEOUT_S = 300, 600
@@ -161,18 +161,17 @@ class Bench:
             wait_port(self.net, 0, ready[1], ready[2])
         return p
 
-    def workers(self, tool, n, insecure=False, throttle=None):
-        """Start n workers in hosts 1..n (worker `throttle`, 1-based, moved into
-        that CpuThrottle's group); their host:port list."""
+    def workers(self, tool, n, insecure=False, slow=None):
+        """Start n workers in hosts 1..n (with slow = (index, CpuShare): worker
+        `index`, 1-based, on the shared CPU, the others off it); their host:port list."""
         eps = []
         for i in range(1, n + 1):
             a = self.net.addr(i)
             if tool == "shoal":
-                p = self.start(i, [self.shoal, "worker", "--host", a, "--port", PORT, "-t", "1", "--no-cache",
-                                   "--key-file", self.key] + (["--insecure"] if insecure else []),
-                               ("line", "worker listening"))
-                if throttle and throttle[0] == i:
-                    throttle[1].add(p.pid)
+                pin = [] if not slow else slow[1].pin_slow() if slow[0] == i else slow[1].pin_others()
+                self.start(i, pin + [self.shoal, "worker", "--host", a, "--port", PORT, "-t", "1", "--no-cache",
+                                     "--key-file", self.key] + (["--insecure"] if insecure else []),
+                           ("line", "worker listening"))
             else:
                 self.start(i, [LLAMA / "ggml-rpc-server", "-H", a, "-p", PORT, "-t", "1"], ("port", a, PORT))
             eps.append(f"{a}:{PORT}")
@@ -197,16 +196,19 @@ class Bench:
         self.procs.clear()
         self.logs.clear()
 
-    def run(self, tool, n_workers=0, chain=False, delay_ms=None, layers=None, insecure=False, throttle=None,
+    def run(self, tool, n_workers=0, chain=False, delay_ms=None, layers=None, insecure=False, slow=None,
             extra=(), model=None, pp=None, tg=None):
         """One measurement: servers up, idle CPUs, bench in host 0, servers down.
-        layers: llama.cpp's layers per worker (Shoal's plan); throttle: (worker
-        index, CpuThrottle); extra: more shoal bench options; pp, tg: instead of -p, -n
+        layers: llama.cpp's layers per worker (Shoal's plan); slow: the index of
+        the worker on a shared CPU (the primary and the others kept off it; the
+        neighbour runs only while the bench does, after the idle wait); extra:
+        more shoal bench options; pp, tg: instead of -p, -n
         (0: no such row, None in the result). Returns {"pp": row,
         "tg": row, "split": [(device, layers, count)], "stages": [(device,
         layers, predicted ms, measured ms)], "note": text}."""
+        share = CpuShare(NEIGHBOUR_BUSY) if slow else None
         try:
-            eps = self.workers(tool, n_workers, insecure, throttle)
+            eps = self.workers(tool, n_workers, insecure, (slow, share) if slow else None)
             if delay_ms is not None:
                 eps = self.relay(eps[0], delay_ms)
             common = list(self.common)
@@ -214,7 +216,7 @@ class Bench:
                 if value is not None:
                     common[common.index(flag) + 1] = value
             if tool == "shoal":
-                argv = [self.shoal, "bench", *common, *extra]
+                argv = (share.pin_others() if share else []) + [self.shoal, "bench", *common, *extra]
                 if eps:
                     argv += ["--rpc", ",".join(eps), "--key-file", self.key] + (["--chain"] if chain else []) + \
                         (["--insecure"] if insecure else [])
@@ -230,7 +232,13 @@ class Bench:
                 idle = self.args.no_idle_wait or wait_idle()
                 load = open("/proc/loadavg").read().split()[:3]
                 before, t0 = proc_table(), time.time()
-                r = self.net.run(0, argv, timeout=BENCH_TIMEOUT_S)
+                if share:
+                    share.__enter__()
+                try:
+                    r = self.net.run(0, argv, timeout=BENCH_TIMEOUT_S)
+                finally:
+                    if share:
+                        share.__exit__()
                 worst = others_max_cpu(before, proc_table(), time.time() - t0)
                 if r.returncode != 0:
                     servers = "".join(f"\n--- {g.name}:\n{g.read_text(errors='replace')[-2000:]}" for g in self.logs)
@@ -279,9 +287,9 @@ def table(results, test, args):
 
 
 def speed_table(speed, args):
-    """--split memory against speed with one throttled worker, and each stage's predicted against measured."""
-    print(f"\nSplit by memory vs by speed: primary (host 0) + worker 1 + worker 2 throttled to {SLOW_SHARE:.0%} of a "
-          f"CPU (cgroup cpu quota, 4 ms period); {Path(args.speed_model).name}; tg{args.n} t/s per run\n")
+    """--split memory against speed with one worker on a shared CPU, and each stage's predicted against measured."""
+    print(f"\nSplit by memory vs by speed: primary (host 0) + worker 1 + worker 2 on a CPU whose real-time neighbour "
+          f"takes {NEIGHBOUR_BUSY:.0%} of every 0.4 ms; {Path(args.speed_model).name}; tg{args.n} t/s per run\n")
     print("| split | tg t/s (each run) | layers: local / worker 1 / worker 2 |")
     print("| ----- | ----------------- | ----------------------------------- |")
     for split, runs in speed.items():
@@ -330,7 +338,7 @@ def main():
         if "aead" in parts else []
     aead = {}  # (n, insecure) -> [tg rows]
     # Memory against speed, alternated, the order flipped each round.
-    speed_jobs = [split for k in range(2) for split in (("memory", "speed"), ("speed", "memory"))[k % 2]] \
+    speed_jobs = [split for k in range(3) for split in (("memory", "speed"), ("speed", "memory"))[k % 2]] \
         if "speed" in parts else []
     speed = {}  # split -> [results]
     # Pipelined prompts: pp512 and pp2048 on 2 and 3 workers, -ub 64 against -ub 0, beside llama.cpp.
@@ -366,14 +374,12 @@ def main():
             whole = b.run("shoal", n_workers=n, extra=["-ub", "0", "--split", "memory"], pp=p, tg=0)
             layers = [k for _, _, k in piped["split"][1:]]
             prefill[(n, p)] = (piped, whole, b.run("llama.cpp", n_workers=n, layers=layers, pp=p, tg=0))
-        if speed_jobs:
-            with CpuThrottle(SLOW_SHARE) as slow:
-                for split in speed_jobs:
-                    if time.time() > deadline:
-                        break
-                    print(f"speed: --split {split}, worker 2 at {SLOW_SHARE:.0%} of a CPU ...", file=sys.stderr)
-                    speed.setdefault(split, []).append(
-                        b.run("shoal", n_workers=2, throttle=(2, slow), extra=["--split", split], model=args.speed_model))
+        for split in speed_jobs:
+            if time.time() > deadline:
+                break
+            print(f"speed: --split {split}, worker 2 sharing its CPU ...", file=sys.stderr)
+            speed.setdefault(split, []).append(
+                b.run("shoal", n_workers=2, slow=2, extra=["--split", split], model=args.speed_model))
 
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
     print(f"Machine: {cpu}, {os.cpu_count()} CPUs; model {Path(args.model).name}; every process -t 1")

@@ -1,10 +1,11 @@
-"""Placement by measured speed on a live cluster: a worker throttled to a
-quarter of a CPU (a cgroup, tests/tools/cpu_throttle.py) is probed on the
-model's weight type at plan time and gets fewer layers than its memory
+"""Placement by measured speed on a live cluster: a worker whose CPU a
+real-time neighbour takes 3/4 of (tests/tools/cpu_share.py) is probed on
+the model's own matrices at plan time and gets fewer layers than its memory
 allows; --split memory still splits by memory; and `shoal run -v` shows each
 stage's predicted and measured decode step. No speed is asserted here (that
 is bench/cluster_bench.py --parts speed): only what the planner decided
 from what it measured, and that the text is the local run's."""
+import os
 import re
 import sys
 
@@ -13,7 +14,7 @@ import pytest
 from conftest import ROOT, run_shoal
 
 sys.path.insert(0, str(ROOT / "tests" / "tools"))
-from cpu_throttle import CpuThrottle, CpuThrottleUnavailable  # noqa: E402
+from cpu_share import CpuShare, CpuShareUnavailable  # noqa: E402
 
 
 def layers_of(err, address):
@@ -22,15 +23,17 @@ def layers_of(err, address):
     return int(m.group(1) or 0)
 
 
-def test_a_throttled_worker_gets_fewer_layers_and_every_stage_is_reported(shoal_bin, smollm2, workers):
+def test_a_slow_worker_gets_fewer_layers_and_every_stage_is_reported(shoal_bin, smollm2, workers):
     try:
-        slow_group = CpuThrottle(0.25)
-        slow_group.__enter__()
-    except CpuThrottleUnavailable as e:
+        share = CpuShare(0.75).__enter__()
+    except CpuShareUnavailable as e:
         pytest.skip(str(e))
+    own = os.sched_getaffinity(0)
     try:
         fast, slow = workers(2)
-        slow_group.add(slow.proc.pid)
+        share.move(slow.proc.pid, share.slow_cpus)
+        share.move(fast.proc.pid, share.other_cpus)
+        os.sched_setaffinity(0, share.other_cpus)  # the primaries this test starts, too
         common = ["-m", smollm2, "-p", "The capital of France is", "-n", "12", "--temp", "0", "-t", "1",
                   "--rpc", f"{fast.address},{slow.address}"]
         by_memory = run_shoal(shoal_bin, "run", *common, "--split", "memory", timeout=300)
@@ -50,4 +53,5 @@ def test_a_throttled_worker_gets_fewer_layers_and_every_stage_is_reported(shoal_
         assert all(float(r[3]) > 0 and float(r[4]) > 0 and int(r[5]) == 11 for r in rows), err
         assert "predicted decode step:" in err
     finally:
-        slow_group.__exit__()
+        os.sched_setaffinity(0, own)
+        share.__exit__()

@@ -116,9 +116,10 @@ def test_worker_survives_every_bad_peer(shoal_bin, keyed, tmp_path):
 
 
 def test_probes_answer_and_bad_probes_are_refused(keyed):
-    """LINK_PROBE echoes its bytes; PROBE times the asked type; a PROBE for
-    no weight type, or rows of part blocks, gets a clear error; the worker
-    serves the next primary."""
+    """LINK_PROBE echoes its bytes; PROBE times the asked type and a layer's
+    matrices; a PROBE for no weight type, rows of part blocks, too many or
+    too large matrices gets a clear error; the worker serves the next
+    primary."""
     w, key, model, good_run = keyed
     peer = Peer(w.port)
     hello = peer.handshake(key=None)  # the worker's HELLO, before authentication
@@ -134,11 +135,21 @@ def test_probes_answer_and_bad_probes_are_refused(keyed):
     r = peer.recv_json()
     assert r["type"] == PROBE_RESULT and r["json"]["type"] == "Q8_0", r
     assert r["json"]["matvec_gbps"] > 0 and r["json"]["matmul_gflops"] > 0
+    # A layer's matrices (Q8_0 896 x 896, Q6_K 896 x 4864): timed in order.
+    peer.send_json(PROBE, {"type": 8, "cols": 896, "matrices": [[8, 896, 896], [14, 896, 4864]]}, request_id=8)
+    r = peer.recv_json()
+    assert r["type"] == PROBE_RESULT and "2 layer matrices" in r["json"]["probe"], r
+    assert r["json"]["matvec_gbps"] > 0 and r["json"]["matmul_gflops"] > 0
     # A bad request is answered with ERROR; the link stays up for the next one.
     for body, words in (({"type": 12, "cols": 896}, "whole blocks"),  # Q4_K blocks are 256 wide
                         ({"type": 15, "cols": 4096}, "weight type"),  # Q8_K: activations only
                         ({"type": "q4_0"}, "weight type"),
-                        ({"type": 2, "cols": 4096.5}, "whole blocks")):
+                        ({"type": 2, "cols": 4096.5}, "cols must be an integer"),
+                        ({"type": 2, "matrices": [[2, 0, 4096]]}, "0 rows"),
+                        ({"type": 2, "matrices": [[2, 64, 4001]]}, "whole blocks"),
+                        ({"type": 2, "matrices": [[2, 64]]}, "[type, rows, cols]"),
+                        ({"type": 2, "matrices": [[2, 8, 32]] * 513}, "at most 512"),
+                        ({"type": 2, "matrices": [[2, 1 << 21, 32]]}, "rows (1 to")):
         peer.send_json(PROBE, body, request_id=9)
         reply = peer.recv_json()
         assert reply["type"] == ERROR and words in reply["json"]["message"], reply

@@ -394,6 +394,49 @@ TEST(PlanInputTest, CountsEveryExpertAndWindowedKv) {
     EXPECT_EQ(in.layer_kv_bytes[l], row * (l == 5 ? 256 : 8 + 32)) << "layer " << l;  // layer 5 is global
 }
 
+// The probe times the model's own matrices: every weight matrix of its
+// first layers in file order (all of them in a model under 64 MiB), and of
+// an expert tensor only the rows a token is routed to.
+TEST(ProbeShapeTest, ListsTheFirstLayersMatricesAndTheRoutedExperts) {
+  const std::string moe = testing::random_model_path("random-qwen3moe");
+  if (!testing::file_exists(moe)) GTEST_SKIP() << "random models not made";
+  const auto file = gguf::File::open(moe);
+  const ModelConfig config = ModelConfig::from_gguf(*file);
+  const ProbeShape shape = probe_shape_for(*file, config);
+  std::vector<ProbeMatrix> want;
+  for (const gguf::TensorInfo& t : file->tensors()) {
+    if (!t.name.starts_with("blk.") || t.shape.size() < 2) continue;
+    const bool experts = t.shape.size() == 3;
+    want.push_back({t.type, experts ? t.shape[1] * config.n_expert_used : t.n_rows(), t.row_length()});
+  }
+  ASSERT_GT(config.n_expert_used, 0);
+  EXPECT_EQ(shape.matrices, want);
+  EXPECT_EQ(shape.type, DType::F32);
+  check_probe_shape(shape);
+}
+
+TEST(DeviceProbeTest, TimesALayersMatricesAndRefusesWhatItCannotTime) {
+  ProbeShape shape{DType::Q4_K, 512, {{DType::Q4_K, 256, 512}, {DType::Q6_K, 512, 256}, {DType::Q8_0, 37, 96}}};
+  const DeviceInfo info = probe_local_cpu(1, shape);
+  EXPECT_GT(info.matvec_gbps, 0.0);
+  EXPECT_GT(info.matmul_gflops, 0.0);
+  EXPECT_EQ(info.probe, shape.name());
+  EXPECT_NE(info.probe.find("3 layer matrices"), std::string::npos) << info.probe;
+  for (const ProbeShape& bad : {ProbeShape{DType::Q4_K, 96, {}},                          // part blocks
+                                ProbeShape{DType::Q8_K, 256, {}},                         // not a weight type
+                                ProbeShape{DType::Q4_0, 64, {{DType::Q4_0, 0, 64}}},      // no rows
+                                ProbeShape{DType::Q4_0, 64, {{DType::Q4_0, 8, 1 << 17}}}, // too wide
+                                ProbeShape{DType::Q4_0, 64, std::vector<ProbeMatrix>(513, {DType::Q4_0, 8, 64})}})
+    EXPECT_THROW(probe_local_cpu(1, bad), Error) << bad.name();
+  // The largest shape a PROBE may ask for (512 matrices of 2^20 rows of
+  // 65536 floats) is timed on a bounded sample, quickly.
+  const auto t0 = std::chrono::steady_clock::now();
+  const DeviceInfo huge = probe_local_cpu(
+      1, ProbeShape{DType::F32, kMaxProbeCols, std::vector<ProbeMatrix>(kMaxProbeMatrices, {DType::F32, kMaxProbeRows, kMaxProbeCols})});
+  EXPECT_GT(huge.matvec_gbps, 0.0);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 30.0);
+}
+
 TEST(DeviceProbeTest, ReportsPositiveNumbersQuickly) {
   const auto t0 = std::chrono::steady_clock::now();
   const DeviceInfo info = probe_local_cpu(2);

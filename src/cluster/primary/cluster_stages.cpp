@@ -17,8 +17,8 @@ ClusterPlan plan_cluster(const gguf::File& file, const ModelConfig& config, int 
   cp.input.split = options.split;
   cp.input.relay = options.relay();
   // Every CPU timed on the model's own weight type.
-  const ProbeShape shape = dominant_layer_shape(file);
-  DeviceInfo local = probe_local_cpu(pool, shape.type, shape.cols);
+  const ProbeShape shape = probe_shape_for(file, config);
+  DeviceInfo local = probe_local_cpu(pool, shape);
   local.address = "local";
   if (options.local_mem > 0) local.free_memory = std::min(local.free_memory, options.local_mem);
   cp.input.devices.push_back(local);
@@ -30,7 +30,7 @@ ClusterPlan plan_cluster(const gguf::File& file, const ModelConfig& config, int 
   }
   for (const auto& address : workers) {
     cp.clients.push_back(std::make_shared<WorkerClient>(address, options.link()));
-    cp.clients.back()->probe(shape.type, shape.cols);
+    cp.clients.back()->probe(shape);
     cp.input.devices.push_back(cp.clients.back()->device());
   }
   cp.plan = make_plan(cp.input);

@@ -35,23 +35,37 @@ uint64_t tensor_bytes(const gguf::File& file, TensorKind kind) {
 
 }  // namespace
 
-ProbeShape dominant_layer_shape(const gguf::File& file) {
+ProbeShape probe_shape_for(const gguf::File& file, const ModelConfig& config) {
+  constexpr uint64_t kEnoughBytes = uint64_t{64} << 20;  // the probe's own pass: outgrows the caches
   std::map<std::pair<DType, int64_t>, uint64_t> bytes;  // (type, row length) -> bytes
   std::map<DType, uint64_t> by_type;
-  for (const gguf::TensorInfo& t : file.tensors())
-    if (layer_of(t.name) >= 0 && t.shape.size() >= 2 && is_weight_type(static_cast<uint32_t>(t.type)) &&
-        t.row_length() <= kMaxProbeCols) {
-      bytes[{t.type, t.row_length()}] += t.bytes;
-      by_type[t.type] += t.bytes;
-    }
-  ProbeShape best;
+  ProbeShape shape;
+  uint64_t listed = 0;
+  int last_layer = -1;
+  for (const gguf::TensorInfo& t : file.tensors()) {
+    const int layer = layer_of(t.name);
+    if (layer < 0 || t.shape.size() < 2 || !is_weight_type(static_cast<uint32_t>(t.type)) ||
+        t.row_length() > kMaxProbeCols)
+      continue;
+    bytes[{t.type, t.row_length()}] += t.bytes;
+    by_type[t.type] += t.bytes;
+    // Whole layers, until they fill the probe's pass.
+    if (layer != last_layer && listed >= kEnoughBytes) continue;
+    const int64_t rows = t.n_rows();
+    const bool experts = t.shape.size() >= 3 && config.n_expert > 0;
+    const int64_t read = experts ? rows / config.n_expert * std::max(1, config.n_expert_used) : rows;
+    if (read <= 0 || read > kMaxProbeRows || shape.matrices.size() == kMaxProbeMatrices) continue;
+    shape.matrices.push_back({t.type, read, t.row_length()});
+    listed += static_cast<uint64_t>(read) * row_bytes(t.type, t.row_length());
+    last_layer = layer;
+  }
   uint64_t most = 0;
   for (const auto& [type, n] : by_type)
-    if (n > most) best.type = type, most = n;
+    if (n > most) shape.type = type, most = n;
   most = 0;
   for (const auto& [key, n] : bytes)
-    if (key.first == best.type && n > most) best.cols = key.second, most = n;
-  return best;
+    if (key.first == shape.type && n > most) shape.cols = key.second, most = n;
+  return shape;
 }
 
 uint64_t primary_scratch_bytes(const ModelConfig& c, int n_seq, int n_batch) {

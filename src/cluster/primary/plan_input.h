@@ -1,6 +1,7 @@
 #pragma once
 // The model side of a PlanInput, measured from the GGUF itself: what each
 // layer weighs, what its KV cache will take, and what stays on the primary.
+#include "cluster/device_info.h"
 #include "cluster/primary/planner.h"
 #include "model/kv_cache.h"
 
@@ -18,14 +19,12 @@ struct ModelConfig;
 PlanInput plan_input_for_model(const gguf::File& file, const ModelConfig& config, int n_ctx, int n_seq, int n_batch,
                                KvTypes kv_types);
 
-// The type most of the layers' weight bytes are in, and the row length
-// most of those bytes have: what the device probes time (kernels and their
-// per-row costs differ).
-struct ProbeShape {
-  DType type = DType::Q4_0;
-  int64_t cols = 4096;
-};
-ProbeShape dominant_layer_shape(const gguf::File& file);
+// What the device probes time for this model: the type most of the
+// layers' weight bytes are in and the row length most of those bytes have
+// (the batched rate), and the matrices of its first layers, in file order,
+// until they outgrow the caches (the decode rate; of an expert tensor, the
+// rows a token is routed to).
+ProbeShape probe_shape_for(const gguf::File& file, const ModelConfig& config);
 
 // The scratch the primary allocates at load for these sizes (pipeline
 // buffers, logits, backend activation scratch, one stage's layer scratch):

@@ -226,8 +226,10 @@ void ClusterSupervisor::warn_if_mixed(const Plan& plan, const PlanInput& input) 
 std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_stages(Engine& engine) {
   const ModelConfig& config = engine.config();
   const wire::WireDType dtype = wire::parse_wire_dtype(options_.wire_dtype);
+  // Every CPU is timed on the model's own weights.
+  const ProbeShape shape = probe_shape_for(engine.file(), config);
   if (!have_local_) {
-    local_ = probe_local_cpu(engine.pool());
+    local_ = probe_local_cpu(engine.pool(), shape);
     local_.address = "local";
     if (Backend* gpu = engine.gpu_backend(); gpu && engine.gpu_begin() == 0) {
       // Every local layer runs on the GPU: its memory is what the primary
@@ -239,15 +241,6 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_stages(Engine& engi
     }
     if (options_.local_mem > 0) local_.free_memory = std::min(local_.free_memory, options_.local_mem);
     have_local_ = true;
-  }
-  // Every CPU's rates on the model's own weight type (once per type).
-  const ProbeShape shape = dominant_layer_shape(engine.file());
-  if (local_.kind == "cpu" && (local_.probe_type != dtype_info(shape.type).name || local_.probe_cols != shape.cols)) {
-    const DeviceInfo p = probe_local_cpu(engine.pool(), shape.type, shape.cols);
-    local_.matvec_gbps = p.matvec_gbps;
-    local_.matmul_gflops = p.matmul_gflops;
-    local_.probe_type = p.probe_type;
-    local_.probe_cols = p.probe_cols;
   }
 
   // Who takes part: the primary and every worker connected now, each with
@@ -274,7 +267,7 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_stages(Engine& engi
   }
   // Outside the lock: a probe takes a fraction of a second.
   for (auto& [m, client] : usable) {
-    client->probe(shape.type, shape.cols);
+    client->probe(shape);
     input.devices.push_back(client->device());
   }
   // --tensor-split speaks of the devices the user listed; once one is gone

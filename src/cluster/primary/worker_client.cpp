@@ -1,6 +1,7 @@
 #include "cluster/primary/worker_client.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstring>
 
@@ -62,20 +63,22 @@ nlohmann::json WorkerClient::request(MessageType type, const nlohmann::json& bod
 }
 
 double WorkerClient::ping_ms() {
-  // Best of a few round trips: the link's latency, not the scheduler's.
-  double best = 1e9;
-  for (int i = 0; i < 3; ++i) {
+  // The median of a few round trips: what a step pays, the worker's wake-up
+  // and frame handling included; one lucky or unlucky trip does not decide.
+  std::array<double, 5> ms;
+  for (size_t i = 0; i < ms.size(); ++i) {
     auto t0 = std::chrono::steady_clock::now();
     request(MessageType::Ping, {{"t", i}}, MessageType::Pong);
-    best = std::min(best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    ms[i] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   }
-  return best;
+  std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
+  return ms[ms.size() / 2];
 }
 
 double WorkerClient::measure_link_gbps() {
   // kLinkProbeBytes there and back (LINK_PROBE, echoed), less a plain round
   // trip: what the link moves per second (a long prompt's hidden states
-  // ride on it). The best of two, as for the round trip.
+  // ride on it). The best of two.
   constexpr size_t kLinkProbeBytes = 512 << 10;
   const std::vector<uint8_t> bytes(kLinkProbeBytes, 0x5A);
   const std::span<const uint8_t> part(bytes);
@@ -98,20 +101,22 @@ double WorkerClient::measure_link_gbps() {
   return 2.0 * kLinkProbeBytes / (transfer_ms * 1e-3) / 1e9;
 }
 
-void WorkerClient::probe(DType type, int64_t cols) {
-  const std::string name(dtype_info(type).name);
-  if (!can_probe_ || (device().probe_type == name && device().probe_cols == cols)) return;
+void WorkerClient::probe(const ProbeShape& shape) {
+  if (!can_probe_ || probed_ == shape) return;
+  nlohmann::json matrices = nlohmann::json::array();
+  for (const ProbeMatrix& m : shape.matrices) matrices.push_back({static_cast<uint32_t>(m.type), m.rows, m.cols});
   try {
-    const nlohmann::json r = request(MessageType::Probe, {{"type", static_cast<uint32_t>(type)}, {"cols", cols}},
-                                     MessageType::ProbeResult);
+    const nlohmann::json r =
+        request(MessageType::Probe, {{"type", static_cast<uint32_t>(shape.type)}, {"cols", shape.cols}, {"matrices", matrices}},
+                MessageType::ProbeResult);
     const double gbps = r.at("matvec_gbps").get<double>(), gflops = r.at("matmul_gflops").get<double>();
     std::lock_guard<std::mutex> lock(device_mutex_);
     device_.matvec_gbps = gbps;
     device_.matmul_gflops = gflops;
-    device_.probe_type = name;
-    device_.probe_cols = cols;
+    device_.probe = r.contains("probe") && r["probe"].is_string() ? r["probe"].get<std::string>() : shape.name();
+    probed_ = shape;
   } catch (const std::exception& e) {
-    spdlog::warn("{}: probe on {} failed, keeping its earlier figures: {}", address_, name, e.what());
+    spdlog::warn("{}: probe on {} failed, keeping its earlier figures: {}", address_, shape.name(), e.what());
   }
 }
 

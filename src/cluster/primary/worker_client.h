@@ -63,12 +63,13 @@ class WorkerClient {
     std::lock_guard<std::mutex> lock(device_mutex_);
     return device_;
   }
-  // The device's matvec and matmul rates on weights of `type` (PROBE; a
-  // worker without the capability keeps its Q4_0 figures). Measured once
-  // per type; device() reports the last type probed. A failed probe is
+  // The device's matvec and matmul rates on the model's own weights (PROBE;
+  // a worker without the capability keeps its Q4_0 figures, one from
+  // before the matrices were sent times the dominant type alone). Measured
+  // once per shape; device() reports the last one. A failed probe is
   // warned about and keeps the figures it had: the worker's loss, if that
   // is what it was, shows at the next request.
-  void probe(DType type, int64_t cols);
+  void probe(const ProbeShape& shape);
   wire::Connection& connection() { return *conn_; }
   uint64_t next_request_id() { return ++request_id_; }
   int timeout_ms() const { return timeout_ms_; }
@@ -99,6 +100,7 @@ class WorkerClient {
   DeviceInfo device_;
   mutable std::mutex device_mutex_;  // device_ against probe()
   bool can_probe_ = false;           // the worker has the "probe" capability
+  std::optional<ProbeShape> probed_;  // what its figures were last measured on
   std::atomic<uint64_t> request_id_{0};
   int timeout_ms_;
   std::mutex io_;

@@ -31,6 +31,35 @@ class SessionSlot {
   std::atomic<int>& s_;
   bool authenticated_ = false;
 };
+
+// A PROBE's body: {type, cols, matrices: [[type, rows, cols], ...]};
+// matrices came later and may be missing (then the dominant type alone).
+ProbeShape probe_shape_from(const nlohmann::json& body) {
+  auto integer = [](const nlohmann::json& v, const char* what) {
+    if (!v.is_number_integer()) fail("{} must be an integer, got {}", what, v.dump());
+    return v.get<int64_t>();
+  };
+  auto type = [&](const nlohmann::json& v) {
+    const int64_t id = integer(v, "a weight type id");
+    if (id < 0 || id > 0xFFFF || !is_weight_type(static_cast<uint32_t>(id))) fail("{} is not a weight type id", id);
+    return static_cast<DType>(id);
+  };
+  if (!body.is_object() || !body.contains("type")) fail("needs a weight type id");
+  ProbeShape shape;
+  shape.type = type(body["type"]);
+  if (body.contains("cols")) shape.cols = integer(body["cols"], "cols");
+  if (body.contains("matrices")) {
+    const nlohmann::json& list = body["matrices"];
+    if (!list.is_array() || list.size() > kMaxProbeMatrices)
+      fail("matrices must be a list of at most {} [type, rows, cols]", kMaxProbeMatrices);
+    for (const nlohmann::json& m : list) {
+      if (!m.is_array() || m.size() != 3) fail("a matrix is [type, rows, cols], got {}", m.dump());
+      shape.matrices.push_back({type(m[0]), integer(m[1], "rows"), integer(m[2], "cols")});
+    }
+  }
+  check_probe_shape(shape);
+  return shape;
+}
 }  // namespace
 
 void WorkerSession::run() {
@@ -124,21 +153,24 @@ void WorkerSession::handle(wire::Frame& frame) {
 
 void WorkerSession::probe(const wire::Frame& request) {
   const nlohmann::json body = wire::parse_json(request);
-  const auto id = body.contains("type") && body["type"].is_number_unsigned() ? body["type"].get<uint64_t>() : ~0ull;
-  const int64_t cols = !body.contains("cols") ? 4096 : body["cols"].is_number_integer() ? body["cols"].get<int64_t>() : -1;
-  if (id > 0xFFFFFFFFull || !is_weight_type(static_cast<uint32_t>(id)) || cols <= 0 || cols > kMaxProbeCols ||
-      cols % dtype_info(static_cast<DType>(id)).block_size != 0)
-    throw ProtocolError(ErrorCode::BadRequest,
-                        fmt::format("PROBE needs a weight type id and whole blocks of it per row, got {}", body.dump()));
+  ProbeShape shape;
+  try {
+    shape = probe_shape_from(body);
+  } catch (const std::exception& e) {
+    throw ProtocolError(ErrorCode::BadRequest, fmt::format("{} (PROBE {})", e.what(), body.dump().substr(0, 200)));
+  }
   DeviceInfo d = s_.device_;
   // The probe times the CPU's kernels: a GPU worker's speed stays unknown.
   if (d.kind == "cpu") {
     // Not while a stage computes: they would time each other.
     std::lock_guard<std::mutex> compute(s_.compute_mutex_);
-    d = probe_local_cpu(*s_.pool_, static_cast<DType>(id), cols);
+    d = probe_local_cpu(*s_.pool_, shape);
   }
   conn_->send_json(MessageType::ProbeResult, request.header.request_id,
-                   {{"type", d.probe_type}, {"matvec_gbps", d.matvec_gbps}, {"matmul_gflops", d.matmul_gflops}});
+                   {{"type", dtype_info(shape.type).name},
+                    {"probe", d.probe},
+                    {"matvec_gbps", d.matvec_gbps},
+                    {"matmul_gflops", d.matmul_gflops}});
 }
 
 std::shared_ptr<WorkerStage> WorkerSession::find_stage(uint32_t id) {
