@@ -95,8 +95,10 @@ void for_each_groupable(Weights& w, const ModelConfig& c, const BindRange& r, Fn
       const bool experts = c.dim(spec.dims[2]) > 1;
       consider(w.layers[l][k], experts ? c.dim(spec.dims[1]) : 8);
     }
-  // The head, unless it is the embedding (whose rows get_rows reads plainly).
-  if (r.with_head && !c.tied_output) consider(w.output, 8);
+  // The head, tied or not: the embedding lookup takes single rows out of
+  // their groups (dequantize_rows), and the head's matmul is the largest of
+  // a decode step.
+  if (r.with_head) consider(w.output, 8);
 }
 
 }  // namespace
@@ -117,6 +119,7 @@ uint64_t group_rows_for_cpu(ModelWeights& w, const ModelConfig& c, const BindRan
     bytes += m.bytes();
     w.owned.push_back(std::move(copy));
   });
+  if (r.with_head && c.tied_output) w.token_embd = w.output;  // one copy serves both
   return bytes;
 }
 

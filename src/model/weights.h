@@ -58,9 +58,9 @@ ModelWeights bind_weights(const TensorLookup& lookup, const std::string& source,
                           const BindRange& range = {});
 ModelWeights bind_weights(const gguf::File& file, const ModelConfig& config, const BindRange& range = {});
 
-// The bytes group_rows_for_cpu would copy: the layer matrices (and an untied
-// output) whose type has a layout in groups of eight rows, when this CPU's
-// matmul reads it; 0 otherwise.
+// The bytes group_rows_for_cpu would copy: the layer matrices (and the
+// output head, tied to the embedding or not) whose type has a layout in
+// groups of eight rows, when this CPU's matmul reads it; 0 otherwise.
 uint64_t groupable_bytes(const ModelWeights& w, const ModelConfig& config, const BindRange& range);
 // Copies those matrices into groups of eight rows (tensor/interleave.h), in
 // buffers `w` keeps; the views then point there. Speed only: the matmul

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "tensor/blocks.h"
+#include "tensor/interleave.h"
 #include "util/error.h"
 
 namespace shoal {
@@ -229,6 +230,14 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
     case DType::Q8_1: break;
   }
   fail("dequantize_row: type {} is not supported", info.name);
+}
+
+void dequantize_rows(const Matrix& m, const int32_t* ids, int n, float* out) {
+  std::vector<uint8_t> scratch;
+  for (int t = 0; t < n; ++t) {
+    if (ids[t] < 0 || ids[t] >= m.rows) fail("token id {} is outside the vocabulary of {}", ids[t], m.rows);
+    dequantize_row(m.type, plain_row(m, ids[t], scratch), out + static_cast<int64_t>(t) * m.cols, m.cols);
+  }
 }
 
 }  // namespace shoal

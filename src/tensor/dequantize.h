@@ -5,12 +5,17 @@
 #include <cstdint>
 
 #include "tensor/dtype.h"
+#include "tensor/matrix.h"
 
 namespace shoal {
 
 // Writes n floats to dst from a row of `type` at src; n is a multiple of the
 // type's block size.
 void dequantize_row(DType type, const void* src, float* dst, int64_t n);
+
+// The embedding lookup: rows ids[0..n) of m as floats, back to back at
+// out, whichever layout m's rows are in; fails on an id outside m.
+void dequantize_rows(const Matrix& m, const int32_t* ids, int n, float* out);
 
 // IEEE half and bfloat16 conversions.
 float f16_to_f32(uint16_t h);

@@ -13,61 +13,114 @@ bool interleavable(DType type) {
 
 namespace {
 
-// Eight rows' blocks b -> one x8 block: scales (and mins) side by side, then
-// the quants four bytes of each row at a time.
-template <class Plain, class X8, bool kMin, bool kHigh = false, bool kK = false>
-void interleave_group(const uint8_t* src, size_t row_bytes, int64_t nb, uint8_t* dst) {
-  constexpr int kQsBytes = sizeof(Plain::qs);
-  for (int64_t b = 0; b < nb; ++b) {
-    X8 out;
-    for (int r = 0; r < 8; ++r) {
-      const Plain& in = reinterpret_cast<const Plain*>(src + r * row_bytes)[b];
-      out.d[r] = in.d;
-      if constexpr (kMin) out.m[r] = in.m;
-      if constexpr (kK) {
-        out.dmin[r] = in.dmin;
-        for (int i = 0; i < 12; ++i) out.scales[8 * i + r] = in.scales[i];
-      }
-      if constexpr (kHigh) out.qh[r] = load_u32_le(in.qh);
-      for (int c = 0; c < kQsBytes / 4; ++c) std::memcpy(&out.qs[32 * c + 4 * r], &in.qs[4 * c], 4);
-    }
-    std::memcpy(dst + b * sizeof(X8), &out, sizeof(X8));
+// Row r's block between its plain form and its place in an x8 block; the
+// direction is a template argument, so each layout is described once and
+// the two ways cannot drift apart. (Fields of packed blocks take no
+// references: MOVE assigns.)
+#define MOVE(plain, x8)       \
+  {                           \
+    if constexpr (kToX8) {    \
+      (x8) = (plain);         \
+    } else {                  \
+      (plain) = (x8);         \
+    }                         \
   }
+template <bool kToX8>
+void move_bytes(void* plain, void* x8, size_t n) {
+  if constexpr (kToX8) std::memcpy(x8, plain, n); else std::memcpy(plain, x8, n);
 }
 
-void interleave_q6_k(const uint8_t* src, size_t row_bytes, int64_t nb, uint8_t* dst) {
-  for (int64_t b = 0; b < nb; ++b) {
-    BlockQ6_Kx8 out;
-    for (int r = 0; r < 8; ++r) {
-      const BlockQ6_K& in = reinterpret_cast<const BlockQ6_K*>(src + r * row_bytes)[b];
-      out.d[r] = in.d;
-      for (int g = 0; g < 16; ++g) out.scales[8 * g + r] = in.scales[g];
-      for (int c = 0; c < 32; ++c) std::memcpy(&out.ql[32 * c + 4 * r], &in.ql[4 * c], 4);
-      for (int c = 0; c < 16; ++c) std::memcpy(&out.qh[32 * c + 4 * r], &in.qh[4 * c], 4);
+// Scales (and mins) side by side, then the quants four bytes of each row at a time.
+template <class Plain, class X8, bool kMin, bool kHigh = false, bool kK = false>
+struct GroupLayout {
+  using P = Plain;
+  using X = X8;
+  template <bool kToX8>
+  static void move_row(P& in, X& out, int r) {
+    MOVE(in.d, out.d[r]);
+    if constexpr (kMin) MOVE(in.m, out.m[r]);
+    if constexpr (kK) {
+      MOVE(in.dmin, out.dmin[r]);
+      for (int i = 0; i < 12; ++i) MOVE(in.scales[i], out.scales[8 * i + r]);
     }
-    std::memcpy(dst + b * sizeof(out), &out, sizeof(out));
+    if constexpr (kHigh) {  // the x8 block holds the high bits as a 32-bit word
+      if constexpr (kToX8) {
+        out.qh[r] = load_u32_le(in.qh);
+      } else {
+        for (int i = 0; i < 4; ++i) in.qh[i] = static_cast<uint8_t>(out.qh[r] >> (8 * i));
+      }
+    }
+    for (size_t c = 0; c < sizeof(P::qs) / 4; ++c)
+      move_bytes<kToX8>(&in.qs[4 * c], &out.qs[32 * c + 4 * r], 4);
+  }
+};
+
+struct Q6KLayout {
+  using P = BlockQ6_K;
+  using X = BlockQ6_Kx8;
+  template <bool kToX8>
+  static void move_row(P& in, X& out, int r) {
+    MOVE(in.d, out.d[r]);
+    for (int g = 0; g < 16; ++g) MOVE(in.scales[g], out.scales[8 * g + r]);
+    for (int c = 0; c < 32; ++c) move_bytes<kToX8>(&in.ql[4 * c], &out.ql[32 * c + 4 * r], 4);
+    for (int c = 0; c < 16; ++c) move_bytes<kToX8>(&in.qh[4 * c], &out.qh[32 * c + 4 * r], 4);
+  }
+};
+
+#undef MOVE
+
+// fn(Layout{}) with the layout of `type`.
+template <class Fn>
+void with_layout(DType type, Fn&& fn) {
+  switch (type) {
+    case DType::Q4_0: return fn(GroupLayout<BlockQ4_0, BlockQ4_0x8, false>{});
+    case DType::Q4_1: return fn(GroupLayout<BlockQ4_1, BlockQ4_1x8, true>{});
+    case DType::Q5_0: return fn(GroupLayout<BlockQ5_0, BlockQ5_0x8, false, true>{});
+    case DType::Q8_0: return fn(GroupLayout<BlockQ8_0, BlockQ8_0x8, false>{});
+    case DType::Q4_K: return fn(GroupLayout<BlockQ4_K, BlockQ4_Kx8, false, false, true>{});
+    case DType::Q6_K: return fn(Q6KLayout{});
+    default: fail("internal: no x8 layout for {}", dtype_info(type).name);
   }
 }
 
 }  // namespace
 
 void interleave_rows(DType type, const uint8_t* src, int64_t rows, int64_t cols, uint8_t* dst) {
-  if (!interleavable(type)) fail("internal: no x8 layout for {}", dtype_info(type).name);
   const size_t row = row_bytes(type, cols);
   const int64_t nb = cols / dtype_info(type).block_size, groups = rows / 8;
-  for (int64_t g = 0; g < groups; ++g) {
-    const uint8_t* s = src + g * 8 * row;
-    uint8_t* d = dst + g * 8 * row;
-    switch (type) {
-      case DType::Q4_0: interleave_group<BlockQ4_0, BlockQ4_0x8, false>(s, row, nb, d); break;
-      case DType::Q4_1: interleave_group<BlockQ4_1, BlockQ4_1x8, true>(s, row, nb, d); break;
-      case DType::Q5_0: interleave_group<BlockQ5_0, BlockQ5_0x8, false, true>(s, row, nb, d); break;
-      case DType::Q4_K: interleave_group<BlockQ4_K, BlockQ4_Kx8, false, false, true>(s, row, nb, d); break;
-      case DType::Q6_K: interleave_q6_k(s, row, nb, d); break;
-      default: interleave_group<BlockQ8_0, BlockQ8_0x8, false>(s, row, nb, d); break;
-    }
-  }
+  with_layout(type, [&](auto layout) {
+    using L = decltype(layout);
+    for (int64_t g = 0; g < groups; ++g)
+      for (int64_t b = 0; b < nb; ++b) {
+        typename L::X out;
+        for (int r = 0; r < 8; ++r) {
+          typename L::P in;
+          std::memcpy(&in, src + (g * 8 + r) * row + b * sizeof(in), sizeof(in));
+          L::template move_row<true>(in, out, r);
+        }
+        std::memcpy(dst + g * 8 * row + b * sizeof(out), &out, sizeof(out));
+      }
+  });
   std::memcpy(dst + groups * 8 * row, src + groups * 8 * row, (rows - groups * 8) * row);  // the plain tail
+}
+
+const uint8_t* plain_row(const Matrix& m, int64_t r, std::vector<uint8_t>& scratch) {
+  if (!m.interleaved || r >= m.rows / 8 * 8) return m.row(r);  // plain, or in the plain tail
+  const size_t row = m.row_stride();
+  const int64_t nb = m.cols / dtype_info(m.type).block_size;
+  const uint8_t* group = m.data + (r / 8) * 8 * row;
+  scratch.resize(row);
+  with_layout(m.type, [&](auto layout) {
+    using L = decltype(layout);
+    for (int64_t b = 0; b < nb; ++b) {
+      typename L::X x;
+      typename L::P out;
+      std::memcpy(&x, group + b * sizeof(x), sizeof(x));
+      L::template move_row<false>(out, x, static_cast<int>(r % 8));
+      std::memcpy(scratch.data() + b * sizeof(out), &out, sizeof(out));
+    }
+  });
+  return scratch.data();
 }
 
 }  // namespace shoal

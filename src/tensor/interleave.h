@@ -10,9 +10,11 @@
 // in either layout (tensor/gemm.h), so a machine may keep the plain layout
 // (a worker short of memory) and still agree with the others.
 #include <cstdint>
+#include <vector>
 
 #include "tensor/blocks.h"
 #include "tensor/dtype.h"
+#include "tensor/matrix.h"
 
 namespace shoal {
 
@@ -68,5 +70,10 @@ bool interleavable(DType type);
 // Writes the rows x cols matrix at src (plain layout) to dst in the x8
 // layout (the same number of bytes). src and dst must not overlap.
 void interleave_rows(DType type, const uint8_t* src, int64_t rows, int64_t cols, uint8_t* dst);
+
+// Row r of m in the plain layout, whichever layout m is in: m.row(r) when
+// it is plain, else the row taken out of its group into scratch (an
+// embedding lookup reads single rows of a grouped head).
+const uint8_t* plain_row(const Matrix& m, int64_t r, std::vector<uint8_t>& scratch);
 
 }  // namespace shoal

@@ -205,6 +205,36 @@ TEST(TensorVecDot, RejectsBadInput) {
 // tolerance on every target, and the same bits whatever the tile a token
 // lands in (batches of 1..9 tokens), whatever the row range a thread takes,
 // and (on targets that have it) whether the rows are in groups of eight.
+// A grouped head serves the embedding lookup: every row, in a group or in
+// the plain tail, comes back out byte for byte, and looks up to the floats
+// of the plain matrix.
+TEST(TensorInterleave, EveryRowComesBackOutOfItsGroup) {
+  std::mt19937 rng(99);
+  constexpr int64_t kRows = 21;  // two groups of eight and a tail of five
+  for (const DType type : kAllTypes) {
+    if (!interleavable(type)) continue;
+    SCOPED_TRACE(dtype_info(type).name);
+    const int64_t n = 3 * dtype_info(type).block_size;
+    const auto w = random_weights(type, kRows * n, rng);
+    std::vector<uint8_t> grouped_bytes(w.size());
+    interleave_rows(type, w.data(), kRows, n, grouped_bytes.data());
+    ASSERT_NE(0, std::memcmp(w.data(), grouped_bytes.data(), w.size()));
+    const Matrix plain{type, w.data(), kRows, n}, grouped{type, grouped_bytes.data(), kRows, n, true};
+    std::vector<uint8_t> scratch;
+    std::vector<int32_t> ids;
+    for (int64_t r = 0; r < kRows; ++r) {
+      ASSERT_EQ(0, std::memcmp(plain_row(grouped, r, scratch), plain.row(r), plain.row_stride())) << "row " << r;
+      ids.push_back(static_cast<int32_t>(kRows - 1 - r));
+    }
+    std::vector<float> from_plain(kRows * n), from_groups(kRows * n);
+    dequantize_rows(plain, ids.data(), kRows, from_plain.data());
+    dequantize_rows(grouped, ids.data(), kRows, from_groups.data());
+    EXPECT_EQ(0, std::memcmp(from_plain.data(), from_groups.data(), from_plain.size() * sizeof(float)));
+    const int32_t outside = kRows;
+    EXPECT_THROW(dequantize_rows(grouped, &outside, 1, from_groups.data()), Error);
+  }
+}
+
 TEST(TensorGemm, MatchesReferenceAndIsBatchInvariantOnEveryTarget) {
   TargetGuard guard;
   std::mt19937 rng(4321);

@@ -234,11 +234,7 @@ void CpuBackend::add_bias(DevicePtr y_ptr, const Matrix& bias_matrix, int n_toke
 }
 
 void CpuBackend::get_rows(const Matrix& w, const int32_t* ids, int n, DevicePtr out_ptr) {
-  float* out = floats(out_ptr);
-  for (int t = 0; t < n; ++t) {
-    if (ids[t] < 0 || ids[t] >= w.rows) fail("token id {} is outside the vocabulary of {}", ids[t], w.rows);
-    dequantize_row(w.type, w.row(ids[t]), out + static_cast<int64_t>(t) * w.cols, w.cols);
-  }
+  dequantize_rows(w, ids, n, floats(out_ptr));
 }
 
 }  // namespace shoal

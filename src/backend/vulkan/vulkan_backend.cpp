@@ -683,10 +683,7 @@ void VulkanBackend::get_rows(const Matrix& w, const int32_t* ids, int n, DeviceP
   // The embedding stays in host memory (the primary's head reads it): rows
   // are dequantized here and uploaded.
   std::vector<float> rows(static_cast<size_t>(n) * w.cols);
-  for (int t = 0; t < n; ++t) {
-    if (ids[t] < 0 || ids[t] >= w.rows) fail("token id {} is outside the vocabulary of {}", ids[t], w.rows);
-    dequantize_row(w.type, w.row(ids[t]), rows.data() + static_cast<size_t>(t) * w.cols, w.cols);
-  }
+  dequantize_rows(w, ids, n, rows.data());
   upload(out, rows.data(), rows.size() * sizeof(float));
 }
 
