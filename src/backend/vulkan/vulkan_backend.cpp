@@ -48,7 +48,6 @@ constexpr int kMaxRopePairs = 256;  // rope_dim <= 512
 size_t rope_table_bytes(int max_tokens) { return static_cast<size_t>(max_tokens) * kMaxRopePairs * 2 * sizeof(float); }
 
 VkBuffer vk_buffer(DevicePtr p) { return static_cast<VulkanBuffer*>(p.buffer)->handle(); }
-VkBuffer vk_buffer(Buffer* b) { return static_cast<VulkanBuffer*>(b)->handle(); }
 
 uint32_t u32(size_t v) {
   if (v > 0xFFFFFFFFull) fail("Vulkan: offset {} does not fit a shader's 32-bit index", v);
@@ -247,12 +246,10 @@ std::unique_ptr<VulkanBuffer> VulkanBackend::make_buffer(size_t bytes, bool host
   vk::vkGetBufferMemoryRequirements(device_, buffer, &req);
   // The first allowed type with the properties wanted (host-visible
   // staging: cached if there is such a type, for the downloads).
+  const VkMemoryPropertyFlags host = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
   const VkMemoryPropertyFlags wanted[] = {
-      host_visible ? VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT |
-                         VK_MEMORY_PROPERTY_HOST_CACHED_BIT
-                   : VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT,
-      host_visible ? VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
-                   : VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT};
+      host_visible ? host | VK_MEMORY_PROPERTY_HOST_CACHED_BIT : VkMemoryPropertyFlags{VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT},
+      host_visible ? host : VkMemoryPropertyFlags{VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT}};
   uint32_t type = memory_.memoryTypeCount;
   for (VkMemoryPropertyFlags want : wanted)
     for (uint32_t i = 0; i < memory_.memoryTypeCount && type == memory_.memoryTypeCount; ++i)
