@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <tuple>
 
 #include "cluster/device_info.h"
 
@@ -31,6 +32,7 @@ constexpr size_t kMatvecBytes = size_t{64} << 20;    // larger than any L3 we ex
 constexpr size_t kMatmulBytes = size_t{4} << 20;     // compute bound: rows stay in cache
 constexpr int kMatmulTokens = 64;                    // a prefill micro-batch
 constexpr int64_t kTile = 64;                        // rows of random blocks, repeated over a matrix
+constexpr size_t kMaxPassMatrices = 4096;            // matmuls in one decode pass
 constexpr double kMatvecSeconds = 0.4;               // decode passes repeated for this long
 constexpr double kMatmulSeconds = 0.1;               // and prefill matmuls
 // A stage's step comes after an idle wait while the other stages compute,
@@ -81,24 +83,36 @@ std::vector<ProbeMatrix> decode_pass(const ProbeShape& shape) {
     }
   }
   std::vector<ProbeMatrix> pass;
-  const size_t copies = total >= kMatvecBytes / 2 ? 1 : (kMatvecBytes + total - 1) / total;
+  // Copies of a small layer, but not millions of tiny matrices (a PROBE may
+  // ask for anything within its limits).
+  const size_t copies = total >= kMatvecBytes / 2 ? 1
+                                                  : std::min((kMatvecBytes + total - 1) / total,
+                                                             std::max<size_t>(1, kMaxPassMatrices / layer.size()));
   for (size_t copy = 0; copy < copies; ++copy)
     pass.insert(pass.end(), layer.begin(), layer.end());
   return pass;
 }
 
-// Weights for one matrix: kTile rows of sane random blocks of its type and
-// row length, in the layout the CPU backend gives the model's (groups of
-// eight rows where its matmul reads them), tiled over the rows from the
-// pool's threads, so that on a NUMA machine each page lands near the
-// thread that reads it (the matmul's static row split).
+// Random blocks for one type and row length in one layout: up to kTile
+// rows, no more than the matrix they fill has (a tile is never larger than
+// its matrix).
+struct Tile {
+  std::vector<uint8_t> bytes;
+  int64_t rows = 0;
+};
+
+// Weights for one matrix: its tile's rows of sane random blocks, in the
+// layout the CPU backend gives the model's (groups of eight rows where its
+// matmul reads them), repeated over the rows from the pool's threads, so
+// that on a NUMA machine each page lands near the thread that reads it
+// (the matmul's static row split).
 class ProbeWeights {
  public:
-  ProbeWeights(ThreadPool& pool, const ProbeMatrix& m, std::vector<uint8_t>& tile) : bytes_(matrix_bytes(m) + 64) {
+  ProbeWeights(ThreadPool& pool, const ProbeMatrix& m, const Tile& tile) : bytes_(matrix_bytes(m) + 64) {
     const size_t wrow = row_bytes(m.type, m.cols);
     uint8_t* w = data();
     pool.parallel_for(m.rows, 16, [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) std::memcpy(w + r * wrow, tile.data() + (r % kTile) * wrow, wrow);
+      for (int64_t r = r0; r < r1; ++r) std::memcpy(w + r * wrow, tile.bytes.data() + (r % tile.rows) * wrow, wrow);
     });
     matrix_ = Matrix{m.type, w, m.rows, m.cols, grouped(m)};
   }
@@ -113,19 +127,22 @@ class ProbeWeights {
   Matrix matrix_;
 };
 
-// The random tile for a type and row length, made once.
-std::vector<uint8_t>& tile_for(std::map<std::pair<DType, int64_t>, std::vector<uint8_t>>& tiles, DType type,
-                               int64_t cols, bool grouped, std::mt19937& rng) {
-  auto [it, fresh] = tiles.try_emplace({type, cols});
+// The tile for a matrix's type, row length and layout, made at its first
+// matrix (a grouped matrix's rows are whole groups, so its tile's are).
+const Tile& tile_for(std::map<std::tuple<DType, int64_t, bool>, Tile>& tiles, const ProbeMatrix& m, std::mt19937& rng) {
+  const bool grouped = ProbeWeights::grouped(m);
+  auto [it, fresh] = tiles.try_emplace({m.type, m.cols, grouped});
+  Tile& tile = it->second;
   if (fresh) {
-    it->second = random_weights(type, kTile * cols, rng);
+    tile.rows = std::min(kTile, m.rows);
+    tile.bytes = random_weights(m.type, tile.rows * m.cols, rng);
     if (grouped) {
-      std::vector<uint8_t> x8(it->second.size());
-      interleave_rows(type, it->second.data(), kTile, cols, x8.data());
-      it->second.swap(x8);
+      std::vector<uint8_t> x8(tile.bytes.size());
+      interleave_rows(m.type, tile.bytes.data(), tile.rows, m.cols, x8.data());
+      tile.bytes.swap(x8);
     }
   }
-  return it->second;
+  return tile;
 }
 
 // Repeats fn until `seconds` have passed (at least three times) and
@@ -194,10 +211,8 @@ DeviceInfo probe_local_cpu(ThreadPool& pool, const ProbeShape& shape) {
   if (mem.total == 0) spdlog::warn("probe: cannot read /proc/meminfo; reporting no free memory");
 
   std::mt19937 rng(0x5EED);
-  std::map<std::pair<DType, int64_t>, std::vector<uint8_t>> tiles;
-  auto weights_for = [&](const ProbeMatrix& m) {
-    return std::make_unique<ProbeWeights>(pool, m, tile_for(tiles, m.type, m.cols, ProbeWeights::grouped(m), rng));
-  };
+  std::map<std::tuple<DType, int64_t, bool>, Tile> tiles;
+  auto weights_for = [&](const ProbeMatrix& m) { return std::make_unique<ProbeWeights>(pool, m, tile_for(tiles, m, rng)); };
   std::vector<std::unique_ptr<ProbeWeights>> pass;
   const ProbeMatrix batched{shape.type,
                             std::max<int64_t>(kTile, static_cast<int64_t>(kMatmulBytes / row_bytes(shape.type, shape.cols)) /

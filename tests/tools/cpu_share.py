@@ -23,15 +23,17 @@ import sys
 
 PERIOD_S = 0.0004
 
-# The neighbour: absolute deadlines, so one late wake-up does not shift the rest.
+# The neighbour: absolute deadlines, so one late wake-up does not shift the
+# rest; it ends when its parent does, however the parent ends.
 _NEIGHBOUR = """
 import os, sys, time
 cpu, busy, period = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
+parent = os.getppid()
 os.sched_setaffinity(0, {cpu})
 os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))
 print("sharing", flush=True)
 t = time.monotonic()
-while True:
+while os.getppid() == parent:
     end = t + busy * period
     while time.monotonic() < end:
         pass
@@ -60,8 +62,13 @@ class CpuShare:
     def __enter__(self):
         self.proc = subprocess.Popen([sys.executable, "-c", _NEIGHBOUR, str(self.cpu), str(self.busy), str(PERIOD_S)],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        line = self.proc.stdout.readline()
+        try:
+            line = self.proc.stdout.readline()
+        except BaseException:
+            self.__exit__()
+            raise
         if line.strip() != "sharing":
+            self.proc.kill()  # before reading what it said: it may not have ended
             err = self.proc.stderr.read()
             self.__exit__()
             raise CpuShareUnavailable(f"the neighbour did not start: {err.strip()[-300:]}")
@@ -78,7 +85,11 @@ class CpuShare:
     @staticmethod
     def move(pid, cpus):
         """Moves every thread of a running process (threads it starts later follow them)."""
-        for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except FileNotFoundError:
+            return  # ended already
+        for tid in tids:
             try:
                 os.sched_setaffinity(int(tid), cpus)
             except ProcessLookupError:

@@ -434,6 +434,14 @@ TEST(DeviceProbeTest, TimesALayersMatricesAndRefusesWhatItCannotTime) {
   const DeviceInfo huge = probe_local_cpu(
       1, ProbeShape{DType::F32, kMaxProbeCols, std::vector<ProbeMatrix>(kMaxProbeMatrices, {DType::F32, kMaxProbeRows, kMaxProbeCols})});
   EXPECT_GT(huge.matvec_gbps, 0.0);
+  // Many tiny matrices, and many one-row matrices of distinct long rows:
+  // bounded copies and random tiles no larger than their matrices.
+  const DeviceInfo tiny =
+      probe_local_cpu(1, ProbeShape{DType::Q4_0, 32, std::vector<ProbeMatrix>(kMaxProbeMatrices, {DType::Q4_0, 1, 32})});
+  EXPECT_GT(tiny.matvec_gbps, 0.0);
+  ProbeShape distinct{DType::F32, 1024, {}};
+  for (int64_t i = 0; i < static_cast<int64_t>(kMaxProbeMatrices); ++i) distinct.matrices.push_back({DType::F32, 1, kMaxProbeCols - i});
+  EXPECT_GT(probe_local_cpu(1, distinct).matvec_gbps, 0.0);
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 30.0);
 }
 

@@ -157,7 +157,8 @@ void WorkerSession::probe(const wire::Frame& request) {
   try {
     shape = probe_shape_from(body);
   } catch (const std::exception& e) {
-    throw ProtocolError(ErrorCode::BadRequest, fmt::format("{} (PROBE {})", e.what(), body.dump().substr(0, 200)));
+    throw ProtocolError(ErrorCode::BadRequest, fmt::format("{} (PROBE {})", e.what(),
+                                    body.dump(-1, ' ', true, nlohmann::json::error_handler_t::replace).substr(0, 200)));
   }
   DeviceInfo d = s_.device_;
   // The probe times the CPU's kernels: a GPU worker's speed stays unknown.
