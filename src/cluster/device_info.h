@@ -50,6 +50,9 @@ struct ProbeShape {
   bool operator==(const ProbeShape&) const = default;
 };
 inline constexpr int64_t kMaxProbeCols = 1 << 16;
+// A decode pass reads this much: larger than any L3 we expect to meet, so
+// it streams from memory as a stage of many layers does.
+inline constexpr size_t kProbePassBytes = size_t{64} << 20;
 inline constexpr int64_t kMaxProbeRows = 1 << 20;
 inline constexpr size_t kMaxProbeMatrices = 512;
 

@@ -28,7 +28,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr size_t kMatvecBytes = size_t{64} << 20;    // larger than any L3 we expect to meet
 constexpr size_t kMatmulBytes = size_t{4} << 20;     // compute bound: rows stay in cache
 constexpr int kMatmulTokens = 64;                    // a prefill micro-batch
 constexpr int64_t kTile = 64;                        // rows of random blocks, repeated over a matrix
@@ -56,28 +55,28 @@ uint64_t next_random(uint64_t& state) {
 size_t matrix_bytes(const ProbeMatrix& m) { return static_cast<size_t>(m.rows) * row_bytes(m.type, m.cols); }
 
 // The decode pass: the shape's matrices (or rows of its type enough to
-// outgrow the caches), scaled down to kMatvecBytes when larger, repeated
+// outgrow the caches), scaled down to kProbePassBytes when larger, repeated
 // up to it when smaller, so that every pass streams from memory as a stage
 // of many layers does.
 std::vector<ProbeMatrix> decode_pass(const ProbeShape& shape) {
   std::vector<ProbeMatrix> layer = shape.matrices;
   if (layer.empty()) {
     const size_t wrow = row_bytes(shape.type, shape.cols);
-    layer.push_back({shape.type, std::max<int64_t>(kTile, static_cast<int64_t>(kMatvecBytes / wrow) / kTile * kTile),
+    layer.push_back({shape.type, std::max<int64_t>(kTile, static_cast<int64_t>(kProbePassBytes / wrow) / kTile * kTile),
                      shape.cols});
   }
   size_t total = 0;
   for (const ProbeMatrix& m : layer) total += matrix_bytes(m);
-  if (total > kMatvecBytes) {
+  if (total > kProbePassBytes) {
     // Fewer rows of each, whole groups of eight: a huge layer keeps its mix of types.
-    const double scale = static_cast<double>(kMatvecBytes) / total;
+    const double scale = static_cast<double>(kProbePassBytes) / total;
     total = 0;
     for (ProbeMatrix& m : layer) {
       m.rows = std::max<int64_t>(8, static_cast<int64_t>(m.rows * scale) / 8 * 8);
       total += matrix_bytes(m);
     }
     // Eight rows each may still be too many (hundreds of very long rows): the first ones only.
-    while (layer.size() > 1 && total > 2 * kMatvecBytes) {
+    while (layer.size() > 1 && total > 2 * kProbePassBytes) {
       total -= matrix_bytes(layer.back());
       layer.pop_back();
     }
@@ -85,8 +84,8 @@ std::vector<ProbeMatrix> decode_pass(const ProbeShape& shape) {
   std::vector<ProbeMatrix> pass;
   // Copies of a small layer, but not millions of tiny matrices (a PROBE may
   // ask for anything within its limits).
-  const size_t copies = total >= kMatvecBytes / 2 ? 1
-                                                  : std::min((kMatvecBytes + total - 1) / total,
+  const size_t copies = total >= kProbePassBytes / 2 ? 1
+                                                  : std::min((kProbePassBytes + total - 1) / total,
                                                              std::max<size_t>(1, kMaxPassMatrices / layer.size()));
   for (size_t copy = 0; copy < copies; ++copy)
     pass.insert(pass.end(), layer.begin(), layer.end());

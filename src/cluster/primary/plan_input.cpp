@@ -36,7 +36,6 @@ uint64_t tensor_bytes(const gguf::File& file, TensorKind kind) {
 }  // namespace
 
 ProbeShape probe_shape_for(const gguf::File& file, const ModelConfig& config) {
-  constexpr uint64_t kEnoughBytes = uint64_t{64} << 20;  // the probe's own pass: outgrows the caches
   std::map<std::pair<DType, int64_t>, uint64_t> bytes;  // (type, row length) -> bytes
   std::map<DType, uint64_t> by_type;
   ProbeShape shape;
@@ -50,7 +49,7 @@ ProbeShape probe_shape_for(const gguf::File& file, const ModelConfig& config) {
     bytes[{t.type, t.row_length()}] += t.bytes;
     by_type[t.type] += t.bytes;
     // Whole layers, until they fill the probe's pass.
-    if (layer != last_layer && listed >= kEnoughBytes) continue;
+    if (layer != last_layer && listed >= kProbePassBytes) continue;
     const int64_t rows = t.n_rows();
     const bool experts = t.shape.size() >= 3 && config.n_expert > 0;
     const int64_t read = experts ? rows / config.n_expert * std::max(1, config.n_expert_used) : rows;

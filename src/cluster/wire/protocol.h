@@ -47,7 +47,7 @@ enum class MessageType : uint16_t {
   Heartbeat = 21,    // empty, both ways: "still here" on an idle or busy link; never answered
   LinkProbe = 22,    // binary: any bytes, from the primary (workers with the "link-probe" capability)
   LinkProbeEcho = 23,// binary: the same bytes back, to time the link
-  Probe = 24,        // JSON {type, cols}: time matvec and matmul on that weight type and row length (capability "probe")
+  Probe = 24,        // JSON {type, cols, matrices}: time the model's matrices and a matmul (capability "probe")
   ProbeResult = 25,  // JSON {type, matvec_gbps, matmul_gflops}
   COUNT
 };
