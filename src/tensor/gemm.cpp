@@ -224,24 +224,31 @@ struct Q5_0Chain : ChainTraits<BlockQ5_0x8, BlockQ5_0, BlockQ8_0, 16> {
     const __m256i fifth = _mm256_and_si256(BitsToBytes(load_u32_le(x.qh)), _mm256_set1_epi8(0x10));
     return DotBytes(_mm256_or_si256(Nibbles32(x.qs), fifth), Load32(a.qs));
   }
-  // 0x10 in byte j of each 32-bit lane where bit j (< 4) of the lane is set.
-  static HWY_INLINE __m256i FifthBits(__m256i bits) {
-    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12,  //
-                                            0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12);
-    const __m256i select = _mm256_set1_epi32(0x08040201);
-    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(bits, spread), select), select);
-    return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+  // Quant vector v's fifth bits as 0x10 per byte: bit v of each qh byte
+  // (interleave.h) shifted to bit 4; a 16-bit shift of at most 4 keeps
+  // every byte's bit 4 within its own byte.
+  template <int V>
+  static HWY_INLINE __m256i FifthBits(__m256i qh) {
+    __m256i at4 = qh;
+    if constexpr (V < 4) at4 = _mm256_slli_epi16(qh, 4 - V);
+    if constexpr (V > 4) at4 = _mm256_srli_epi16(qh, V - 4);
+    return _mm256_and_si256(at4, _mm256_set1_epi8(0x10));
   }
   template <int NT>
   static HWY_INLINE void Group(const X8& g, int64_t b, const Tile<NT>& t, __m256 (&acc)[NT]) {
     const __m256 dw = HalvesToFloats(g.d);
     const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1), qh = Load32(g.qh);
     __m256i lo[4], hi[4];
-    for (int c = 0; c < 4; ++c) {  // values 4c.. and 16 + 4c.. of each row: bits 4c.. and 16 + 4c.. of its qh
+    auto quants = [&](auto c_const) {  // values 4c.. (vector c) and 16 + 4c.. (vector 4 + c) of each row
+      constexpr int c = decltype(c_const)::value;
       const __m256i v = Load32(g.qs + 32 * c);
-      lo[c] = _mm256_or_si256(_mm256_and_si256(v, low4), FifthBits(_mm256_srli_epi32(qh, 4 * c)));
-      hi[c] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), low4), FifthBits(_mm256_srli_epi32(qh, 16 + 4 * c)));
-    }
+      lo[c] = _mm256_or_si256(_mm256_and_si256(v, low4), FifthBits<c>(qh));
+      hi[c] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), low4), FifthBits<4 + c>(qh));
+    };
+    quants(std::integral_constant<int, 0>());
+    quants(std::integral_constant<int, 1>());
+    quants(std::integral_constant<int, 2>());
+    quants(std::integral_constant<int, 3>());
     for (int k = 0; k < NT; ++k) {
       const BlockQ8_0& a = reinterpret_cast<const BlockQ8_0*>(t.act[k])[b];
       // An int16 lane sums 8 products of at most 31 * 127 before widening.

@@ -29,6 +29,14 @@ template <bool kToX8>
 void move_bytes(void* plain, void* x8, size_t n) {
   if constexpr (kToX8) std::memcpy(x8, plain, n); else std::memcpy(plain, x8, n);
 }
+// Bit i of the plain bytes to or from bit j of the x8 byte.
+template <bool kToX8>
+void move_bit(uint8_t* plain, int i, uint8_t& x8, int j) {
+  uint8_t& to = kToX8 ? x8 : plain[i / 8];
+  const int from_bit = kToX8 ? i % 8 : j, to_bit = kToX8 ? j : i % 8;
+  const int bit = ((kToX8 ? plain[i / 8] : x8) >> from_bit) & 1;
+  to = static_cast<uint8_t>((to & ~(1 << to_bit)) | (bit << to_bit));
+}
 
 // Scales (and mins) side by side, then the quants four bytes of each row at a time.
 template <class Plain, class X8, bool kMin, bool kHigh = false, bool kK = false>
@@ -43,13 +51,8 @@ struct GroupLayout {
       MOVE(in.dmin, out.dmin[r]);
       for (int i = 0; i < 12; ++i) MOVE(in.scales[i], out.scales[8 * i + r]);
     }
-    if constexpr (kHigh) {  // the x8 block holds the high bits as a 32-bit word
-      if constexpr (kToX8) {
-        out.qh[r] = load_u32_le(in.qh);
-      } else {
-        for (int i = 0; i < 4; ++i) in.qh[i] = static_cast<uint8_t>(out.qh[r] >> (8 * i));
-      }
-    }
+    if constexpr (kHigh)  // value i's fifth bit: byte i % 4 of lane r, bit i / 4 (interleave.h)
+      for (int i = 0; i < kQK; ++i) move_bit<kToX8>(in.qh, i, out.qh[4 * r + i % 4], i / 4);
     for (size_t c = 0; c < sizeof(P::qs) / 4; ++c)
       move_bytes<kToX8>(&in.qs[4 * c], &out.qs[32 * c + 4 * r], 4);
   }
@@ -92,7 +95,7 @@ void interleave_rows(DType type, const uint8_t* src, int64_t rows, int64_t cols,
     using L = decltype(layout);
     for (int64_t g = 0; g < groups; ++g)
       for (int64_t b = 0; b < nb; ++b) {
-        typename L::X out;
+        typename L::X out{};
         for (int r = 0; r < 8; ++r) {
           typename L::P in;
           std::memcpy(&in, src + (g * 8 + r) * row + b * sizeof(in), sizeof(in));
@@ -114,7 +117,7 @@ const uint8_t* plain_row(const Matrix& m, int64_t r, std::vector<uint8_t>& scrat
     using L = decltype(layout);
     for (int64_t b = 0; b < nb; ++b) {
       typename L::X x;
-      typename L::P out;
+      typename L::P out{};
       std::memcpy(&x, group + b * sizeof(x), sizeof(x));
       L::template move_row<false>(out, x, static_cast<int>(r % 8));
       std::memcpy(scratch.data() + b * sizeof(out), &out, sizeof(out));

@@ -29,10 +29,13 @@ struct BlockQ4_1x8 {
   uint16_t m[8];
   uint8_t qs[8 * kQK / 2];
 };
-// qh[r] = qh of row r; qs as Q4_0's.
+// qs as Q4_0's; qh[4r + j] bit v = the fifth bit of row r's value 4v + j,
+// i.e. of the value in byte j of lane r of the kernel's quant vector v
+// (v < 4: low nibbles of qs chunk v; v >= 4: high nibbles of chunk v - 4),
+// so that one shift and one mask put vector v's fifth bits in place.
 struct BlockQ5_0x8 {
   uint16_t d[8];
-  uint32_t qh[8];
+  uint8_t qh[8 * 4];
   uint8_t qs[8 * kQK / 2];
 };
 // qs[32c + 4r + j] = qs[4c + j] of row r (c < 8).
