@@ -21,6 +21,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "hwy/cache_control.h"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 #include "tensor/blocks.h"
@@ -37,6 +38,18 @@
 HWY_BEFORE_NAMESPACE();
 namespace shoal {
 namespace HWY_NAMESPACE {
+
+// Calls fn(std::integral_constant<int, K>) for K = n (1..4): a tile's
+// token (or row) count as a compile-time constant.
+template <class Fn>
+HWY_INLINE void WithCount(int n, Fn&& fn) {
+  switch (n) {
+    case 4: fn(std::integral_constant<int, 4>()); break;
+    case 3: fn(std::integral_constant<int, 3>()); break;
+    case 2: fn(std::integral_constant<int, 2>()); break;
+    default: fn(std::integral_constant<int, 1>()); break;
+  }
+}
 
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2  // (re-evaluated per target: not a #define)
 
@@ -105,17 +118,6 @@ struct ActivationInfo {
     }
   }
 };
-
-// Calls fn(std::integral_constant<int, NT>) for NT = n (1..4).
-template <class Fn>
-HWY_INLINE void WithTokens(int n, Fn&& fn) {
-  switch (n) {
-    case 4: fn(std::integral_constant<int, 4>()); break;
-    case 3: fn(std::integral_constant<int, 3>()); break;
-    case 2: fn(std::integral_constant<int, 2>()); break;
-    default: fn(std::integral_constant<int, 1>()); break;
-  }
-}
 
 template <int NT>
 HWY_INLINE Tile<NT> MakeTile(const uint8_t* act, size_t act_row_bytes, const ActivationInfo& info, int t0,
@@ -524,7 +526,7 @@ void ChainRows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size
   // fn(tile, t0) for every tile of up to kTileTokens tokens.
   auto ForTiles = [&](auto&& fn) {
     for (int t0 = 0; t0 < n_tokens; t0 += kTileTokens)
-      WithTokens(std::min(kTileTokens, n_tokens - t0), [&](auto tokens) {
+      WithCount(std::min(kTileTokens, n_tokens - t0), [&](auto tokens) {
         fn(MakeTile<decltype(tokens)::value>(act, act_row_bytes, info, t0, nb), t0);
       });
   };
@@ -564,11 +566,16 @@ void ChainRows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size
 #endif  // x86 AVX2 and up
 
 // ---- Float weights (F32, F16, BF16) against f32 activations, on every
-// fixed-width target: R rows x T tokens per tile, so that each weight vector
-// is loaded and widened once for T tokens and each activation vector once
-// for R rows. Per element: 8-lane vectors, even and odd vectors into two
-// accumulators, a last partial vector zero-padded (as an odd or even one by
-// its index), the two added and the lanes summed.
+// fixed-width target. Per element one chain, acc = w * a + acc over the
+// 8-lane vectors in order (a last partial vector zero-padded), then the
+// lanes summed: the same arithmetic whatever tile the element lands in.
+// Prefill takes tiles of three rows by four tokens (12 accumulators, 3
+// weight vectors and 1 activation: AVX2's 16 registers), so each weight
+// vector is loaded and widened once for four tokens and each activation
+// vector once for three rows. Decode takes four rows at a time, four
+// chains to cover the multiply-add's latency, and prefetches the next four
+// as it goes: four short streams at once are more than the hardware
+// prefetcher follows (a prefetch past the matrix's end does not fault).
 #if !HWY_HAVE_SCALABLE
 using DFloat = hn::CappedTag<float, 8>;
 
@@ -586,70 +593,71 @@ HWY_INLINE void InRegister(V& v) {
 
 template <class Weights, int R, int T>
 HWY_INLINE void FloatTile(const uint8_t* const (&rows)[R], const float* const (&acts)[T], size_t n, float* y,
-                          int64_t y_stride) {
+                          int64_t y_stride, const uint8_t* ahead = nullptr) {
   const DFloat d;
   const size_t N = hn::Lanes(d);
   using V = hn::Vec<DFloat>;
-  V acc[R][T][2];
+  V acc[R][T];
   for (int r = 0; r < R; ++r)
-    for (int t = 0; t < T; ++t) acc[r][t][0] = acc[r][t][1] = hn::Zero(d);
-  size_t i = 0, v = 0;
-  auto step = [&](auto load_w, auto load_a, size_t parity) {
+    for (int t = 0; t < T; ++t) acc[r][t] = hn::Zero(d);
+  auto step = [&](auto load_w, auto load_a) {
     V w[R];
     for (int r = 0; r < R; ++r) w[r] = load_w(r);
     for (int t = 0; t < T; ++t) {
       V a = load_a(t);
       InRegister(a);
-      for (int r = 0; r < R; ++r) acc[r][t][parity] = hn::MulAdd(w[r], a, acc[r][t][parity]);
+      for (int r = 0; r < R; ++r) acc[r][t] = hn::MulAdd(w[r], a, acc[r][t]);
     }
   };
-  for (; i + 2 * N <= n; i += 2 * N, v += 2) {
-    step([&](int r) { return Weights{rows[r]}.Load(d, i); }, [&](int t) { return hn::LoadU(d, acts[t] + i); }, 0);
-    step([&](int r) { return Weights{rows[r]}.Load(d, i + N); }, [&](int t) { return hn::LoadU(d, acts[t] + i + N); }, 1);
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    if (ahead)  // as many bytes of what comes next as this step reads
+      for (size_t b = 0; b < R * N * Weights::kBytes; b += 64) hwy::Prefetch(ahead + i * R * Weights::kBytes + b);
+    step([&](int r) { return Weights{rows[r]}.Load(d, i); }, [&](int t) { return hn::LoadU(d, acts[t] + i); });
   }
-  for (; i < n; i += N, ++v) {
-    const size_t m = std::min(N, n - i);
+  if (i < n) {
+    const size_t m = n - i;
     HWY_ALIGN uint8_t w_tail[R][8 * Weights::kBytes] = {};
     HWY_ALIGN float a_tail[T][8] = {};
     for (int r = 0; r < R; ++r) std::memcpy(w_tail[r], rows[r] + i * Weights::kBytes, m * Weights::kBytes);
     for (int t = 0; t < T; ++t) std::memcpy(a_tail[t], acts[t] + i, m * sizeof(float));
-    step([&](int r) { return Weights{w_tail[r]}.Load(d, 0); }, [&](int t) { return hn::LoadU(d, a_tail[t]); }, v & 1);
+    step([&](int r) { return Weights{w_tail[r]}.Load(d, 0); }, [&](int t) { return hn::LoadU(d, a_tail[t]); });
   }
   for (int r = 0; r < R; ++r)
-    for (int t = 0; t < T; ++t) y[t * y_stride + r] = hn::GetLane(hn::SumOfLanes(d, hn::Add(acc[r][t][0], acc[r][t][1])));
+    for (int t = 0; t < T; ++t) y[t * y_stride + r] = hn::GetLane(hn::SumOfLanes(d, acc[r][t]));
 }
 
 template <class Weights>
 void FloatRows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size_t act_row_bytes, int n_tokens,
                float* y, int64_t y_stride) {
-  constexpr int kRows = 2, kTokens = 3;
-  constexpr int64_t kRowGroup = 16;  // rows that stay in cache while the token tiles pass
+  constexpr int kRows = 3, kTokens = 4, kDecodeRows = 4, kAhead = 1;
+  constexpr int64_t kRowGroup = 8 * kRows;  // rows that stay in cache while the token tiles pass
   const size_t n = static_cast<size_t>(w.cols);
-  auto tile = [&](auto rows_c, auto tokens_c, int64_t r, int t0) {
-    constexpr int R = decltype(rows_c)::value, T = decltype(tokens_c)::value;
-    const uint8_t* rows[R];
-    const float* acts[T];
-    for (int k = 0; k < R; ++k) rows[k] = w.row(r + k);
-    for (int k = 0; k < T; ++k) acts[k] = reinterpret_cast<const float*>(act + (t0 + k) * act_row_bytes);
-    FloatTile<Weights, R, T>(rows, acts, n, y + t0 * y_stride + r, y_stride);
+  // The tile of rows r.. and tokens t0.., both counts at most four.
+  auto tile = [&](int n_rows, int n_tile_tokens, int64_t r, int t0, const uint8_t* ahead = nullptr) {
+    WithCount(n_rows, [&](auto rows_c) {
+      WithCount(n_tile_tokens, [&](auto tokens_c) {
+        constexpr int R = decltype(rows_c)::value, T = decltype(tokens_c)::value;
+        const uint8_t* rows[R];
+        const float* acts[T];
+        for (int k = 0; k < R; ++k) rows[k] = w.row(r + k);
+        for (int k = 0; k < T; ++k) acts[k] = reinterpret_cast<const float*>(act + (t0 + k) * act_row_bytes);
+        FloatTile<Weights, R, T>(rows, acts, n, y + t0 * y_stride + r, y_stride, ahead);
+      });
+    });
   };
+  if (n_tokens == 1) {
+    for (int64_t r = r0; r < r1; r += kDecodeRows) {
+      const int64_t next = r + kAhead * kDecodeRows;
+      tile(static_cast<int>(std::min<int64_t>(kDecodeRows, r1 - r)), 1, r, 0, next < r1 ? w.row(next) : nullptr);
+    }
+    return;
+  }
   for (int64_t g0 = r0; g0 < r1; g0 += kRowGroup) {
     const int64_t g1 = std::min(r1, g0 + kRowGroup);
-    for (int t0 = 0; t0 < n_tokens; t0 += kTokens) {
-      const int nt = std::min(kTokens, n_tokens - t0);
-      for (int64_t r = g0; r < g1; r += (r + 1 < g1 && nt > 1) ? kRows : 1) {
-        // Decode streams one row at a time (a second stream per thread only
-        // costs there); a tile of tokens shares two rows' loads.
-        const bool pair = r + 1 < g1 && nt > 1;
-        auto with_rows = [&](auto tokens_c) {
-          if (pair) tile(std::integral_constant<int, 2>(), tokens_c, r, t0);
-          else tile(std::integral_constant<int, 1>(), tokens_c, r, t0);
-        };
-        if (nt == 3) with_rows(std::integral_constant<int, 3>());
-        else if (nt == 2) with_rows(std::integral_constant<int, 2>());
-        else with_rows(std::integral_constant<int, 1>());
-      }
-    }
+    for (int t0 = 0; t0 < n_tokens; t0 += kTokens)
+      for (int64_t r = g0; r < g1; r += kRows)
+        tile(static_cast<int>(std::min<int64_t>(kRows, g1 - r)), std::min(kTokens, n_tokens - t0), r, t0);
   }
 }
 #endif  // fixed-width vectors
