@@ -632,7 +632,8 @@ void FloatRows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size
                float* y, int64_t y_stride) {
   constexpr int kRows = 3, kTokens = 4, kDecodeRows = 4, kAhead = 1;
   constexpr int64_t kRowGroup = 8 * kRows;  // rows that stay in cache while the token tiles pass
-  const size_t n = static_cast<size_t>(w.cols);
+  const size_t n = static_cast<size_t>(w.cols), stride = w.row_stride();
+  auto row = [&](int64_t r) { return w.data + static_cast<size_t>(r) * stride; };
   // The tile of rows r.. and tokens t0.., both counts at most four.
   auto tile = [&](int n_rows, int n_tile_tokens, int64_t r, int t0, const uint8_t* ahead = nullptr) {
     WithCount(n_rows, [&](auto rows_c) {
@@ -640,7 +641,7 @@ void FloatRows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size
         constexpr int R = decltype(rows_c)::value, T = decltype(tokens_c)::value;
         const uint8_t* rows[R];
         const float* acts[T];
-        for (int k = 0; k < R; ++k) rows[k] = w.row(r + k);
+        for (int k = 0; k < R; ++k) rows[k] = row(r + k);
         for (int k = 0; k < T; ++k) acts[k] = reinterpret_cast<const float*>(act + (t0 + k) * act_row_bytes);
         FloatTile<Weights, R, T>(rows, acts, n, y + t0 * y_stride + r, y_stride, ahead);
       });
@@ -649,15 +650,19 @@ void FloatRows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size
   if (n_tokens == 1) {
     for (int64_t r = r0; r < r1; r += kDecodeRows) {
       const int64_t next = r + kAhead * kDecodeRows;
-      tile(static_cast<int>(std::min<int64_t>(kDecodeRows, r1 - r)), 1, r, 0, next < r1 ? w.row(next) : nullptr);
+      tile(static_cast<int>(std::min<int64_t>(kDecodeRows, r1 - r)), 1, r, 0, next < r1 ? row(next) : nullptr);
     }
     return;
   }
   for (int64_t g0 = r0; g0 < r1; g0 += kRowGroup) {
     const int64_t g1 = std::min(r1, g0 + kRowGroup);
     for (int t0 = 0; t0 < n_tokens; t0 += kTokens)
-      for (int64_t r = g0; r < g1; r += kRows)
-        tile(static_cast<int>(std::min<int64_t>(kRows, g1 - r)), std::min(kTokens, n_tokens - t0), r, t0);
+      for (int64_t r = g0; r < g1; r += kRows) {
+        // The first pass over a group fetches the next group into cache.
+        const int64_t next = r + kRowGroup;
+        tile(static_cast<int>(std::min<int64_t>(kRows, g1 - r)), std::min(kTokens, n_tokens - t0), r, t0,
+             t0 == 0 && next < r1 ? row(next) : nullptr);
+      }
   }
 }
 #endif  // fixed-width vectors
