@@ -238,32 +238,35 @@ struct Q5_0Chain : ChainTraits<BlockQ5_0x8, BlockQ5_0, BlockQ8_0, 16> {
   }
   template <int NT>
   static HWY_INLINE void Group(const X8& g, int64_t b, const Tile<NT>& t, __m256 (&acc)[NT]) {
-    const __m256 dw = HalvesToFloats(g.d);
     const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1), qh = Load32(g.qh);
-    __m256i lo[4], hi[4];
-    auto quants = [&](auto c_const) {  // values 4c.. (vector c) and 16 + 4c.. (vector 4 + c) of each row
+    __m256i isum[NT];
+    for (int k = 0; k < NT; ++k) isum[k] = _mm256_setzero_si256();
+    // Half a block at a time (chunks c and c + 1: values 4c.., 16 + 4c..,
+    // 4c + 4.., 20 + 4c.. of each row), so that four tokens' sums and half a
+    // block's quants fit the registers together.
+    auto half = [&](auto c_const) {
       constexpr int c = decltype(c_const)::value;
-      const __m256i v = Load32(g.qs + 32 * c);
-      lo[c] = _mm256_or_si256(_mm256_and_si256(v, low4), FifthBits<c>(qh));
-      hi[c] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), low4), FifthBits<4 + c>(qh));
-    };
-    quants(std::integral_constant<int, 0>());
-    quants(std::integral_constant<int, 1>());
-    quants(std::integral_constant<int, 2>());
-    quants(std::integral_constant<int, 3>());
-    for (int k = 0; k < NT; ++k) {
-      const BlockQ8_0& a = reinterpret_cast<const BlockQ8_0*>(t.act[k])[b];
-      // An int16 lane sums 8 products of at most 31 * 127 before widening.
-      __m256i isum = _mm256_setzero_si256();
-      for (int c = 0; c < 4; c += 2) {
-        __m256i p = _mm256_maddubs_epi16(lo[c], Broadcast4(a.qs + 4 * c));
-        p = _mm256_add_epi16(p, _mm256_maddubs_epi16(hi[c], Broadcast4(a.qs + 16 + 4 * c)));
-        p = _mm256_add_epi16(p, _mm256_maddubs_epi16(lo[c + 1], Broadcast4(a.qs + 4 * c + 4)));
-        p = _mm256_add_epi16(p, _mm256_maddubs_epi16(hi[c + 1], Broadcast4(a.qs + 16 + 4 * c + 4)));
-        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, ones));
+      const __m256i v0 = Load32(g.qs + 32 * c), v1 = Load32(g.qs + 32 * (c + 1));
+      const __m256i lo0 = _mm256_or_si256(_mm256_and_si256(v0, low4), FifthBits<c>(qh));
+      const __m256i hi0 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v0, 4), low4), FifthBits<4 + c>(qh));
+      const __m256i lo1 = _mm256_or_si256(_mm256_and_si256(v1, low4), FifthBits<c + 1>(qh));
+      const __m256i hi1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v1, 4), low4), FifthBits<5 + c>(qh));
+      for (int k = 0; k < NT; ++k) {
+        const int8_t* qa = reinterpret_cast<const BlockQ8_0*>(t.act[k])[b].qs;
+        // An int16 lane sums 8 products of at most 31 * 127 before widening.
+        __m256i p = _mm256_maddubs_epi16(lo0, Broadcast4(qa + 4 * c));
+        p = _mm256_add_epi16(p, _mm256_maddubs_epi16(hi0, Broadcast4(qa + 16 + 4 * c)));
+        p = _mm256_add_epi16(p, _mm256_maddubs_epi16(lo1, Broadcast4(qa + 4 * c + 4)));
+        p = _mm256_add_epi16(p, _mm256_maddubs_epi16(hi1, Broadcast4(qa + 16 + 4 * c + 4)));
+        isum[k] = _mm256_add_epi32(isum[k], _mm256_madd_epi16(p, ones));
       }
-      isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(16 * t.sums[k][b]));
-      acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(t.scales[k][b])), acc[k]);
+    };
+    half(std::integral_constant<int, 0>());
+    half(std::integral_constant<int, 2>());
+    const __m256 dw = HalvesToFloats(g.d);
+    for (int k = 0; k < NT; ++k) {
+      const __m256i exact = _mm256_sub_epi32(isum[k], _mm256_set1_epi32(16 * t.sums[k][b]));
+      acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(exact), _mm256_mul_ps(dw, _mm256_set1_ps(t.scales[k][b])), acc[k]);
     }
   }
 };
