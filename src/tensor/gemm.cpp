@@ -543,10 +543,10 @@ void ChainRows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size
       for (int k = 0; k < NT; ++k) _mm256_storeu_ps(y + (t0 + k) * y_stride + r, acc[k]);
     });
   };
-  // Grouped rows are one sequential stream, but a tile of tokens reads it
-  // slowly enough that the hardware prefetcher of the machines measured
-  // (a Zen 3 guest) falls behind: the first pass over a group fetches 2 KiB
-  // ahead itself (decode +15-20%, docs/benchmarks.md).
+  // Grouped rows are one sequential stream, yet the hardware prefetcher of
+  // the machine measured (a Zen 3 guest) falls behind it: the first pass
+  // over a group fetches 2 KiB ahead itself (decode +15-20%,
+  // docs/benchmarks.md).
   constexpr size_t kGroupAhead = 2048;
   int64_t r = r0;
   for (; r < std::min(r1, grouped); r += 8) {
