@@ -39,6 +39,11 @@ HWY_BEFORE_NAMESPACE();
 namespace shoal {
 namespace HWY_NAMESPACE {
 
+// Fetches [p, p + bytes) into cache ahead of its use, a line at a time.
+HWY_INLINE void PrefetchSpan(const uint8_t* p, size_t bytes) {
+  for (size_t o = 0; o < bytes; o += 64) hwy::Prefetch(p + o);
+}
+
 // Calls fn(std::integral_constant<int, K>) for K = n (1..4): a tile's
 // token (or row) count as a compile-time constant.
 template <class Fn>
@@ -552,10 +557,7 @@ void ChainRows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size
   for (; r < std::min(r1, grouped); r += 8) {
     const auto* group = reinterpret_cast<const typename Kernel::X8*>(w.data + r * w.row_stride());
     EightRows(r, [&](const auto& t, auto& acc, int64_t b, bool first_pass) {
-      if (first_pass) {
-        const uint8_t* ahead = reinterpret_cast<const uint8_t*>(group + b) + kGroupAhead;
-        for (size_t o = 0; o < sizeof(typename Kernel::X8); o += 64) hwy::Prefetch(ahead + o);
-      }
+      if (first_pass) PrefetchSpan(reinterpret_cast<const uint8_t*>(group + b) + kGroupAhead, sizeof(group[b]));
       Kernel::Group(group[b], b, t, acc);
     });
   }
@@ -607,7 +609,7 @@ HWY_INLINE void InRegister(V& v) {
 
 template <class Weights, int R, int T>
 HWY_INLINE void FloatTile(const uint8_t* const (&rows)[R], const float* const (&acts)[T], size_t n, float* y,
-                          int64_t y_stride, const uint8_t* ahead = nullptr) {
+                          int64_t y_stride, const uint8_t* ahead) {
   const DFloat d;
   const size_t N = hn::Lanes(d);
   using V = hn::Vec<DFloat>;
@@ -625,8 +627,7 @@ HWY_INLINE void FloatTile(const uint8_t* const (&rows)[R], const float* const (&
   };
   size_t i = 0;
   for (; i + N <= n; i += N) {
-    if (ahead)  // as many bytes of what comes next as this step reads
-      for (size_t b = 0; b < R * N * Weights::kBytes; b += 64) hwy::Prefetch(ahead + i * R * Weights::kBytes + b);
+    if (ahead) PrefetchSpan(ahead + i * R * Weights::kBytes, R * N * Weights::kBytes);  // as much as this step reads
     step([&](int r) { return Weights{rows[r]}.Load(d, i); }, [&](int t) { return hn::LoadU(d, acts[t] + i); });
   }
   if (i < n) {
@@ -644,12 +645,13 @@ HWY_INLINE void FloatTile(const uint8_t* const (&rows)[R], const float* const (&
 template <class Weights>
 void FloatRows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size_t act_row_bytes, int n_tokens,
                float* y, int64_t y_stride) {
-  constexpr int kRows = 3, kTokens = 4, kDecodeRows = 4, kAhead = 1;
+  constexpr int kRows = 3, kTokens = 4, kDecodeRows = 4;
   constexpr int64_t kRowGroup = 8 * kRows;  // rows that stay in cache while the token tiles pass
   const size_t n = static_cast<size_t>(w.cols), stride = w.row_stride();
   auto row = [&](int64_t r) { return w.data + static_cast<size_t>(r) * stride; };
-  // The tile of rows r.. and tokens t0.., both counts at most four.
-  auto tile = [&](int n_rows, int n_tile_tokens, int64_t r, int t0, const uint8_t* ahead = nullptr) {
+  // The tile of rows r.. and tokens t0.., both counts at most four,
+  // prefetching from `ahead` (or not: nullptr) as it goes.
+  auto tile = [&](int n_rows, int n_tile_tokens, int64_t r, int t0, const uint8_t* ahead) {
     WithCount(n_rows, [&](auto rows_c) {
       WithCount(n_tile_tokens, [&](auto tokens_c) {
         constexpr int R = decltype(rows_c)::value, T = decltype(tokens_c)::value;
@@ -663,7 +665,7 @@ void FloatRows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size
   };
   if (n_tokens == 1) {
     for (int64_t r = r0; r < r1; r += kDecodeRows) {
-      const int64_t next = r + kAhead * kDecodeRows;
+      const int64_t next = r + kDecodeRows;
       tile(static_cast<int>(std::min<int64_t>(kDecodeRows, r1 - r)), 1, r, 0, next < r1 ? row(next) : nullptr);
     }
     return;
