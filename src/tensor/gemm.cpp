@@ -136,7 +136,7 @@ HWY_INLINE Tile<NT> MakeTile(const uint8_t* act, size_t act_row_bytes, const Act
   return t;
 }
 
-// ---- Chain kernels (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K): one float per
+// ---- Chain kernels (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K): one float per
 // (row, token),
 //   acc = fma(float(exact block sum), dw * da, acc)   block after block
 // (then Q4_1's acc = fma(m, da * sum(qa), acc) or Q4_K's
@@ -226,20 +226,33 @@ struct Q4_1Chain : ChainTraits<BlockQ4_1x8, BlockQ4_1, BlockQ8_0, 0, true> {  //
   }
 };
 
-struct Q5_0Chain : ChainTraits<BlockQ5_0x8, BlockQ5_0, BlockQ8_0, 16> {
+// Bit V of each byte of qh moved to bit 4 (0x10 per byte): a fifth bit
+// put in place above its nibble. A 16-bit shift of at most 4 keeps every
+// byte's bit 4 within its own byte.
+template <int V>
+HWY_INLINE __m256i FifthBits(__m256i qh) {
+  __m256i at4 = qh;
+  if constexpr (V < 4) at4 = _mm256_slli_epi16(qh, 4 - V);
+  if constexpr (V > 4) at4 = _mm256_srli_epi16(qh, V - 4);
+  return _mm256_and_si256(at4, _mm256_set1_epi8(0x10));
+}
+
+// Calls fn(std::integral_constant<int, i>) for i = 0 .. N - 1.
+template <int N, class Fn>
+HWY_INLINE void Unrolled(Fn&& fn) {
+  [&]<int... I>(std::integer_sequence<int, I...>) { (fn(std::integral_constant<int, I>()), ...); }(
+      std::make_integer_sequence<int, N>());
+}
+
+// Q5_0 (q stored + 16, taken off through the activation sum) and Q5_1
+// (x = d * q + m, Q4_1's min term): the same fifth bits.
+template <class X8_, class Plain_, bool kWithMin>
+struct Q5_xChain : ChainTraits<X8_, Plain_, BlockQ8_0, kWithMin ? 0 : 16, kWithMin> {
+  using X8 = X8_;
+  using Plain = Plain_;
   static HWY_INLINE __m256i Lanes(const Plain& x, const BlockQ8_0& a) {
     const __m256i fifth = _mm256_and_si256(BitsToBytes(load_u32_le(x.qh)), _mm256_set1_epi8(0x10));
     return DotBytes(_mm256_or_si256(Nibbles32(x.qs), fifth), Load32(a.qs));
-  }
-  // Quant vector v's fifth bits as 0x10 per byte: bit v of each qh byte
-  // (interleave.h) shifted to bit 4; a 16-bit shift of at most 4 keeps
-  // every byte's bit 4 within its own byte.
-  template <int V>
-  static HWY_INLINE __m256i FifthBits(__m256i qh) {
-    __m256i at4 = qh;
-    if constexpr (V < 4) at4 = _mm256_slli_epi16(qh, 4 - V);
-    if constexpr (V > 4) at4 = _mm256_srli_epi16(qh, V - 4);
-    return _mm256_and_si256(at4, _mm256_set1_epi8(0x10));
   }
   template <int NT>
   static HWY_INLINE void Group(const X8& g, int64_t b, const Tile<NT>& t, __m256 (&acc)[NT]) {
@@ -270,11 +283,19 @@ struct Q5_0Chain : ChainTraits<BlockQ5_0x8, BlockQ5_0, BlockQ8_0, 16> {
     half(std::integral_constant<int, 2>());
     const __m256 dw = HalvesToFloats(g.d);
     for (int k = 0; k < NT; ++k) {
-      const __m256i exact = _mm256_sub_epi32(isum[k], _mm256_set1_epi32(16 * t.sums[k][b]));
-      acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(exact), _mm256_mul_ps(dw, _mm256_set1_ps(t.scales[k][b])), acc[k]);
+      const float da = t.scales[k][b];
+      if constexpr (kWithMin) {  // as Q4_1
+        const __m256 main = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[k]), _mm256_mul_ps(dw, _mm256_set1_ps(da)), acc[k]);
+        acc[k] = _mm256_fmadd_ps(HalvesToFloats(g.m), _mm256_set1_ps(da * static_cast<float>(t.sums[k][b])), main);
+      } else {
+        const __m256i exact = _mm256_sub_epi32(isum[k], _mm256_set1_epi32(16 * t.sums[k][b]));
+        acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(exact), _mm256_mul_ps(dw, _mm256_set1_ps(da)), acc[k]);
+      }
     }
   }
 };
+using Q5_0Chain = Q5_xChain<BlockQ5_0x8, BlockQ5_0, false>;
+using Q5_1Chain = Q5_xChain<BlockQ5_1x8, BlockQ5_1, true>;
 
 struct Q8_0Chain : ChainTraits<BlockQ8_0x8, BlockQ8_0, BlockQ8_0> {
   static HWY_INLINE __m256i Lanes(const Plain& x, const BlockQ8_0& a) {
@@ -298,23 +319,34 @@ struct Q8_0Chain : ChainTraits<BlockQ8_0x8, BlockQ8_0, BlockQ8_0> {
   }
 };
 
-// Q4_K: x = d * scale_s * q - dmin * min_s per sub-block s of 32, so
+// Q4_K (and Q5_K, whose quants take a fifth bit from qh):
+// x = d * scale_s * q - dmin * min_s per sub-block s of 32, so
 //   x . a = da * (d * isum - dmin * msum)
 // with isum = sum_s scale_s * (q . qa over s) and msum = sum_s min_s * (the
 // activation's sum over s), both exact: acc = fma(isum, d * da, acc), then
 // acc = -(msum * (dmin * da)) + acc.
-struct Q4_KChain : ChainTraits<BlockQ4_Kx8, BlockQ4_K, BlockQ8_K, 0, false, true> {
+template <class X8_, class Plain_, bool kFifth>
+struct Q45_KChain : ChainTraits<X8_, Plain_, BlockQ8_K, 0, false, true> {
+  using X8 = X8_;
+  using Plain = Plain_;
+  using Act = BlockQ8_K;
   static HWY_INLINE __m256i Lanes(const Plain& x, const Act& a) {
     int scale[8], min[8];
     for (int s = 0; s < 8; ++s) kquant_scale_min(x.scales, s, scale[s], min[s]);
     const __m256i low4 = _mm256_set1_epi8(0x0F);
     __m256i isum = _mm256_setzero_si256();
-    for (int j = 0; j < 4; ++j) {
+    Unrolled<4>([&](auto j_c) {  // values 64j + l (low nibbles), 64j + 32 + l (high); qh[l] bits 2j, 2j + 1
+      constexpr int j = decltype(j_c)::value;
       const __m256i q = Load32(x.qs + 32 * j);
-      const __m256i lo = _mm256_and_si256(q, low4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+      __m256i lo = _mm256_and_si256(q, low4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+      if constexpr (kFifth) {
+        const __m256i qh = Load32(x.qh);
+        lo = _mm256_or_si256(lo, FifthBits<2 * j>(qh));
+        hi = _mm256_or_si256(hi, FifthBits<2 * j + 1>(qh));
+      }
       isum = _mm256_add_epi32(isum, DotBytesScaled(lo, Load32(a.qs + 64 * j), _mm256_set1_epi16(static_cast<int16_t>(scale[2 * j]))));
       isum = _mm256_add_epi32(isum, DotBytesScaled(hi, Load32(a.qs + 64 * j + 32), _mm256_set1_epi16(static_cast<int16_t>(scale[2 * j + 1]))));
-    }
+    });
     return isum;
   }
   static HWY_INLINE int32_t MinSum(const Plain& x, const Act& a) {
@@ -355,22 +387,33 @@ struct Q4_KChain : ChainTraits<BlockQ4_Kx8, BlockQ4_K, BlockQ8_K, 0, false, true
     __m256i isum[NT];
     for (int k = 0; k < NT; ++k) isum[k] = _mm256_setzero_si256();
     const __m256i low4 = _mm256_set1_epi8(0x0F);
-    for (int j = 0; j < 4; ++j) {  // sub-blocks 2j (low nibbles) and 2j + 1 (high)
-      __m256i plo[NT], phi[NT];
-      for (int k = 0; k < NT; ++k) plo[k] = phi[k] = _mm256_setzero_si256();
-      for (int c = 0; c < 8; ++c) {  // an int16 lane sums 16 products of at most 15 * 127
-        const __m256i v = Load32(g.qs + 32 * (8 * j + c));
-        const __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
-        for (int k = 0; k < NT; ++k) {
-          const int8_t* qa = reinterpret_cast<const BlockQ8_K*>(t.act[k])[b].qs + 64 * j + 4 * c;
-          plo[k] = _mm256_add_epi16(plo[k], _mm256_maddubs_epi16(lo, Broadcast4(qa)));
-          phi[k] = _mm256_add_epi16(phi[k], _mm256_maddubs_epi16(hi, Broadcast4(qa + 32)));
+    // Chunks summed in int16 before widening: a lane sums 2 * kRun products
+    // of at most 15 * 127 (Q4_K, 8 chunks) or 31 * 127 (Q5_K, 4 chunks).
+    constexpr int kRun = kFifth ? 4 : 8;
+    Unrolled<4>([&](auto j_c) {  // sub-blocks 2j (low nibbles) and 2j + 1 (high)
+      constexpr int j = decltype(j_c)::value;
+      for (int c0 = 0; c0 < 8; c0 += kRun) {
+        __m256i plo[NT], phi[NT];
+        for (int k = 0; k < NT; ++k) plo[k] = phi[k] = _mm256_setzero_si256();
+        for (int c = c0; c < c0 + kRun; ++c) {
+          const __m256i v = Load32(g.qs + 32 * (8 * j + c));
+          __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+          if constexpr (kFifth) {  // chunk c's fifth bits: bit 2j for the low nibbles, 2j + 1 for the high
+            const __m256i qh = Load32(g.qh + 32 * c);
+            lo = _mm256_or_si256(lo, FifthBits<2 * j>(qh));
+            hi = _mm256_or_si256(hi, FifthBits<2 * j + 1>(qh));
+          }
+          for (int k = 0; k < NT; ++k) {
+            const int8_t* qa = reinterpret_cast<const BlockQ8_K*>(t.act[k])[b].qs + 64 * j + 4 * c;
+            plo[k] = _mm256_add_epi16(plo[k], _mm256_maddubs_epi16(lo, Broadcast4(qa)));
+            phi[k] = _mm256_add_epi16(phi[k], _mm256_maddubs_epi16(hi, Broadcast4(qa + 32)));
+          }
         }
+        for (int k = 0; k < NT; ++k)
+          isum[k] = _mm256_add_epi32(isum[k], _mm256_add_epi32(_mm256_madd_epi16(plo[k], scale16[2 * j]),
+                                                               _mm256_madd_epi16(phi[k], scale16[2 * j + 1])));
       }
-      for (int k = 0; k < NT; ++k)
-        isum[k] = _mm256_add_epi32(isum[k], _mm256_add_epi32(_mm256_madd_epi16(plo[k], scale16[2 * j]),
-                                                             _mm256_madd_epi16(phi[k], scale16[2 * j + 1])));
-    }
+    });
     for (int k = 0; k < NT; ++k) {
       const BlockQ8_K& a = reinterpret_cast<const BlockQ8_K*>(t.act[k])[b];
       __m256i msum = _mm256_setzero_si256();
@@ -385,6 +428,8 @@ struct Q4_KChain : ChainTraits<BlockQ4_Kx8, BlockQ4_K, BlockQ8_K, 0, false, true
     }
   }
 };
+using Q4_KChain = Q45_KChain<BlockQ4_Kx8, BlockQ4_K, false>;
+using Q5_KChain = Q45_KChain<BlockQ5_Kx8, BlockQ5_K, true>;
 
 // Q6_K: 16 groups of 16 with int8 scales; the stored 0..63 is q + 32:
 //   isum = sum_g scale_g * (q6 . qa over g) - 32 * sum_g scale_g * (the activation's sum over g),
@@ -707,8 +752,10 @@ bool GemmRows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size_
     case DType::Q4_0: ChainRows<Q4_0Chain>(w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;
     case DType::Q4_1: ChainRows<Q4_1Chain>(w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;
     case DType::Q5_0: ChainRows<Q5_0Chain>(w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;
+    case DType::Q5_1: ChainRows<Q5_1Chain>(w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;
     case DType::Q8_0: ChainRows<Q8_0Chain>(w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;
     case DType::Q4_K: ChainRows<Q4_KChain>(w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;
+    case DType::Q5_K: ChainRows<Q5_KChain>(w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;
     case DType::Q6_K: ChainRows<Q6_KChain>(w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;
     default: break;
   }

@@ -7,8 +7,8 @@
 namespace shoal {
 
 bool interleavable(DType type) {
-  return type == DType::Q4_0 || type == DType::Q4_1 || type == DType::Q5_0 || type == DType::Q8_0 ||
-         type == DType::Q4_K || type == DType::Q6_K;
+  return type == DType::Q4_0 || type == DType::Q4_1 || type == DType::Q5_0 || type == DType::Q5_1 ||
+         type == DType::Q8_0 || type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K;
 }
 
 namespace {
@@ -51,6 +51,8 @@ struct GroupLayout {
       MOVE(in.dmin, out.dmin[r]);
       for (int i = 0; i < 12; ++i) MOVE(in.scales[i], out.scales[8 * i + r]);
     }
+    if constexpr (kK && requires { P::qh; })  // Q5_K: four bytes of each row at a time, as the quants
+      for (size_t c = 0; c < sizeof(P::qh) / 4; ++c) move_bytes<kToX8>(&in.qh[4 * c], &out.qh[32 * c + 4 * r], 4);
     if constexpr (kHigh)  // value i's fifth bit: byte i % 4 of lane r, bit i / 4 (interleave.h)
       for (int i = 0; i < kQK; ++i) move_bit<kToX8>(in.qh, i, out.qh[4 * r + i % 4], i / 4);
     for (size_t c = 0; c < sizeof(P::qs) / 4; ++c)
@@ -79,8 +81,10 @@ void with_layout(DType type, Fn&& fn) {
     case DType::Q4_0: return fn(GroupLayout<BlockQ4_0, BlockQ4_0x8, false>{});
     case DType::Q4_1: return fn(GroupLayout<BlockQ4_1, BlockQ4_1x8, true>{});
     case DType::Q5_0: return fn(GroupLayout<BlockQ5_0, BlockQ5_0x8, false, true>{});
+    case DType::Q5_1: return fn(GroupLayout<BlockQ5_1, BlockQ5_1x8, true, true>{});
     case DType::Q8_0: return fn(GroupLayout<BlockQ8_0, BlockQ8_0x8, false>{});
     case DType::Q4_K: return fn(GroupLayout<BlockQ4_K, BlockQ4_Kx8, false, false, true>{});
+    case DType::Q5_K: return fn(GroupLayout<BlockQ5_K, BlockQ5_Kx8, false, false, true>{});
     case DType::Q6_K: return fn(Q6KLayout{});
     default: fail("internal: no x8 layout for {}", dtype_info(type).name);
   }

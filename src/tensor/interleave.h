@@ -38,6 +38,13 @@ struct BlockQ5_0x8 {
   uint8_t qh[8 * 4];
   uint8_t qs[8 * kQK / 2];
 };
+// Q5_0's with Q4_1's mins.
+struct BlockQ5_1x8 {
+  uint16_t d[8];
+  uint16_t m[8];
+  uint8_t qh[8 * 4];
+  uint8_t qs[8 * kQK / 2];
+};
 // qs[32c + 4r + j] = qs[4c + j] of row r (c < 8).
 struct BlockQ8_0x8 {
   uint16_t d[8];
@@ -49,6 +56,16 @@ struct BlockQ4_Kx8 {
   uint16_t d[8];
   uint16_t dmin[8];
   uint8_t scales[8 * 12];
+  uint8_t qs[8 * kQKK / 2];
+};
+// 8 rows of Q5_K: Q4_K's fields, and qh[32c + 4r + j] = qh[4c + j] of row
+// r (c < 8), so one load of chunk c holds the fifth bits of every quant
+// vector that shares c's byte positions.
+struct BlockQ5_Kx8 {
+  uint16_t d[8];
+  uint16_t dmin[8];
+  uint8_t scales[8 * 12];
+  uint8_t qh[8 * kQKK / 8];
   uint8_t qs[8 * kQKK / 2];
 };
 // 8 rows of Q6_K: scales[8g + r] = scale g of row r; ql[32c + 4r + j] =
@@ -63,8 +80,10 @@ struct BlockQ6_Kx8 {
 static_assert(sizeof(BlockQ4_0x8) == 8 * sizeof(BlockQ4_0));
 static_assert(sizeof(BlockQ4_1x8) == 8 * sizeof(BlockQ4_1));
 static_assert(sizeof(BlockQ5_0x8) == 8 * sizeof(BlockQ5_0));
+static_assert(sizeof(BlockQ5_1x8) == 8 * sizeof(BlockQ5_1));
 static_assert(sizeof(BlockQ8_0x8) == 8 * sizeof(BlockQ8_0));
 static_assert(sizeof(BlockQ4_Kx8) == 8 * sizeof(BlockQ4_K));
+static_assert(sizeof(BlockQ5_Kx8) == 8 * sizeof(BlockQ5_K));
 static_assert(sizeof(BlockQ6_Kx8) == 8 * sizeof(BlockQ6_K));
 
 // Whether `type` has an x8 layout.
