@@ -136,7 +136,7 @@ HWY_INLINE Tile<NT> MakeTile(const uint8_t* act, size_t act_row_bytes, const Act
   return t;
 }
 
-// ---- Chain kernels (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K): one float per
+// ---- Chain kernels (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K .. Q6_K): one float per
 // (row, token),
 //   acc = fma(float(exact block sum), dw * da, acc)   block after block
 // (then Q4_1's acc = fma(m, da * sum(qa), acc) or Q4_K's
@@ -431,6 +431,146 @@ struct Q45_KChain : ChainTraits<X8_, Plain_, BlockQ8_K, 0, false, true> {
 using Q4_KChain = Q45_KChain<BlockQ4_Kx8, BlockQ4_K, false>;
 using Q5_KChain = Q45_KChain<BlockQ5_Kx8, BlockQ5_K, true>;
 
+// Eight rows' int8 scales of group g (scales[8g + r]: the x8 layout's
+// byte-major scales) as int16 pairs [s_r0, s_r0, s_r1, s_r1, ...].
+HWY_INLINE __m256i GroupScale16(const int8_t* scales, int g) {
+  const __m128i s = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales + 8 * g));
+  return _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(s, s));
+}
+// Each of eight rows' sum over the 16 groups of scale_g * (the
+// activation's sum over g), exactly, from byte-major int8 scales.
+HWY_INLINE __m256i ScaledGroupSums(const int8_t* scales, const BlockQ8_K& a) {
+  __m256i sum = _mm256_setzero_si256();
+  for (int p = 0; p < 8; ++p) {  // groups 2p, 2p + 1: [s_r,2p, s_r,2p+1] . [bsum_2p, bsum_2p+1]
+    const __m128i s0 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales + 16 * p));
+    const __m128i s1 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales + 16 * p + 8));
+    const __m256i pairs = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(s0, s1));
+    const uint32_t bs = (static_cast<uint32_t>(static_cast<uint16_t>(a.bsums[2 * p + 1])) << 16) |
+                        static_cast<uint16_t>(a.bsums[2 * p]);
+    sum = _mm256_add_epi32(sum, _mm256_madd_epi16(pairs, _mm256_set1_epi32(static_cast<int32_t>(bs))));
+  }
+  return sum;
+}
+
+// Q2_K and Q3_K: 16 groups of 16, value 128n + 32j + l in bits 2j of
+// qs[32n + l] (and Q3_K's third bit in bit 4n + j of hmask[l]).
+//   Q2_K: x = d * sc_g * q - dmin * m_g with q in 0..3: as Q4_K,
+//     acc = fma(isum, d * da, acc), then acc = -(msum * (dmin * da)) + acc;
+//   Q3_K: x = d * sc_g * (u - 4) with u = low + 4 * high in 0..7:
+//     isum = sum_g sc_g * (u . qa over g) - 4 * sum_g sc_g * (the activation's sum over g),
+//     acc = fma(isum, d * da, acc);
+// the integer sums exact (an int16 lane sums 8 products of at most 7 * 127).
+template <class X8_, class Plain_, bool kQ3>
+struct Q23_KChain : ChainTraits<X8_, Plain_, BlockQ8_K, 0, false, !kQ3> {
+  using X8 = X8_;
+  using Plain = Plain_;
+  using Act = BlockQ8_K;
+  // Bit V of each byte moved to bit 2 (0x04 per byte): the third bit above a pair.
+  template <int V>
+  static HWY_INLINE __m256i ThirdBits(__m256i h) {
+    __m256i at2 = h;
+    if constexpr (V < 2) at2 = _mm256_slli_epi16(h, 2 - V);
+    if constexpr (V > 2) at2 = _mm256_srli_epi16(h, V - 2);
+    return _mm256_and_si256(at2, _mm256_set1_epi8(0x04));
+  }
+  // Quant vector (n, j) of 32 bytes q (and hmask bytes h): values 0..3 or 0..7.
+  template <int N, int J>
+  static HWY_INLINE __m256i Quants(__m256i q, __m256i h) {
+    __m256i u = _mm256_and_si256(_mm256_srli_epi16(q, 2 * J), _mm256_set1_epi8(0x03));
+    if constexpr (kQ3) u = _mm256_or_si256(u, ThirdBits<4 * N + J>(h));
+    return u;
+  }
+  static HWY_INLINE int Scale(const Plain& x, int g) {
+    if constexpr (kQ3) return q3k_scale(x.scales, g);
+    else return x.scales[g] & 0xF;
+  }
+  static HWY_INLINE __m256i Lanes(const Plain& x, const Act& a) {
+    __m256i isum = _mm256_setzero_si256();
+    Unrolled<8>([&](auto nj) {
+      constexpr int n = decltype(nj)::value / 4, j = decltype(nj)::value % 4, g = 8 * n + 2 * j;
+      __m256i h = _mm256_setzero_si256();
+      if constexpr (kQ3) h = Load32(x.hmask);
+      const __m256i u = Quants<n, j>(Load32(x.qs + 32 * n), h);
+      // A 32-value vector spans two groups: the first 16 in the low half.
+      const __m256i scale = _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(Scale(x, g + 1))),
+                                             _mm_set1_epi16(static_cast<int16_t>(Scale(x, g))));
+      isum = _mm256_add_epi32(isum, DotBytesScaled(u, Load32(a.qs + 128 * n + 32 * j), scale));
+    });
+    if constexpr (kQ3) {
+      int offset = 0;
+      for (int g = 0; g < 16; ++g) offset += Scale(x, g) * a.bsums[g];
+      isum = _mm256_sub_epi32(isum, _mm256_setr_epi32(4 * offset, 0, 0, 0, 0, 0, 0, 0));
+    }
+    return isum;
+  }
+  static HWY_INLINE int32_t MinSum(const Plain& x, const Act& a) {
+    int32_t m = 0;
+    for (int g = 0; g < 16; ++g) m += (x.scales[g] >> 4) * a.bsums[g];
+    return m;
+  }
+  // The eight rows' 16 scales (and Q2_K's mins) as byte-major int8.
+  static HWY_INLINE void Scales(const X8& g, int8_t (&scale)[128], int8_t (&min)[128]) {
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    if constexpr (kQ3) {  // blocks.h: low 4 bits in bytes 0..7, high 2 bits in bytes 8..11
+      const __m256i a = Load32(g.scales), b = Load32(g.scales + 32), h = Load32(g.scales + 64);
+      const __m256i low[4] = {_mm256_and_si256(a, low4), _mm256_and_si256(b, low4),
+                              _mm256_and_si256(_mm256_srli_epi16(a, 4), low4),
+                              _mm256_and_si256(_mm256_srli_epi16(b, 4), low4)};
+      for (int s = 0; s < 4; ++s) {  // groups 4s .. 4s + 3
+        const __m256i high = _mm256_and_si256(_mm256_srl_epi16(h, _mm_cvtsi32_si128(2 * s)), _mm256_set1_epi8(0x03));
+        const __m256i v = _mm256_sub_epi8(_mm256_or_si256(low[s], _mm256_slli_epi16(high, 4)), _mm256_set1_epi8(32));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(scale + 32 * s), v);
+      }
+    } else {
+      for (int s = 0; s < 4; ++s) {
+        const __m256i v = Load32(g.scales + 32 * s);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(scale + 32 * s), _mm256_and_si256(v, low4));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(min + 32 * s), _mm256_and_si256(_mm256_srli_epi16(v, 4), low4));
+      }
+    }
+  }
+  template <int NT>
+  static HWY_INLINE void Group(const X8& g, int64_t b, const Tile<NT>& t, __m256 (&acc)[NT]) {
+    HWY_ALIGN int8_t scale[128], min[128];
+    Scales(g, scale, min);
+    __m256i isum[NT];
+    for (int k = 0; k < NT; ++k) isum[k] = _mm256_setzero_si256();
+    Unrolled<8>([&](auto nj) {
+      constexpr int n = decltype(nj)::value / 4, j = decltype(nj)::value % 4;
+      for (int half = 0; half < 2; ++half) {  // group 8n + 2j + half: chunks m of 4 values 4m..
+        __m256i p[NT];
+        for (int k = 0; k < NT; ++k) p[k] = _mm256_setzero_si256();
+        for (int m = 4 * half; m < 4 * half + 4; ++m) {
+          __m256i h = _mm256_setzero_si256();
+          if constexpr (kQ3) h = Load32(g.hmask + 32 * m);
+          const __m256i u = Quants<n, j>(Load32(g.qs + 32 * (8 * n + m)), h);
+          for (int k = 0; k < NT; ++k) {
+            const int8_t* qa = reinterpret_cast<const BlockQ8_K*>(t.act[k])[b].qs + 128 * n + 32 * j + 4 * m;
+            p[k] = _mm256_add_epi16(p[k], _mm256_maddubs_epi16(u, Broadcast4(qa)));
+          }
+        }
+        const __m256i sc = GroupScale16(scale, 8 * n + 2 * j + half);
+        for (int k = 0; k < NT; ++k) isum[k] = _mm256_add_epi32(isum[k], _mm256_madd_epi16(p[k], sc));
+      }
+    });
+    const __m256 d = HalvesToFloats(g.d);
+    for (int k = 0; k < NT; ++k) {
+      const BlockQ8_K& a = reinterpret_cast<const BlockQ8_K*>(t.act[k])[b];
+      const __m256 da = _mm256_set1_ps(t.scales[k][b]);
+      if constexpr (kQ3) {
+        const __m256i exact = _mm256_sub_epi32(isum[k], _mm256_slli_epi32(ScaledGroupSums(scale, a), 2));
+        acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(exact), _mm256_mul_ps(d, da), acc[k]);
+      } else {
+        acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[k]), _mm256_mul_ps(d, da), acc[k]);
+        acc[k] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(ScaledGroupSums(min, a)), _mm256_mul_ps(HalvesToFloats(g.dmin), da),
+                                  acc[k]);
+      }
+    }
+  }
+};
+using Q2_KChain = Q23_KChain<BlockQ2_Kx8, BlockQ2_K, false>;
+using Q3_KChain = Q23_KChain<BlockQ3_Kx8, BlockQ3_K, true>;
+
 // Q6_K: 16 groups of 16 with int8 scales; the stored 0..63 is q + 32:
 //   isum = sum_g scale_g * (q6 . qa over g) - 32 * sum_g scale_g * (the activation's sum over g),
 // exact, then acc = fma(isum, d * da, acc).
@@ -462,11 +602,6 @@ struct Q6_KChain : ChainTraits<BlockQ6_Kx8, BlockQ6_K, BlockQ8_K> {
   template <int NT>
   static HWY_INLINE void Group(const X8& g, int64_t b, const Tile<NT>& t, __m256 (&acc)[NT]) {
     const __m256 d = HalvesToFloats(g.d);
-    // Eight rows' scale of group j as int16 pairs [s_r0, s_r0, s_r1, s_r1, ...].
-    auto scale16 = [&](int j) {
-      const __m128i s = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(g.scales + 8 * j));
-      return _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(s, s));
-    };
     __m256i isum[NT];
     for (int k = 0; k < NT; ++k) isum[k] = _mm256_setzero_si256();
     for (int n = 0; n < 2; ++n) {
@@ -479,7 +614,7 @@ struct Q6_KChain : ChainTraits<BlockQ6_Kx8, BlockQ6_K, BlockQ8_K> {
         }
         // Quarter i of half n holds values 128n + 32i + 4m: group 8n + 2i + m0 / 4.
         __m256i sc[4];
-        for (int i = 0; i < 4; ++i) sc[i] = scale16(8 * n + 2 * i + m0 / 4);
+        for (int i = 0; i < 4; ++i) sc[i] = GroupScale16(g.scales, 8 * n + 2 * i + m0 / 4);
         for (int k = 0; k < NT; ++k) {
           const int8_t* qa = reinterpret_cast<const BlockQ8_K*>(t.act[k])[b].qs + 128 * n + 4 * m0;
           for (int i = 0; i < 4; ++i) {  // an int16 lane sums 4 products of at most 63 * 127
@@ -492,16 +627,7 @@ struct Q6_KChain : ChainTraits<BlockQ6_Kx8, BlockQ6_K, BlockQ8_K> {
     }
     for (int k = 0; k < NT; ++k) {
       const BlockQ8_K& a = reinterpret_cast<const BlockQ8_K*>(t.act[k])[b];
-      __m256i offset = _mm256_setzero_si256();
-      for (int p = 0; p < 8; ++p) {  // groups 2p, 2p + 1: [s_r,2p, s_r,2p+1] . [bsum_2p, bsum_2p+1]
-        const __m128i s0 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(g.scales + 16 * p));
-        const __m128i s1 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(g.scales + 16 * p + 8));
-        const __m256i pairs = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(s0, s1));
-        const uint32_t bs = (static_cast<uint32_t>(static_cast<uint16_t>(a.bsums[2 * p + 1])) << 16) |
-                            static_cast<uint16_t>(a.bsums[2 * p]);
-        offset = _mm256_add_epi32(offset, _mm256_madd_epi16(pairs, _mm256_set1_epi32(static_cast<int32_t>(bs))));
-      }
-      const __m256i exact = _mm256_sub_epi32(isum[k], _mm256_slli_epi32(offset, 5));
+      const __m256i exact = _mm256_sub_epi32(isum[k], _mm256_slli_epi32(ScaledGroupSums(g.scales, a), 5));
       acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(exact), _mm256_mul_ps(d, _mm256_set1_ps(t.scales[k][b])), acc[k]);
     }
   }
@@ -754,6 +880,8 @@ bool GemmRows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size_
     case DType::Q5_0: ChainRows<Q5_0Chain>(w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;
     case DType::Q5_1: ChainRows<Q5_1Chain>(w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;
     case DType::Q8_0: ChainRows<Q8_0Chain>(w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;
+    case DType::Q2_K: ChainRows<Q2_KChain>(w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;
+    case DType::Q3_K: ChainRows<Q3_KChain>(w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;
     case DType::Q4_K: ChainRows<Q4_KChain>(w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;
     case DType::Q5_K: ChainRows<Q5_KChain>(w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;
     case DType::Q6_K: ChainRows<Q6_KChain>(w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;

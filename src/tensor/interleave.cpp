@@ -7,8 +7,19 @@
 namespace shoal {
 
 bool interleavable(DType type) {
-  return type == DType::Q4_0 || type == DType::Q4_1 || type == DType::Q5_0 || type == DType::Q5_1 ||
-         type == DType::Q8_0 || type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K;
+  switch (type) {
+    case DType::Q4_0:
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1:
+    case DType::Q8_0:
+    case DType::Q2_K:
+    case DType::Q3_K:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K: return true;
+    default: return false;
+  }
 }
 
 namespace {
@@ -38,37 +49,31 @@ void move_bit(uint8_t* plain, int i, uint8_t& x8, int j) {
   to = static_cast<uint8_t>((to & ~(1 << to_bit)) | (bit << to_bit));
 }
 
-// Scales (and mins) side by side, then the quants four bytes of each row at a time.
-template <class Plain, class X8, bool kMin, bool kHigh = false, bool kK = false>
+// Each row's scalars side by side (scales[8i + r] = byte i of row r's
+// scales), then the quant and bit planes four bytes of each row at a time;
+// kFifthBits: Q5_0's and Q5_1's qh bit by bit (interleave.h).
+template <class Plain, class X8, bool kFifthBits = false>
 struct GroupLayout {
   using P = Plain;
   using X = X8;
   template <bool kToX8>
   static void move_row(P& in, X& out, int r) {
+    auto planes = [&](auto& plain, auto& x8) {
+      for (size_t c = 0; c < sizeof(plain) / 4; ++c) move_bytes<kToX8>(&plain[4 * c], &x8[32 * c + 4 * r], 4);
+    };
     MOVE(in.d, out.d[r]);
-    if constexpr (kMin) MOVE(in.m, out.m[r]);
-    if constexpr (kK) {
-      MOVE(in.dmin, out.dmin[r]);
-      for (int i = 0; i < 12; ++i) MOVE(in.scales[i], out.scales[8 * i + r]);
-    }
-    if constexpr (kK && requires { P::qh; })  // Q5_K: four bytes of each row at a time, as the quants
-      for (size_t c = 0; c < sizeof(P::qh) / 4; ++c) move_bytes<kToX8>(&in.qh[4 * c], &out.qh[32 * c + 4 * r], 4);
-    if constexpr (kHigh)  // value i's fifth bit: byte i % 4 of lane r, bit i / 4 (interleave.h)
+    if constexpr (requires { in.m; }) MOVE(in.m, out.m[r]);
+    if constexpr (requires { in.dmin; }) MOVE(in.dmin, out.dmin[r]);
+    if constexpr (requires { in.scales; })
+      for (size_t i = 0; i < sizeof(in.scales); ++i) MOVE(in.scales[i], out.scales[8 * i + r]);
+    if constexpr (kFifthBits) {  // value i's fifth bit: byte i % 4 of lane r, bit i / 4
       for (int i = 0; i < kQK; ++i) move_bit<kToX8>(in.qh, i, out.qh[4 * r + i % 4], i / 4);
-    for (size_t c = 0; c < sizeof(P::qs) / 4; ++c)
-      move_bytes<kToX8>(&in.qs[4 * c], &out.qs[32 * c + 4 * r], 4);
-  }
-};
-
-struct Q6KLayout {
-  using P = BlockQ6_K;
-  using X = BlockQ6_Kx8;
-  template <bool kToX8>
-  static void move_row(P& in, X& out, int r) {
-    MOVE(in.d, out.d[r]);
-    for (int g = 0; g < 16; ++g) MOVE(in.scales[g], out.scales[8 * g + r]);
-    for (int c = 0; c < 32; ++c) move_bytes<kToX8>(&in.ql[4 * c], &out.ql[32 * c + 4 * r], 4);
-    for (int c = 0; c < 16; ++c) move_bytes<kToX8>(&in.qh[4 * c], &out.qh[32 * c + 4 * r], 4);
+    } else if constexpr (requires { in.qh; }) {
+      planes(in.qh, out.qh);
+    }
+    if constexpr (requires { in.hmask; }) planes(in.hmask, out.hmask);
+    if constexpr (requires { in.ql; }) planes(in.ql, out.ql);
+    if constexpr (requires { in.qs; }) planes(in.qs, out.qs);
   }
 };
 
@@ -78,14 +83,16 @@ struct Q6KLayout {
 template <class Fn>
 void with_layout(DType type, Fn&& fn) {
   switch (type) {
-    case DType::Q4_0: return fn(GroupLayout<BlockQ4_0, BlockQ4_0x8, false>{});
-    case DType::Q4_1: return fn(GroupLayout<BlockQ4_1, BlockQ4_1x8, true>{});
-    case DType::Q5_0: return fn(GroupLayout<BlockQ5_0, BlockQ5_0x8, false, true>{});
-    case DType::Q5_1: return fn(GroupLayout<BlockQ5_1, BlockQ5_1x8, true, true>{});
-    case DType::Q8_0: return fn(GroupLayout<BlockQ8_0, BlockQ8_0x8, false>{});
-    case DType::Q4_K: return fn(GroupLayout<BlockQ4_K, BlockQ4_Kx8, false, false, true>{});
-    case DType::Q5_K: return fn(GroupLayout<BlockQ5_K, BlockQ5_Kx8, false, false, true>{});
-    case DType::Q6_K: return fn(Q6KLayout{});
+    case DType::Q4_0: return fn(GroupLayout<BlockQ4_0, BlockQ4_0x8>{});
+    case DType::Q4_1: return fn(GroupLayout<BlockQ4_1, BlockQ4_1x8>{});
+    case DType::Q5_0: return fn(GroupLayout<BlockQ5_0, BlockQ5_0x8, true>{});
+    case DType::Q5_1: return fn(GroupLayout<BlockQ5_1, BlockQ5_1x8, true>{});
+    case DType::Q8_0: return fn(GroupLayout<BlockQ8_0, BlockQ8_0x8>{});
+    case DType::Q2_K: return fn(GroupLayout<BlockQ2_K, BlockQ2_Kx8>{});
+    case DType::Q3_K: return fn(GroupLayout<BlockQ3_K, BlockQ3_Kx8>{});
+    case DType::Q4_K: return fn(GroupLayout<BlockQ4_K, BlockQ4_Kx8>{});
+    case DType::Q5_K: return fn(GroupLayout<BlockQ5_K, BlockQ5_Kx8>{});
+    case DType::Q6_K: return fn(GroupLayout<BlockQ6_K, BlockQ6_Kx8>{});
     default: fail("internal: no x8 layout for {}", dtype_info(type).name);
   }
 }

@@ -50,6 +50,22 @@ struct BlockQ8_0x8 {
   uint16_t d[8];
   int8_t qs[8 * kQK];
 };
+// 8 rows of Q2_K: scales[8g + r] = scales[g] of row r; qs[32c + 4r + j] =
+// qs[4c + j] of row r (c < 16).
+struct BlockQ2_Kx8 {
+  uint16_t d[8];
+  uint16_t dmin[8];
+  uint8_t scales[8 * 16];
+  uint8_t qs[8 * kQKK / 4];
+};
+// 8 rows of Q3_K: scales[8i + r] = byte i of row r's packed scales;
+// hmask[32c + 4r + j] = hmask[4c + j] of row r (c < 8); qs as Q2_K's.
+struct BlockQ3_Kx8 {
+  uint16_t d[8];
+  uint8_t scales[8 * 12];
+  uint8_t hmask[8 * kQKK / 8];
+  uint8_t qs[8 * kQKK / 4];
+};
 // 8 rows of Q4_K: scales[8i + r] = byte i of row r's packed scales and
 // mins; qs[32c + 4r + j] = qs[4c + j] of row r (c < 32).
 struct BlockQ4_Kx8 {
@@ -82,6 +98,8 @@ static_assert(sizeof(BlockQ4_1x8) == 8 * sizeof(BlockQ4_1));
 static_assert(sizeof(BlockQ5_0x8) == 8 * sizeof(BlockQ5_0));
 static_assert(sizeof(BlockQ5_1x8) == 8 * sizeof(BlockQ5_1));
 static_assert(sizeof(BlockQ8_0x8) == 8 * sizeof(BlockQ8_0));
+static_assert(sizeof(BlockQ2_Kx8) == 8 * sizeof(BlockQ2_K));
+static_assert(sizeof(BlockQ3_Kx8) == 8 * sizeof(BlockQ3_K));
 static_assert(sizeof(BlockQ4_Kx8) == 8 * sizeof(BlockQ4_K));
 static_assert(sizeof(BlockQ5_Kx8) == 8 * sizeof(BlockQ5_K));
 static_assert(sizeof(BlockQ6_Kx8) == 8 * sizeof(BlockQ6_K));
