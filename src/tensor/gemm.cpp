@@ -226,22 +226,12 @@ struct Q4_1Chain : ChainTraits<BlockQ4_1x8, BlockQ4_1, BlockQ8_0, 0, true> {  //
   }
 };
 
-// Bit V of each byte of qh moved to bit 4 (0x10 per byte): a fifth bit
-// put in place above its nibble. A 16-bit shift of at most 4 keeps every
-// byte's bit 4 within its own byte.
-template <int V>
-HWY_INLINE __m256i FifthBits(__m256i qh) {
-  __m256i at4 = qh;
-  if constexpr (V < 4) at4 = _mm256_slli_epi16(qh, 4 - V);
-  if constexpr (V > 4) at4 = _mm256_srli_epi16(qh, V - 4);
+// Bit v of each byte of qh moved to bit 4 (0x10 per byte): a fifth bit put
+// in place above its nibble. A 16-bit shift of at most 4 keeps every byte's
+// bit 4 within its own byte. (v is a constant once the loops unroll.)
+HWY_INLINE __m256i FifthBits(__m256i qh, int v) {
+  const __m256i at4 = v < 4 ? _mm256_slli_epi16(qh, 4 - v) : _mm256_srli_epi16(qh, v - 4);
   return _mm256_and_si256(at4, _mm256_set1_epi8(0x10));
-}
-
-// Calls fn(std::integral_constant<int, i>) for i = 0 .. N - 1.
-template <int N, class Fn>
-HWY_INLINE void Unrolled(Fn&& fn) {
-  [&]<int... I>(std::integer_sequence<int, I...>) { (fn(std::integral_constant<int, I>()), ...); }(
-      std::make_integer_sequence<int, N>());
 }
 
 // Q5_0 (q stored + 16, taken off through the activation sum) and Q5_1
@@ -265,10 +255,10 @@ struct Q5_xChain : ChainTraits<X8_, Plain_, BlockQ8_0, kWithMin ? 0 : 16, kWithM
     auto half = [&](auto c_const) {
       constexpr int c = decltype(c_const)::value;
       const __m256i v0 = Load32(g.qs + 32 * c), v1 = Load32(g.qs + 32 * (c + 1));
-      const __m256i lo0 = _mm256_or_si256(_mm256_and_si256(v0, low4), FifthBits<c>(qh));
-      const __m256i hi0 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v0, 4), low4), FifthBits<4 + c>(qh));
-      const __m256i lo1 = _mm256_or_si256(_mm256_and_si256(v1, low4), FifthBits<c + 1>(qh));
-      const __m256i hi1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v1, 4), low4), FifthBits<5 + c>(qh));
+      const __m256i lo0 = _mm256_or_si256(_mm256_and_si256(v0, low4), FifthBits(qh, c));
+      const __m256i hi0 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v0, 4), low4), FifthBits(qh, 4 + c));
+      const __m256i lo1 = _mm256_or_si256(_mm256_and_si256(v1, low4), FifthBits(qh, c + 1));
+      const __m256i hi1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v1, 4), low4), FifthBits(qh, 5 + c));
       for (int k = 0; k < NT; ++k) {
         const int8_t* qa = reinterpret_cast<const BlockQ8_0*>(t.act[k])[b].qs;
         // An int16 lane sums 8 products of at most 31 * 127 before widening.
@@ -335,18 +325,17 @@ struct Q45_KChain : ChainTraits<X8_, Plain_, BlockQ8_K, 0, false, true> {
     for (int s = 0; s < 8; ++s) kquant_scale_min(x.scales, s, scale[s], min[s]);
     const __m256i low4 = _mm256_set1_epi8(0x0F);
     __m256i isum = _mm256_setzero_si256();
-    Unrolled<4>([&](auto j_c) {  // values 64j + l (low nibbles), 64j + 32 + l (high); qh[l] bits 2j, 2j + 1
-      constexpr int j = decltype(j_c)::value;
+    HWY_UNROLL(4) for (int j = 0; j < 4; ++j) {  // values 64j + l (low), 64j + 32 + l (high); qh[l] bits 2j, 2j + 1
       const __m256i q = Load32(x.qs + 32 * j);
       __m256i lo = _mm256_and_si256(q, low4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
       if constexpr (kFifth) {
         const __m256i qh = Load32(x.qh);
-        lo = _mm256_or_si256(lo, FifthBits<2 * j>(qh));
-        hi = _mm256_or_si256(hi, FifthBits<2 * j + 1>(qh));
+        lo = _mm256_or_si256(lo, FifthBits(qh, 2 * j));
+        hi = _mm256_or_si256(hi, FifthBits(qh, 2 * j + 1));
       }
       isum = _mm256_add_epi32(isum, DotBytesScaled(lo, Load32(a.qs + 64 * j), _mm256_set1_epi16(static_cast<int16_t>(scale[2 * j]))));
       isum = _mm256_add_epi32(isum, DotBytesScaled(hi, Load32(a.qs + 64 * j + 32), _mm256_set1_epi16(static_cast<int16_t>(scale[2 * j + 1]))));
-    });
+    }
     return isum;
   }
   static HWY_INLINE int32_t MinSum(const Plain& x, const Act& a) {
@@ -390,8 +379,7 @@ struct Q45_KChain : ChainTraits<X8_, Plain_, BlockQ8_K, 0, false, true> {
     // Chunks summed in int16 before widening: a lane sums 2 * kRun products
     // of at most 15 * 127 (Q4_K, 8 chunks) or 31 * 127 (Q5_K, 4 chunks).
     constexpr int kRun = kFifth ? 4 : 8;
-    Unrolled<4>([&](auto j_c) {  // sub-blocks 2j (low nibbles) and 2j + 1 (high)
-      constexpr int j = decltype(j_c)::value;
+    HWY_UNROLL(4) for (int j = 0; j < 4; ++j) {  // sub-blocks 2j (low nibbles) and 2j + 1 (high)
       for (int c0 = 0; c0 < 8; c0 += kRun) {
         __m256i plo[NT], phi[NT];
         for (int k = 0; k < NT; ++k) plo[k] = phi[k] = _mm256_setzero_si256();
@@ -400,8 +388,8 @@ struct Q45_KChain : ChainTraits<X8_, Plain_, BlockQ8_K, 0, false, true> {
           __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
           if constexpr (kFifth) {  // chunk c's fifth bits: bit 2j for the low nibbles, 2j + 1 for the high
             const __m256i qh = Load32(g.qh + 32 * c);
-            lo = _mm256_or_si256(lo, FifthBits<2 * j>(qh));
-            hi = _mm256_or_si256(hi, FifthBits<2 * j + 1>(qh));
+            lo = _mm256_or_si256(lo, FifthBits(qh, 2 * j));
+            hi = _mm256_or_si256(hi, FifthBits(qh, 2 * j + 1));
           }
           for (int k = 0; k < NT; ++k) {
             const int8_t* qa = reinterpret_cast<const BlockQ8_K*>(t.act[k])[b].qs + 64 * j + 4 * c;
@@ -413,7 +401,7 @@ struct Q45_KChain : ChainTraits<X8_, Plain_, BlockQ8_K, 0, false, true> {
           isum[k] = _mm256_add_epi32(isum[k], _mm256_add_epi32(_mm256_madd_epi16(plo[k], scale16[2 * j]),
                                                                _mm256_madd_epi16(phi[k], scale16[2 * j + 1])));
       }
-    });
+    }
     for (int k = 0; k < NT; ++k) {
       const BlockQ8_K& a = reinterpret_cast<const BlockQ8_K*>(t.act[k])[b];
       __m256i msum = _mm256_setzero_si256();
@@ -465,19 +453,16 @@ struct Q23_KChain : ChainTraits<X8_, Plain_, BlockQ8_K, 0, false, !kQ3> {
   using X8 = X8_;
   using Plain = Plain_;
   using Act = BlockQ8_K;
-  // Bit V of each byte moved to bit 2 (0x04 per byte): the third bit above a pair.
-  template <int V>
-  static HWY_INLINE __m256i ThirdBits(__m256i h) {
-    __m256i at2 = h;
-    if constexpr (V < 2) at2 = _mm256_slli_epi16(h, 2 - V);
-    if constexpr (V > 2) at2 = _mm256_srli_epi16(h, V - 2);
-    return _mm256_and_si256(at2, _mm256_set1_epi8(0x04));
-  }
-  // Quant vector (n, j) of 32 bytes q (and hmask bytes h): values 0..3 or 0..7.
-  template <int N, int J>
-  static HWY_INLINE __m256i Quants(__m256i q, __m256i h) {
-    __m256i u = _mm256_and_si256(_mm256_srli_epi16(q, 2 * J), _mm256_set1_epi8(0x03));
-    if constexpr (kQ3) u = _mm256_or_si256(u, ThirdBits<4 * N + J>(h));
+  // Quant vector (n, j) of 32 bytes q (and hmask bytes h): values 0..3, or
+  // 0..7 with bit 4n + j of h moved to bit 2 (a 16-bit shift of at most 5
+  // keeps it within its byte).
+  static HWY_INLINE __m256i Quants(__m256i q, __m256i h, int n, int j) {
+    __m256i u = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), _mm256_set1_epi8(0x03));
+    if constexpr (kQ3) {
+      const int v = 4 * n + j;
+      const __m256i at2 = v < 2 ? _mm256_slli_epi16(h, 2 - v) : _mm256_srli_epi16(h, v - 2);
+      u = _mm256_or_si256(u, _mm256_and_si256(at2, _mm256_set1_epi8(0x04)));
+    }
     return u;
   }
   static HWY_INLINE int Scale(const Plain& x, int g) {
@@ -485,20 +470,21 @@ struct Q23_KChain : ChainTraits<X8_, Plain_, BlockQ8_K, 0, false, !kQ3> {
     else return x.scales[g] & 0xF;
   }
   static HWY_INLINE __m256i Lanes(const Plain& x, const Act& a) {
+    int16_t scale[16];
+    for (int g = 0; g < 16; ++g) scale[g] = static_cast<int16_t>(Scale(x, g));
     __m256i isum = _mm256_setzero_si256();
-    Unrolled<8>([&](auto nj) {
-      constexpr int n = decltype(nj)::value / 4, j = decltype(nj)::value % 4, g = 8 * n + 2 * j;
+    HWY_UNROLL(8) for (int e = 0; e < 8; ++e) {  // values 128n + 32j .. (unrolled: constant shifts)
+      const int n = e / 4, j = e % 4, g = 8 * n + 2 * j;
       __m256i h = _mm256_setzero_si256();
       if constexpr (kQ3) h = Load32(x.hmask);
-      const __m256i u = Quants<n, j>(Load32(x.qs + 32 * n), h);
+      const __m256i u = Quants(Load32(x.qs + 32 * n), h, n, j);
       // A 32-value vector spans two groups: the first 16 in the low half.
-      const __m256i scale = _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(Scale(x, g + 1))),
-                                             _mm_set1_epi16(static_cast<int16_t>(Scale(x, g))));
-      isum = _mm256_add_epi32(isum, DotBytesScaled(u, Load32(a.qs + 128 * n + 32 * j), scale));
-    });
+      const __m256i pair = _mm256_set_m128i(_mm_set1_epi16(scale[g + 1]), _mm_set1_epi16(scale[g]));
+      isum = _mm256_add_epi32(isum, DotBytesScaled(u, Load32(a.qs + 128 * n + 32 * j), pair));
+    }
     if constexpr (kQ3) {
       int offset = 0;
-      for (int g = 0; g < 16; ++g) offset += Scale(x, g) * a.bsums[g];
+      for (int g = 0; g < 16; ++g) offset += scale[g] * a.bsums[g];
       isum = _mm256_sub_epi32(isum, _mm256_setr_epi32(4 * offset, 0, 0, 0, 0, 0, 0, 0));
     }
     return isum;
@@ -535,15 +521,15 @@ struct Q23_KChain : ChainTraits<X8_, Plain_, BlockQ8_K, 0, false, !kQ3> {
     Scales(g, scale, min);
     __m256i isum[NT];
     for (int k = 0; k < NT; ++k) isum[k] = _mm256_setzero_si256();
-    Unrolled<8>([&](auto nj) {
-      constexpr int n = decltype(nj)::value / 4, j = decltype(nj)::value % 4;
+    HWY_UNROLL(8) for (int e = 0; e < 8; ++e) {  // values 128n + 32j .. (unrolled: constant shifts)
+      const int n = e / 4, j = e % 4;
       for (int half = 0; half < 2; ++half) {  // group 8n + 2j + half: chunks m of 4 values 4m..
         __m256i p[NT];
         for (int k = 0; k < NT; ++k) p[k] = _mm256_setzero_si256();
         for (int m = 4 * half; m < 4 * half + 4; ++m) {
           __m256i h = _mm256_setzero_si256();
           if constexpr (kQ3) h = Load32(g.hmask + 32 * m);
-          const __m256i u = Quants<n, j>(Load32(g.qs + 32 * (8 * n + m)), h);
+          const __m256i u = Quants(Load32(g.qs + 32 * (8 * n + m)), h, n, j);
           for (int k = 0; k < NT; ++k) {
             const int8_t* qa = reinterpret_cast<const BlockQ8_K*>(t.act[k])[b].qs + 128 * n + 32 * j + 4 * m;
             p[k] = _mm256_add_epi16(p[k], _mm256_maddubs_epi16(u, Broadcast4(qa)));
@@ -552,7 +538,7 @@ struct Q23_KChain : ChainTraits<X8_, Plain_, BlockQ8_K, 0, false, !kQ3> {
         const __m256i sc = GroupScale16(scale, 8 * n + 2 * j + half);
         for (int k = 0; k < NT; ++k) isum[k] = _mm256_add_epi32(isum[k], _mm256_madd_epi16(p[k], sc));
       }
-    });
+    }
     const __m256 d = HalvesToFloats(g.d);
     for (int k = 0; k < NT; ++k) {
       const BlockQ8_K& a = reinterpret_cast<const BlockQ8_K*>(t.act[k])[b];
