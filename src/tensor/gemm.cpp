@@ -379,7 +379,7 @@ struct Q45_KChain : ChainTraits<X8_, Plain_, BlockQ8_K, 0, false, true> {
     // Chunks summed in int16 before widening: a lane sums 2 * kRun products
     // of at most 15 * 127 (Q4_K, 8 chunks) or 31 * 127 (Q5_K, 4 chunks).
     constexpr int kRun = kFifth ? 4 : 8;
-    HWY_UNROLL(4) for (int j = 0; j < 4; ++j) {  // sub-blocks 2j (low nibbles) and 2j + 1 (high)
+    for (int j = 0; j < 4; ++j) {  // sub-blocks 2j (low nibbles) and 2j + 1 (high)
       for (int c0 = 0; c0 < 8; c0 += kRun) {
         __m256i plo[NT], phi[NT];
         for (int k = 0; k < NT; ++k) plo[k] = phi[k] = _mm256_setzero_si256();
