@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "backend/cpu/attention.h"
+#include "backend/cpu/swiglu.h"
 #include "tensor/dequantize.h"
 #include "tensor/gemm.h"
 #include "tensor/vec_dot.h"
@@ -184,9 +185,7 @@ void CpuBackend::swiglu(DevicePtr gate_ptr, DevicePtr up_ptr, DevicePtr out_ptr,
   const float* gate = floats(gate_ptr);
   const float* up = floats(up_ptr);
   float* out = floats(out_ptr);
-  for_elements(n, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
-  });
+  for_elements(n, [&](int64_t i0, int64_t i1) { cpu_swiglu(gate + i0, up + i0, out + i0, i1 - i0); });
 }
 
 void CpuBackend::geglu(DevicePtr gate_ptr, DevicePtr up_ptr, DevicePtr out_ptr, int64_t n) {
