@@ -23,7 +23,7 @@ inline void cpu_relax() {
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
-  for (int i = 1; i < n_threads_; ++i) threads_.emplace_back([this, i] { worker_loop(i); });
+  for (int i = 1; i < n_threads_; ++i) threads_.emplace_back([this] { worker_loop(); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -35,15 +35,17 @@ ThreadPool::~ThreadPool() {
   for (auto& t : threads_) t.join();
 }
 
-void ThreadPool::run_share(int index) {
-  // Static partition in grain units: thread i always gets the same rows.
-  int64_t units = (job_n_ + job_grain_ - 1) / job_grain_;
-  int64_t per = units / n_threads_, extra = units % n_threads_;
-  int64_t first = index * per + std::min<int64_t>(index, extra);
-  int64_t count = per + (index < extra ? 1 : 0);
-  int64_t begin = first * job_grain_;
-  int64_t end = std::min(job_n_, (first + count) * job_grain_);
-  if (begin < end) (*job_)(begin, end);
+void ThreadPool::run_chunks() {
+  // Chunks are claimed in turn, not dealt out: on a shared host (or a CPU
+  // with fast and slow cores) one thread runs slower than another, and a
+  // static half would keep the fast one waiting. Which thread computes a
+  // chunk never changes its bits: every element depends only on its inputs.
+  for (;;) {
+    const int64_t c = next_chunk_.fetch_add(1, std::memory_order_relaxed);
+    if (c >= job_chunks_) return;
+    const int64_t begin = c * job_chunk_;
+    (*job_)(begin, std::min(job_n_, begin + job_chunk_));
+  }
 }
 
 void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
@@ -55,14 +57,19 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
   }
   job_ = &fn;
   job_n_ = n;
-  job_grain_ = grain;
+  // About kChunksPerThread chunks a thread, each a whole number of grains.
+  const int64_t units = (n + grain - 1) / grain;
+  const int64_t per_chunk = std::max<int64_t>(1, units / (static_cast<int64_t>(n_threads_) * kChunksPerThread));
+  job_chunk_ = per_chunk * grain;
+  job_chunks_ = (n + job_chunk_ - 1) / job_chunk_;
+  next_chunk_.store(0, std::memory_order_relaxed);
   pending_.store(n_threads_ - 1, std::memory_order_relaxed);
   generation_.fetch_add(1, std::memory_order_seq_cst);  // publishes the job
   if (sleepers_.load(std::memory_order_seq_cst) > 0) {
     std::lock_guard<std::mutex> lock(mutex_);  // a sleeper checks generation_ under this lock
     wake_.notify_all();
   }
-  run_share(0);
+  run_chunks();
   // Spin, but yield once it takes long: on an oversubscribed machine the
   // thread we wait for may need this very core.
   for (int i = 0; pending_.load(std::memory_order_acquire) > 0; ++i) {
@@ -74,7 +81,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
   job_ = nullptr;
 }
 
-void ThreadPool::worker_loop(int index) {
+void ThreadPool::worker_loop() {
   uint64_t seen = 0;
   for (;;) {
     // Spin a little: the next op of a forward pass is usually microseconds away.
@@ -94,7 +101,7 @@ void ThreadPool::worker_loop(int index) {
     }
     if (stop_) return;
     seen = generation_.load(std::memory_order_acquire);
-    run_share(index);
+    run_chunks();
     pending_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }

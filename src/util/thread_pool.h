@@ -38,15 +38,18 @@ class ThreadPool {
 
  private:
   static constexpr int kSpinMicros = 2000;
-  void worker_loop(int index);
-  void run_share(int index);
+  static constexpr int kChunksPerThread = 4;
+  void worker_loop();
+  void run_chunks();
 
   int n_threads_;
   std::vector<std::thread> threads_;
   // The job in flight, published by the release increment of generation_.
   const std::function<void(int64_t, int64_t)>* job_ = nullptr;
   int64_t job_n_ = 0;
-  int64_t job_grain_ = 1;
+  int64_t job_chunk_ = 1;   // elements per chunk, a multiple of the grain
+  int64_t job_chunks_ = 0;
+  std::atomic<int64_t> next_chunk_{0};
   std::atomic<uint64_t> generation_{0};
   std::atomic<int> pending_{0};
   std::atomic<int> sleepers_{0};
