@@ -228,7 +228,7 @@ struct Q4_1Chain : ChainTraits<BlockQ4_1x8, BlockQ4_1, BlockQ8_0, 0, true> {  //
 
 // Bit v of each byte of qh moved to bit 4 (0x10 per byte): a fifth bit put
 // in place above its nibble. A 16-bit shift of at most 4 keeps every byte's
-// bit 4 within its own byte. (v is a constant once the loops unroll.)
+// bit 4 within its own byte. (Where a loop unrolls, v is a constant.)
 HWY_INLINE __m256i FifthBits(__m256i qh, int v) {
   const __m256i at4 = v < 4 ? _mm256_slli_epi16(qh, 4 - v) : _mm256_srli_epi16(qh, v - 4);
   return _mm256_and_si256(at4, _mm256_set1_epi8(0x10));
@@ -272,11 +272,13 @@ struct Q5_xChain : ChainTraits<X8_, Plain_, BlockQ8_0, kWithMin ? 0 : 16, kWithM
     half(std::integral_constant<int, 0>());
     half(std::integral_constant<int, 2>());
     const __m256 dw = HalvesToFloats(g.d);
+    __m256 mw = _mm256_setzero_ps();
+    if constexpr (kWithMin) mw = HalvesToFloats(g.m);
     for (int k = 0; k < NT; ++k) {
       const float da = t.scales[k][b];
       if constexpr (kWithMin) {  // as Q4_1
         const __m256 main = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[k]), _mm256_mul_ps(dw, _mm256_set1_ps(da)), acc[k]);
-        acc[k] = _mm256_fmadd_ps(HalvesToFloats(g.m), _mm256_set1_ps(da * static_cast<float>(t.sums[k][b])), main);
+        acc[k] = _mm256_fmadd_ps(mw, _mm256_set1_ps(da * static_cast<float>(t.sums[k][b])), main);
       } else {
         const __m256i exact = _mm256_sub_epi32(isum[k], _mm256_set1_epi32(16 * t.sums[k][b]));
         acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(exact), _mm256_mul_ps(dw, _mm256_set1_ps(da)), acc[k]);
@@ -324,12 +326,12 @@ struct Q45_KChain : ChainTraits<X8_, Plain_, BlockQ8_K, 0, false, true> {
     int scale[8], min[8];
     for (int s = 0; s < 8; ++s) kquant_scale_min(x.scales, s, scale[s], min[s]);
     const __m256i low4 = _mm256_set1_epi8(0x0F);
-    __m256i isum = _mm256_setzero_si256();
+    __m256i isum = _mm256_setzero_si256(), qh = _mm256_setzero_si256();
+    if constexpr (kFifth) qh = Load32(x.qh);
     HWY_UNROLL(4) for (int j = 0; j < 4; ++j) {  // values 64j + l (low), 64j + 32 + l (high); qh[l] bits 2j, 2j + 1
       const __m256i q = Load32(x.qs + 32 * j);
       __m256i lo = _mm256_and_si256(q, low4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
       if constexpr (kFifth) {
-        const __m256i qh = Load32(x.qh);
         lo = _mm256_or_si256(lo, FifthBits(qh, 2 * j));
         hi = _mm256_or_si256(hi, FifthBits(qh, 2 * j + 1));
       }
@@ -472,11 +474,10 @@ struct Q23_KChain : ChainTraits<X8_, Plain_, BlockQ8_K, 0, false, !kQ3> {
   static HWY_INLINE __m256i Lanes(const Plain& x, const Act& a) {
     int16_t scale[16];
     for (int g = 0; g < 16; ++g) scale[g] = static_cast<int16_t>(Scale(x, g));
-    __m256i isum = _mm256_setzero_si256();
+    __m256i isum = _mm256_setzero_si256(), h = _mm256_setzero_si256();
+    if constexpr (kQ3) h = Load32(x.hmask);
     HWY_UNROLL(8) for (int e = 0; e < 8; ++e) {  // values 128n + 32j .. (unrolled: constant shifts)
       const int n = e / 4, j = e % 4, g = 8 * n + 2 * j;
-      __m256i h = _mm256_setzero_si256();
-      if constexpr (kQ3) h = Load32(x.hmask);
       const __m256i u = Quants(Load32(x.qs + 32 * n), h, n, j);
       // A 32-value vector spans two groups: the first 16 in the low half.
       const __m256i pair = _mm256_set_m128i(_mm_set1_epi16(scale[g + 1]), _mm_set1_epi16(scale[g]));
@@ -540,6 +541,8 @@ struct Q23_KChain : ChainTraits<X8_, Plain_, BlockQ8_K, 0, false, !kQ3> {
       }
     }
     const __m256 d = HalvesToFloats(g.d);
+    __m256 dmin = _mm256_setzero_ps();
+    if constexpr (!kQ3) dmin = HalvesToFloats(g.dmin);
     for (int k = 0; k < NT; ++k) {
       const BlockQ8_K& a = reinterpret_cast<const BlockQ8_K*>(t.act[k])[b];
       const __m256 da = _mm256_set1_ps(t.scales[k][b]);
@@ -548,8 +551,7 @@ struct Q23_KChain : ChainTraits<X8_, Plain_, BlockQ8_K, 0, false, !kQ3> {
         acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(exact), _mm256_mul_ps(d, da), acc[k]);
       } else {
         acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[k]), _mm256_mul_ps(d, da), acc[k]);
-        acc[k] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(ScaledGroupSums(min, a)), _mm256_mul_ps(HalvesToFloats(g.dmin), da),
-                                  acc[k]);
+        acc[k] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(ScaledGroupSums(min, a)), _mm256_mul_ps(dmin, da), acc[k]);
       }
     }
   }

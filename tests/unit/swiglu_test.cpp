@@ -11,13 +11,10 @@
 #include <vector>
 
 #include "hwy/targets.h"
+#include "target_guard.h"
 
 namespace shoal {
 namespace {
-
-struct TargetGuard {
-  ~TargetGuard() { hwy::SetSupportedTargetsForTest(0); }
-};
 
 // Gates over the whole range a model produces and past exp's overflow.
 std::vector<float> gates(size_t n) {

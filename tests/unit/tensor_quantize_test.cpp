@@ -16,6 +16,7 @@
 #include "tensor/quantize.h"
 #include "tensor/vec_dot.h"
 #include "util/error.h"
+#include "target_guard.h"
 
 namespace shoal {
 namespace {
@@ -136,10 +137,6 @@ TEST(TensorQuantize, Q8_KBlockSums) {
 }
 
 // Restores the real dispatch even when an assertion returns early.
-struct TargetGuard {
-  ~TargetGuard() { hwy::SetSupportedTargetsForTest(0); }
-};
-
 TEST(TensorQuantize, ActivationMatchesReferenceOnEveryTarget) {
   TargetGuard guard;
   for (const int64_t target : hwy::SupportedAndGeneratedTargets()) {

@@ -22,6 +22,7 @@
 #include "tensor/vec_dot.h"
 #include "random_blocks.h"
 #include "util/error.h"
+#include "target_guard.h"
 
 namespace shoal {
 namespace {
@@ -80,10 +81,6 @@ std::vector<int64_t> sizes(DType type) {
   for (int64_t nb : {1, 2, 3, 5, 8, 13}) out.push_back(nb * block);
   return out;
 }
-
-struct TargetGuard {
-  ~TargetGuard() { hwy::SetSupportedTargetsForTest(0); }
-};
 
 TEST(TensorVecDot, MatchesReferenceOnEveryTarget) {
   TargetGuard guard;
