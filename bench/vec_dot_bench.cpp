@@ -171,10 +171,10 @@ int main(int argc, char** argv) {
   for (const DType t : types) {
     const std::string name(shoal::dtype_info(t).name);
     benchmark::RegisterBenchmark(("gemm/" + name).c_str(), BM_Gemm, t, false)
-        ->Args({4096, 1})->Args({256, 64})->Unit(benchmark::kMicrosecond);
+        ->Args({4096, 1})->Args({4096, 4})->Args({256, 64})->Unit(benchmark::kMicrosecond);
     if (shoal::interleavable(t) && shoal::gemm_reads_groups())
       benchmark::RegisterBenchmark(("gemm_x8/" + name).c_str(), BM_Gemm, t, true)
-          ->Args({4096, 1})->Args({256, 64})->Unit(benchmark::kMicrosecond);
+          ->Args({4096, 1})->Args({4096, 4})->Args({256, 64})->Unit(benchmark::kMicrosecond);
   }
   benchmark::RegisterBenchmark("memory_read", BM_MemoryRead)->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("quantize_activation/Q8_0", BM_QuantizeActivation, DType::Q8_0);
