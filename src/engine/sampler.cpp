@@ -15,25 +15,25 @@ constexpr auto kBefore = [](const auto& a, const auto& b) {
   return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
 };
 
-// Index of the largest logit of c[0, size), the lowest among equals. Four
+// Index of the largest of logit(0 .. size - 1), the lowest among equals. Four
 // lanes instead of one running maximum: a single one is a chain of dependent
 // instructions, four overlap (several times faster over 256k candidates).
-template <typename Candidate>
-size_t argmax(const Candidate* c, size_t size) {
-  float best[4] = {c[0].logit, c[0].logit, c[0].logit, c[0].logit};
+template <typename Logit>
+size_t argmax(size_t size, Logit logit) {
+  float best[4] = {logit(0), logit(0), logit(0), logit(0)};
   size_t at[4] = {0, 0, 0, 0};
   size_t i = 0;
   for (; i + 4 <= size; i += 4) {
     for (size_t j = 0; j < 4; ++j) {
-      if (c[i + j].logit > best[j]) {
-        best[j] = c[i + j].logit;
+      if (logit(i + j) > best[j]) {
+        best[j] = logit(i + j);
         at[j] = i + j;
       }
     }
   }
   for (; i < size; ++i) {
-    if (c[i].logit > best[0]) {
-      best[0] = c[i].logit;
+    if (logit(i) > best[0]) {
+      best[0] = logit(i);
       at[0] = i;
     }
   }
@@ -58,12 +58,18 @@ Sampler::Sampler(const SamplingParams& params, int n_vocab)
 
 int32_t Sampler::sample(const float* logits, std::span<const int32_t> history) {
   const size_t n = candidates_.size();
+  const bool penalized = penalizes(history);
+  // Plain greedy reads the logits as they are (a serving step runs this
+  // for every stream, while the other threads wait).
+  if (params_.temperature <= 0.0f && !penalized)
+    return static_cast<int32_t>(argmax(n, [&](size_t i) { return logits[i]; }));
   Candidate* c = candidates_.data();
   for (size_t i = 0; i < n; ++i) c[i] = {logits[i], static_cast<int32_t>(i)};
-  apply_penalties(history);
+  if (penalized) apply_penalties(history);
+  const auto logit_of = [&](size_t i) { return c[i].logit; };
 
   if (params_.temperature <= 0.0f) {
-    return c[argmax(c, n)].id;
+    return c[argmax(n, logit_of)].id;
   }
 
   // Live candidates are [0, size); `sorted`: in kBefore order.
@@ -74,7 +80,7 @@ int32_t Sampler::sample(const float* logits, std::span<const int32_t> history) {
     std::partial_sort(c, c + size, c + n, kBefore);
     sorted = true;
   }
-  const float top = c[sorted ? 0 : argmax(c, size)].logit;
+  const float top = c[sorted ? 0 : argmax(size, logit_of)].logit;
   // Min-p keeps logit >= top + log(min_p). Its set and top-p's are both runs
   // from the top, so applying it during top-p gives llama.cpp's result (as
   // long as top-p measures mass over everything) and keeps the sort small.
@@ -106,11 +112,15 @@ int32_t Sampler::sample(const float* logits, std::span<const int32_t> history) {
 
 // llama.cpp's repetition penalty and OpenAI's presence/frequency penalties,
 // over the last repeat_last_n tokens. counts_ is back to zero on return.
-void Sampler::apply_penalties(std::span<const int32_t> history) {
+bool Sampler::penalizes(std::span<const int32_t> history) const {
   const SamplingParams& p = params_;
   const bool any = p.repeat_penalty != 1.0f || p.presence_penalty != 0.0f ||
                    p.frequency_penalty != 0.0f;
-  if (!any || p.repeat_last_n == 0 || history.empty()) return;
+  return any && p.repeat_last_n != 0 && !history.empty();
+}
+
+void Sampler::apply_penalties(std::span<const int32_t> history) {
+  const SamplingParams& p = params_;
   const size_t window = p.repeat_last_n < 0
                             ? history.size()
                             : std::min(history.size(), static_cast<size_t>(p.repeat_last_n));

@@ -47,6 +47,7 @@ class Sampler {
     int32_t id;
   };
 
+  bool penalizes(std::span<const int32_t> history) const;  // a penalty is on and has tokens to look at
   void apply_penalties(std::span<const int32_t> history);
   size_t cut_top_p(size_t size, bool sorted, float top, float cutoff);
   size_t cut_below(size_t size, float cutoff);
