@@ -14,6 +14,7 @@
 // its work is spread (DESIGN.md).
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <type_traits>
 
@@ -112,6 +113,16 @@ class Backend {
 
   // y[t][r] = W[r] · x[t]; x is [n_tokens][w.cols], y is [n_tokens][w.rows].
   virtual void matmul(const Matrix& w, DevicePtr x, DevicePtr y, int n_tokens) = 0;
+  // Several matrices on one input (Q, K and V; gate and up), each y as
+  // matmul's. A backend may convert x once and pass all rows in one go (the
+  // CPU: one wait for its threads instead of one per matrix).
+  struct MatmulOutput {
+    const Matrix* w;
+    DevicePtr y;
+  };
+  virtual void matmuls(std::span<const MatmulOutput> outputs, DevicePtr x, int n_tokens) {
+    for (const MatmulOutput& o : outputs) matmul(*o.w, x, o.y, n_tokens);
+  }
   // y[t] = x[t] / rms(x[t]) * weight, over rows of n values (y may be x).
   virtual void rmsnorm(DevicePtr x, const Matrix& weight, DevicePtr y, int n_tokens, int n, float eps) = 0;
   // Rotates each of n_heads heads of x[t] by the step's positions[t]; x is [n_tokens][n_heads * head_dim].

@@ -13,8 +13,8 @@ namespace {
 
 void gated(Backend& be, const ModelConfig& c, const Matrix& gate, const Matrix& up, const Matrix& down,
            DevicePtr in, DevicePtr out, int n, LayerScratch& s) {
-  be.matmul(gate, in, s.gate, n);
-  be.matmul(up, in, s.up, n);
+  const Backend::MatmulOutput gate_up[] = {{&gate, s.gate}, {&up, s.up}};
+  be.matmuls(gate_up, in, n);
   const int64_t count = static_cast<int64_t>(n) * gate.rows;
   if (c.activation == Activation::GeluTanh)
     be.geglu(s.gate, s.up, s.gate, count);

@@ -56,9 +56,8 @@ void forward_layer(Backend& be, const ModelConfig& c, int layer, const LayerWeig
 
   // Attention block.
   be.rmsnorm(x, w[K::AttnNorm], s.norm, n, c.n_embd, c.norm_eps);
-  be.matmul(w[K::AttnQ], s.norm, s.q, n);
-  be.matmul(w[K::AttnK], s.norm, s.k, n);
-  be.matmul(w[K::AttnV], s.norm, s.v, n);
+  const Backend::MatmulOutput qkv[] = {{&w[K::AttnQ], s.q}, {&w[K::AttnK], s.k}, {&w[K::AttnV], s.v}};
+  be.matmuls(qkv, s.norm, n);
   // Each bias the layer has (qwen2 has all three; llama.cpp applies any).
   if (!w[K::AttnQBias].empty()) be.add_bias(s.q, w[K::AttnQBias], n, c.q_width());
   if (!w[K::AttnKBias].empty()) be.add_bias(s.k, w[K::AttnKBias], n, c.kv_width());

@@ -66,33 +66,63 @@ void CpuBackend::check_step(int n_tokens) const {
     fail("internal: {} rows need positions but the step has {}", n_tokens, step_tokens_);
 }
 
-void CpuBackend::matmul(const Matrix& w, DevicePtr x_ptr, DevicePtr y_ptr, int n_tokens) {
-  const float* x = floats(x_ptr);
-  float* y = floats(y_ptr);
-  if (n_tokens > max_tokens_ || w.cols > max_cols_)
-    fail("internal: matmul of {} tokens x {} exceeds the scratch ({} x {})", n_tokens, w.cols, max_tokens_, max_cols_);
-  const DType act_type = activation_dtype(w.type);
-  const size_t act_stride = row_bytes(act_type, w.cols);
-  const void* act = x;
-  if (act_type != DType::F32) {
-    uint8_t* scratch = activation_scratch_.data();
-    pool_.parallel_for(n_tokens, 1, [&](int64_t t0, int64_t t1) {
-      for (int64_t t = t0; t < t1; ++t) quantize_activation(w.type, x + t * w.cols, scratch + t * act_stride, w.cols);
-    });
-    act = scratch;
-  }
-  const auto* act_bytes = static_cast<const uint8_t*>(act);
-  // Split by output rows; every row meets every token (gemm_rows tiles them).
-  pool_.parallel_for(w.rows, 16, [&](int64_t r0, int64_t r1) {
-    gemm_rows(w, r0, r1, act_bytes, act_stride, n_tokens, y, w.rows);
-  });
-}
-
 namespace {
 // Element-wise ops run on one thread below this many values: waking the
 // pool costs more than the work (a decode step's rows are ~1000 values).
 constexpr int64_t kParallelElements = 1 << 14;
 }  // namespace
+
+void CpuBackend::matmul(const Matrix& w, DevicePtr x, DevicePtr y, int n_tokens) {
+  const MatmulOutput one{&w, y};
+  matmuls({&one, 1}, x, n_tokens);
+}
+
+void CpuBackend::matmuls(std::span<const MatmulOutput> outputs, DevicePtr x_ptr, int n_tokens) {
+  if (outputs.empty()) return;
+  const Matrix& first = *outputs[0].w;
+  const DType act_type = activation_dtype(first.type);
+  for (const MatmulOutput& o : outputs) {
+    if (activation_dtype(o.w->type) != act_type || o.w->cols != first.cols) {  // no one conversion serves all
+      for (const MatmulOutput& each : outputs) matmuls({&each, 1}, x_ptr, n_tokens);
+      return;
+    }
+  }
+  if (n_tokens > max_tokens_ || first.cols > max_cols_)
+    fail("internal: matmul of {} tokens x {} exceeds the scratch ({} x {})", n_tokens, first.cols, max_tokens_,
+         max_cols_);
+  const float* x = floats(x_ptr);
+  const size_t act_stride = row_bytes(act_type, first.cols);
+  const uint8_t* act = reinterpret_cast<const uint8_t*>(x);
+  if (act_type != DType::F32) {
+    uint8_t* scratch = activation_scratch_.data();
+    auto quantize = [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t)
+        quantize_activation(first.type, x + t * first.cols, scratch + t * act_stride, first.cols);
+    };
+    // A few tokens (batched decode) take a microsecond or two: less than
+    // waking the pool and waiting for it.
+    if (static_cast<int64_t>(n_tokens) * first.cols < kParallelElements)
+      quantize(0, n_tokens);
+    else
+      pool_.parallel_for(n_tokens, 1, quantize);
+    act = scratch;
+  }
+  // Split by output rows, in units of kRowUnit rows (whole groups of eight)
+  // numbered across the outputs; every row meets every token (gemm_rows
+  // tiles them), and no row's result depends on the range it falls in.
+  constexpr int64_t kRowUnit = 16;
+  first_units_.assign(1, 0);
+  for (const MatmulOutput& o : outputs) first_units_.push_back(first_units_.back() + (o.w->rows + kRowUnit - 1) / kRowUnit);
+  pool_.parallel_for(first_units_.back(), 1, [&](int64_t u0, int64_t u1) {
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      const int64_t from = std::max(u0, first_units_[i]), to = std::min(u1, first_units_[i + 1]);
+      if (from >= to) continue;
+      const Matrix& w = *outputs[i].w;
+      gemm_rows(w, (from - first_units_[i]) * kRowUnit, std::min(w.rows, (to - first_units_[i]) * kRowUnit), act,
+                act_stride, n_tokens, floats(outputs[i].y), w.rows);
+    }
+  });
+}
 
 void CpuBackend::for_elements(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
   if (n < kParallelElements) return fn(0, n);

@@ -45,6 +45,7 @@ class CpuBackend : public Backend {
   void abandon_step() override { finish_step(); }
 
   void matmul(const Matrix& w, DevicePtr x, DevicePtr y, int n_tokens) override;
+  void matmuls(std::span<const MatmulOutput> outputs, DevicePtr x, int n_tokens) override;
   void rmsnorm(DevicePtr x, const Matrix& weight, DevicePtr y, int n_tokens, int n, float eps) override;
   void rope(DevicePtr x, int n_tokens, int n_heads, const RopeParams& p) override;
   void kv_store(const KvLayer& kv, DevicePtr k, DevicePtr v, int n_tokens) override;
@@ -69,6 +70,7 @@ class CpuBackend : public Backend {
   const int32_t* step_positions_ = nullptr;
   int step_tokens_ = 0;
   std::vector<uint8_t> activation_scratch_;  // activations converted for the weight type
+  std::vector<int64_t> first_units_;         // matmuls: each output's first unit of rows
   AttentionScratch attention_scratch_;
   std::vector<double> rope_freqs_;  // per pair, for the call in progress
 
