@@ -107,10 +107,11 @@ void CpuBackend::matmuls(std::span<const MatmulOutput> outputs, DevicePtr x_ptr,
       pool_.parallel_for(n_tokens, 1, quantize);
     act = scratch;
   }
-  // Split by output rows, in units of kRowUnit rows (whole groups of eight)
+  // Split by output rows, in units of kRowUnit rows (whole groups of eight,
+  // whole tiles of three float rows: no chunk ends in a one-row tile)
   // numbered across the outputs; every row meets every token (gemm_rows
   // tiles them), and no row's result depends on the range it falls in.
-  constexpr int64_t kRowUnit = 16;
+  constexpr int64_t kRowUnit = 24;
   first_units_.assign(1, 0);
   for (const MatmulOutput& o : outputs) first_units_.push_back(first_units_.back() + (o.w->rows + kRowUnit - 1) / kRowUnit);
   pool_.parallel_for(first_units_.back(), 1, [&](int64_t u0, int64_t u1) {
