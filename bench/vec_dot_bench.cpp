@@ -3,8 +3,9 @@
 //   decode), and the same kernel on 16 rows that stay in cache (its compute
 //   ceiling); the scalar reference beside it for the ratio;
 // - gemm: gemm_rows (what CpuBackend::matmul runs) on 4096 x 4096 weights
-//   for 1 token (decode: GB/s of weights) and on 256 rows for 64 tokens
-//   (prefill: items/s are multiply-adds); gemm_x8 the same on the weights in
+//   for 1 token (decode: GB/s of weights) and for 4 (batched decode of four
+//   streams), and on 256 rows for 64 tokens (prefill; items/s are
+//   multiply-adds throughout); gemm_x8 the same on the weights in
 //   groups of eight rows (the layout a model's layers get at load);
 // - memory_read: the machine's read bandwidth on one thread (a 512 MiB sum),
 //   the ceiling for decode's GB/s.

@@ -136,7 +136,6 @@ TEST(TensorQuantize, Q8_KBlockSums) {
   }
 }
 
-// Restores the real dispatch even when an assertion returns early.
 TEST(TensorQuantize, ActivationMatchesReferenceOnEveryTarget) {
   TargetGuard guard;
   for (const int64_t target : hwy::SupportedAndGeneratedTargets()) {
