@@ -121,7 +121,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{4, 1, 256, DType::F16, DType::F16, 100},   // Gemma 3 270M, sliding window
                       Case{8, 4, 4, DType::F16, DType::F32, 0},       // llama-2-tiny-random: head size 4
                       Case{3, 1, 40, DType::F16, DType::F16, 30},     // an odd head size with a window
-                      Case{32, 1, 96, DType::F16, DType::F16, 0}));   // a wide group
+                      Case{32, 1, 96, DType::F16, DType::F16, 0},     // a wide group
+                      Case{6, 6, 80, DType::F16, DType::F16, 0}));    // no GQA, ten vectors a head: a tile of 8 and one of 2
 
 TEST(AttentionKernel, RefusesShapesItCannotHold) {
   ThreadPool pool(1);

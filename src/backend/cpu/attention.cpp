@@ -108,34 +108,63 @@ HWY_INLINE VA LoadV(const uint8_t* v, int i, int d) {
   return LoadWholeV<VT>(v, i);
 }
 
-// part[g].acc = sum over the chunk's positions j of p[g][j] * v_j, four
-// vectors of a head at a time held in registers (each V row is re-read per
-// head, from L1). The sum runs over j in order for every element.
+// part[g].acc = sum over the chunk's positions j of p[g][j] * v_j for NH
+// heads from g0 and NV vectors from element i0 (nv of them real unless
+// kFull), all NH * NV sums in registers: each V vector is loaded once for
+// the NH heads, and the independent sums keep the multiply-adds' latency
+// covered. Every element's sum runs over j in order, whatever the tile.
+template <DType VT, bool kWholeVectors, int NH, int NV, bool kFull>
+HWY_INLINE void AccumulateTile(const AttentionArgs& a, int seq, int kh, int p0, int n, int g0, int i0, int nv,
+                               const float (*HWY_RESTRICT scores)[kAttentionChunk], float* HWY_RESTRICT part) {
+  const DA da;
+  const int N = static_cast<int>(hn::Lanes(da));
+  const int d = a.shape.head_dim;
+  const size_t stride = 2 + static_cast<size_t>(padded_dim(d)), v_head_bytes = row_bytes(VT, d);
+  VA acc[NH][NV];
+  for (int h = 0; h < NH; ++h)
+    for (int k = 0; k < NV; ++k) acc[h][k] = hn::Zero(da);
+  for (int j = 0; j < n; ++j) {
+    const uint8_t* v = a.kv.v_row(seq, p0 + j) + kh * v_head_bytes;
+    VA x[NV];
+    for (int k = 0; k < NV; ++k)
+      if (kFull || k < nv) x[k] = LoadV<VT, kWholeVectors>(v, i0 + k * N, d);
+    for (int h = 0; h < NH; ++h) {
+      const VA p = hn::Set(da, scores[g0 + h][j]);
+      for (int k = 0; k < NV; ++k)
+        if (kFull || k < nv) acc[h][k] = hn::MulAdd(p, x[k], acc[h][k]);
+    }
+  }
+  for (int h = 0; h < NH; ++h)
+    for (int k = 0; k < NV; ++k)
+      if (kFull || k < nv) hn::StoreU(acc[h][k], da, part + (g0 + h) * stride + 2 + i0 + k * N);
+}
+
+template <DType VT, bool kWholeVectors, int NH, int NV>
+HWY_INLINE void AccumulateTile(const AttentionArgs& a, int seq, int kh, int p0, int n, int g0, int i0, int nv,
+                               const float (*HWY_RESTRICT scores)[kAttentionChunk], float* HWY_RESTRICT part) {
+  if (nv == NV) return AccumulateTile<VT, kWholeVectors, NH, NV, true>(a, seq, kh, p0, n, g0, i0, nv, scores, part);
+  AccumulateTile<VT, kWholeVectors, NH, NV, false>(a, seq, kh, p0, n, g0, i0, nv, scores, part);
+}
+
+// part[g].acc = sum over the chunk's positions j of p[g][j] * v_j: tiles of
+// two heads by four vectors (eight sums), or one head by eight vectors
+// where a KV head serves one query head.
 template <DType VT, bool kWholeVectors>
 HWY_INLINE void AccumulateV(const AttentionArgs& a, int seq, int kh, int p0, int n,
                             const float (*HWY_RESTRICT scores)[kAttentionChunk], float* HWY_RESTRICT part) {
   const DA da;
   const int N = static_cast<int>(hn::Lanes(da));
-  const int d = a.shape.head_dim, dp = padded_dim(d), group = a.shape.n_head / a.shape.n_head_kv;
-  const size_t stride = 2 + static_cast<size_t>(dp), v_head_bytes = row_bytes(VT, d);
-  for (int i0 = 0; i0 < dp; i0 += 4 * N) {
-    const int nv = std::min(4, (dp - i0) / N);
-    for (int g = 0; g < group; ++g) {
-      float* acc = part + g * stride + 2 + i0;
-      VA acc0 = hn::Zero(da), acc1 = hn::Zero(da), acc2 = hn::Zero(da), acc3 = hn::Zero(da);
-      for (int j = 0; j < n; ++j) {
-        const uint8_t* v = a.kv.v_row(seq, p0 + j) + kh * v_head_bytes;
-        const VA p = hn::Set(da, scores[g][j]);
-        acc0 = hn::MulAdd(p, LoadV<VT, kWholeVectors>(v, i0, d), acc0);
-        if (nv > 1) acc1 = hn::MulAdd(p, LoadV<VT, kWholeVectors>(v, i0 + N, d), acc1);
-        if (nv > 2) acc2 = hn::MulAdd(p, LoadV<VT, kWholeVectors>(v, i0 + 2 * N, d), acc2);
-        if (nv > 3) acc3 = hn::MulAdd(p, LoadV<VT, kWholeVectors>(v, i0 + 3 * N, d), acc3);
-      }
-      hn::StoreU(acc0, da, acc);
-      if (nv > 1) hn::StoreU(acc1, da, acc + N);
-      if (nv > 2) hn::StoreU(acc2, da, acc + 2 * N);
-      if (nv > 3) hn::StoreU(acc3, da, acc + 3 * N);
-    }
+  const int vectors = padded_dim(a.shape.head_dim) / N, group = a.shape.n_head / a.shape.n_head_kv;
+  if (group == 1) {
+    for (int k0 = 0; k0 < vectors; k0 += 8)
+      AccumulateTile<VT, kWholeVectors, 1, 8>(a, seq, kh, p0, n, 0, k0 * N, std::min(8, vectors - k0), scores, part);
+    return;
+  }
+  for (int k0 = 0; k0 < vectors; k0 += 4) {
+    const int nv = std::min(4, vectors - k0);
+    int g = 0;
+    for (; g + 2 <= group; g += 2) AccumulateTile<VT, kWholeVectors, 2, 4>(a, seq, kh, p0, n, g, k0 * N, nv, scores, part);
+    if (g < group) AccumulateTile<VT, kWholeVectors, 1, 4>(a, seq, kh, p0, n, g, k0 * N, nv, scores, part);
   }
 }
 
