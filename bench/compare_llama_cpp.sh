@@ -2,8 +2,9 @@
 # Side-by-side CPU throughput: `shoal bench` vs llama.cpp's `llama-bench`, same
 # model, threads, sizes and depth, in one run, the repeats alternated (shoal,
 # llama.cpp, shoal, …) so that a noisy neighbour hits both alike. Prints a
-# markdown table (mean ± stddev tok/s and the ratio shoal/llama.cpp), the
-# machine and the exact commands.
+# markdown table (mean ± stddev tok/s; the ratio shoal/llama.cpp of the means,
+# the median of the alternated pairs' ratios and the ratio of the best runs),
+# the machine and the exact commands.
 #
 #   bench/compare_llama_cpp.sh -m MODEL [-q TYPE] [-g vulkan] [-t THREADS] [-p N_PROMPT] [-n N_GEN] [-d DEPTH] [-r REPS]
 #
@@ -77,22 +78,29 @@ def key(r):
     return test + (f" @ d{r['n_depth']}" if r.get("n_depth") else "")
 
 def samples(name):
-    """test -> every repeat's tok/s (each run is -r 1)."""
+    """test -> {repeat: tok/s} (each run is -r 1)."""
     out, commit = {}, ""
-    for path in sorted(glob.glob(f"{tmp}/{name}.*.json")):
+    for path in glob.glob(f"{tmp}/{name}.*.json"):
+        rep = int(path.rsplit(".", 2)[-2])
         for r in json.load(open(path)):
-            out.setdefault(key(r), []).extend(r["samples_ts"])
+            out.setdefault(key(r), {})[rep] = statistics.mean(r["samples_ts"])
             commit = r.get("build_commit", "")
     return out, commit
 
 shoal, _ = samples("shoal")
 llama, commit = samples("llama.cpp")
 fmt = lambda v: f"{statistics.mean(v):.1f} ± {statistics.stdev(v) if len(v) > 1 else 0:.1f}"
-print("| model | threads | test | shoal t/s | llama.cpp t/s | shoal / llama.cpp |")
-print("| ----- | ------: | ---- | --------: | ------------: | ----------------: |")
+# Three ratios: of the means; the median of each alternated pair's ratio (a
+# slow spell hits both runs of a pair alike); of the best runs (noise only
+# ever slows a run down).
+print("| model | threads | test | shoal t/s | llama.cpp t/s | ratio of means | median paired ratio | ratio of bests |")
+print("| ----- | ------: | ---- | --------: | ------------: | -------------: | ------------------: | -------------: |")
 for test, s in shoal.items():
     l = llama[test]
-    print(f"| {model} | {threads} | {test} | {fmt(s)} | {fmt(l)} | {statistics.mean(s) / statistics.mean(l):.2f} |")
+    sv, lv = list(s.values()), list(l.values())
+    paired = statistics.median(s[r] / l[r] for r in s if r in l)
+    print(f"| {model} | {threads} | {test} | {fmt(sv)} | {fmt(lv)} | {statistics.mean(sv) / statistics.mean(lv):.2f} "
+          f"| {paired:.2f} | {max(sv) / max(lv):.2f} |")
 print(f"\nllama.cpp build: commit {commit}; {reps} repeats each, alternated")
 EOF_PY
 echo
