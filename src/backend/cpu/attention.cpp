@@ -1,7 +1,8 @@
 // The CPU attention kernel (see attention.h). Per query token and KV head,
 // the `group` query heads that share the KV head are handled together: each
-// K row is loaded once and dotted with every head of the group, each V row
-// loaded once and added into every head's accumulator.
+// K row is fetched once and dotted with every head of the group, and the V
+// rows are summed in tiles of two heads by four vectors, each V vector
+// loaded once per tile.
 //
 // Vectors are capped at 8 float lanes, as in the dot kernels, so AVX2 and
 // AVX-512 machines compute the same bits. No scalar float arithmetic that a
