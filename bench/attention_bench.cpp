@@ -14,54 +14,24 @@
 #include <vector>
 
 #include "backend/cpu/attention.h"
-#include "tensor/dequantize.h"
+#include "backend/cpu/random_kv_cache.h"
 #include "tensor/dtype.h"
-#include "tensor/quantize.h"
 #include "util/thread_pool.h"
 
 namespace {
 
 using shoal::DType;
 
-constexpr int kPositions = 2048;
-
-// A cache of kPositions random rows of every KV head, one sequence.
-struct Cache {
-  std::vector<uint8_t> k, v;
-  shoal::KvLayerView view;
-  Cache(DType type, int width) {
-    std::mt19937 rng(1);
-    std::normal_distribution<float> normal(0.0f, 1.0f);
-    std::vector<float> row(width);
-    const size_t row_bytes = shoal::row_bytes(type, width);
-    k.resize(row_bytes * kPositions);
-    v.resize(row_bytes * kPositions);
-    auto fill = [&](uint8_t* dst) {
-      for (auto& x : row) x = normal(rng);
-      if (type != DType::F16) return shoal::quantize_row_reference(type, row.data(), dst, width);
-      for (int i = 0; i < width; ++i) reinterpret_cast<uint16_t*>(dst)[i] = shoal::f32_to_f16(row[i]);
-    };
-    for (int p = 0; p < kPositions; ++p) {
-      fill(k.data() + p * row_bytes);
-      fill(v.data() + p * row_bytes);
-    }
-    view.k_type = view.v_type = type;
-    view.width = width;
-    view.k_row_bytes = view.v_row_bytes = row_bytes;
-    view.k_seq_stride = view.v_seq_stride = row_bytes * kPositions;
-    view.k = k.data();
-    view.v = v.data();
-  }
-};
+constexpr int kPositions = 2048;  // cache positions
 
 // args: query count (1: decode at the last position), query heads, KV heads, head size.
 void BM_attention(benchmark::State& state, DType type) {
   const int n = static_cast<int>(state.range(0)), n_head = static_cast<int>(state.range(1));
   const int n_kv = static_cast<int>(state.range(2)), d = static_cast<int>(state.range(3));
-  Cache cache(type, n_kv * d);
+  std::mt19937 rng(2);
+  shoal::RandomKvCache cache(type, type, n_kv * d, kPositions, rng);
   std::vector<int32_t> positions(n), seqs(n, 0);
   for (int t = 0; t < n; ++t) positions[t] = n == 1 ? kPositions - 1 : t;
-  std::mt19937 rng(2);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> q(static_cast<size_t>(n) * n_head * d), out(q.size());
   for (auto& x : q) x = normal(rng);

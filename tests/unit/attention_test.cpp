@@ -11,8 +11,7 @@
 #include <vector>
 
 #include "backend/cpu/attention.h"
-#include "tensor/dequantize.h"
-#include "tensor/quantize.h"
+#include "backend/cpu/random_kv_cache.h"
 #include "util/thread_pool.h"
 
 namespace shoal {
@@ -22,39 +21,6 @@ struct Case {
   int n_head, n_head_kv, head_dim;
   DType k_type, v_type;
   int window;
-};
-
-// A cache of one sequence with n_pos positions of random K/V, stored in the
-// case's types.
-struct Cache {
-  std::vector<uint8_t> k, v;
-  KvLayerView view;
-  Cache(const Case& c, int n_pos, std::mt19937& rng) {
-    std::normal_distribution<float> dist(0.0f, 1.0f);
-    const int width = c.n_head_kv * c.head_dim;
-    view.k_type = c.k_type;
-    view.v_type = c.v_type;
-    view.width = width;
-    view.k_row_bytes = row_bytes(c.k_type, width);
-    view.v_row_bytes = row_bytes(c.v_type, width);
-    view.k_seq_stride = view.k_row_bytes * n_pos;
-    view.v_seq_stride = view.v_row_bytes * n_pos;
-    k.resize(view.k_seq_stride);
-    v.resize(view.v_seq_stride);
-    std::vector<float> row(width);
-    for (int p = 0; p < n_pos; ++p) {
-      for (auto [type, dst, bytes] : {std::tuple{c.k_type, &k, view.k_row_bytes}, std::tuple{c.v_type, &v, view.v_row_bytes}}) {
-        for (float& x : row) x = dist(rng);
-        uint8_t* out = dst->data() + p * bytes;
-        if (type == DType::F32) std::memcpy(out, row.data(), width * sizeof(float));
-        if (type == DType::F16)
-          for (int i = 0; i < width; ++i) reinterpret_cast<uint16_t*>(out)[i] = f32_to_f16(row[i]);
-        if (type == DType::Q8_0) quantize_row_reference(DType::Q8_0, row.data(), out, width);
-      }
-    }
-    view.k = k.data();
-    view.v = v.data();
-  }
 };
 
 std::vector<float> run(ThreadPool& pool, const Case& c, const KvLayerView& kv, const std::vector<float>& q,
@@ -75,7 +41,7 @@ TEST_P(AttentionKernel, MatchesReferenceAndKeepsItsBits) {
   const Case c = GetParam();
   std::mt19937 rng(1234 + c.head_dim * 7 + c.n_head);
   const int n_pos = 3 * kAttentionChunk + 37;  // several chunks and a partial one
-  Cache cache(c, n_pos, rng);
+  RandomKvCache cache(c.k_type, c.v_type, c.n_head_kv * c.head_dim, n_pos, rng);
   // A batch of 24 queries ending at the last position, and that last query alone.
   const int n = 24;
   std::vector<int32_t> positions(n);
@@ -128,7 +94,7 @@ TEST(AttentionKernel, RefusesShapesItCannotHold) {
   ThreadPool pool(1);
   const Case c{64, 1, 64, DType::F32, DType::F32, 0};
   std::mt19937 rng(1);
-  Cache cache(c, 4, rng);
+  RandomKvCache cache(c.k_type, c.v_type, c.n_head_kv * c.head_dim, 4, rng);
   std::vector<float> q(64 * 64, 0.0f);
   EXPECT_ANY_THROW(run(pool, c, cache.view, q, {3}));  // 64 query heads per KV head
 }
