@@ -7,6 +7,20 @@ namespace {
 
 int ff_width(const ModelConfig& c) { return std::max(c.n_ff, c.n_ff_exp); }
 
+// Row rows[i] of buf (rows of `width` floats) to row i, i ascending: no
+// source row is overwritten before it is read, since rows[i] >= i.
+void gather_rows(Backend& be, DevicePtr buf, int64_t width, const std::vector<int>& rows) {
+  for (size_t i = 0; i < rows.size(); ++i)
+    if (rows[i] != static_cast<int>(i))
+      be.copy(buf + static_cast<int64_t>(i) * width, buf + rows[i] * width, width * sizeof(float));
+}
+// The reverse: row i back to row rows[i], i descending.
+void scatter_rows(Backend& be, DevicePtr buf, int64_t width, const std::vector<int>& rows) {
+  for (size_t i = rows.size(); i-- > 0;)
+    if (rows[i] != static_cast<int>(i))
+      be.copy(buf + rows[i] * width, buf + static_cast<int64_t>(i) * width, width * sizeof(float));
+}
+
 }  // namespace
 
 LayerScratch::LayerScratch(Backend& be, const ModelConfig& c, int max_tokens) {
@@ -47,10 +61,9 @@ uint64_t LayerScratch::bytes_for(const ModelConfig& c, int max_tokens) {
 }
 
 void forward_layer(Backend& be, const ModelConfig& c, int layer, const LayerWeights& w, const Matrix& rope_freqs,
-                   const KvCache& kv, int kv_layer, int n_tokens, LayerScratch& s) {
+                   const KvCache& kv, int kv_layer, int n_tokens, LayerScratch& s, const std::vector<int>* rows_out) {
   using K = TensorKind;
   const int n = n_tokens;
-  const int64_t residual = static_cast<int64_t>(n) * c.n_embd;
   const DevicePtr x = s.x;
   const LayerSettings& settings = c.layers[layer];
 
@@ -75,22 +88,33 @@ void forward_layer(Backend& be, const ModelConfig& c, int layer, const LayerWeig
   be.rope(s.q, n, c.n_head, rope);
   be.rope(s.k, n, c.n_head_kv, rope);
   be.kv_store(kv.layer(kv_layer), s.k, s.v, n);
+  if (rows_out && rows_out->empty()) return;  // every row's K and V are in the cache: nothing more is read
   AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, c.attn_scale, settings.window};
   be.attention(s.q, kv.layer(kv_layer), n, shape, s.attn);
-  be.matmul(w[K::AttnOutput], s.attn, s.proj, n);
+  // From here on each row is on its own: only the rows read after this
+  // layer go on, moved to the front (as llama.cpp's last layer does).
+  const bool some = rows_out && static_cast<int>(rows_out->size()) < n;
+  const int m = some ? static_cast<int>(rows_out->size()) : n;
+  if (some) {
+    gather_rows(be, s.attn, c.q_width(), *rows_out);
+    gather_rows(be, x, c.n_embd, *rows_out);
+  }
+  const int64_t residual = static_cast<int64_t>(m) * c.n_embd;
+  be.matmul(w[K::AttnOutput], s.attn, s.proj, m);
   if (!w[K::AttnPostNorm].empty())
-    be.rmsnorm(s.proj, w[K::AttnPostNorm], s.proj, n, c.n_embd, c.norm_eps);
+    be.rmsnorm(s.proj, w[K::AttnPostNorm], s.proj, m, c.n_embd, c.norm_eps);
   be.add(x, s.proj, residual);
 
   // Feed-forward block.
-  be.rmsnorm(x, w[K::FfnNorm], s.norm, n, c.n_embd, c.norm_eps);
+  be.rmsnorm(x, w[K::FfnNorm], s.norm, m, c.n_embd, c.norm_eps);
   if (w[K::FfnGateInp].empty())
-    dense_ffn(be, c, w, s.norm, s.proj, n, s);
+    dense_ffn(be, c, w, s.norm, s.proj, m, s);
   else
-    expert_ffn(be, c, w, s.norm, s.proj, n, s);
+    expert_ffn(be, c, w, s.norm, s.proj, m, s);
   if (!w[K::FfnPostNorm].empty())
-    be.rmsnorm(s.proj, w[K::FfnPostNorm], s.proj, n, c.n_embd, c.norm_eps);
+    be.rmsnorm(s.proj, w[K::FfnPostNorm], s.proj, m, c.n_embd, c.norm_eps);
   be.add(x, s.proj, residual);
+  if (some) scatter_rows(be, x, c.n_embd, *rows_out);
 }
 
 }  // namespace shoal

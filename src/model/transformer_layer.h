@@ -44,7 +44,12 @@ struct LayerScratch {
 // s.x: the residual stream [n_tokens][n_embd], updated in place, inside a
 // backend step begun with the batch's rows.
 // layer: the model's layer index; kv_layer: this layer's index inside `kv`.
+// rows_out, when not null, lists (ascending) the only rows read after this
+// layer (the model's last layer, feeding the head: the rows that want
+// logits). Every row's K and V are still stored; the listed rows are
+// finished and left in place in s.x, the others hold nothing meaningful.
 void forward_layer(Backend& be, const ModelConfig& c, int layer, const LayerWeights& w, const Matrix& rope_freqs,
-                   const KvCache& kv, int kv_layer, int n_tokens, LayerScratch& s);
+                   const KvCache& kv, int kv_layer, int n_tokens, LayerScratch& s,
+                   const std::vector<int>* rows_out = nullptr);
 
 }  // namespace shoal

@@ -41,6 +41,41 @@ TEST(Determinism, ThreadsAndChunkingGiveIdenticalLogits) {
   }
 }
 
+// The last layer finishes only the rows that want logits (LocalStage): a
+// row's logits are the same bits whichever other rows want theirs, and a
+// chunk that wants none still leaves every row's K and V for the next.
+TEST(Determinism, RowsWithoutLogitsChangeNoOtherRow) {
+  for (const auto& path : models()) {
+    SCOPED_TRACE(path);
+    auto e = load_engine(path, 2, 64);
+    const int n_vocab = e->config().n_vocab;
+    const std::vector<TokenId> tokens = e->tokenizer().encode(
+        "Once upon a time, there was a little girl named Lily. She loved to play outside in the sun.", true, false);
+    ASSERT_GT(tokens.size(), 12u);
+    const auto every = all_logits(*e, tokens, 64);
+    auto row = [&](const std::vector<float>& l, size_t t) {
+      return std::vector<float>(l.begin() + t * n_vocab, l.begin() + (t + 1) * n_vocab);
+    };
+    // Two rows of one batch want logits (a middle one and the last).
+    const size_t mid = tokens.size() / 2, last = tokens.size() - 1;
+    e->pipeline().truncate_sequence(0, 0);
+    Batch b;
+    for (size_t t = 0; t < tokens.size(); ++t) b.add(tokens[t], static_cast<int>(t), 0, t == mid || t == last);
+    const float* l = e->pipeline().forward(b);
+    EXPECT_TRUE(same_bits(row(every, mid), std::vector<float>(l, l + n_vocab))) << "middle row";
+    EXPECT_TRUE(same_bits(row(every, last), std::vector<float>(l + n_vocab, l + 2 * n_vocab))) << "last row";
+    // The first chunk wants no logits; the second's last row must not notice.
+    e->pipeline().truncate_sequence(0, 0);
+    b.clear();
+    for (size_t t = 0; t < mid; ++t) b.add(tokens[t], static_cast<int>(t), 0, false);
+    e->pipeline().forward(b);
+    b.clear();
+    for (size_t t = mid; t < tokens.size(); ++t) b.add(tokens[t], static_cast<int>(t), 0, t == last);
+    l = e->pipeline().forward(b);
+    EXPECT_TRUE(same_bits(row(every, last), std::vector<float>(l, l + n_vocab))) << "after a chunk with no logits";
+  }
+}
+
 // A windowed layer overwrites what falls out of its window, so a cached
 // prefix is reused only when the sequence is cut back by at most one batch;
 // either way the logits are those of a fresh run.
