@@ -262,10 +262,9 @@ void CpuBackend::add_bias(DevicePtr y_ptr, const Matrix& bias_matrix, int n_toke
     // A row's piece at a time: no division per element, and a loop the
     // compiler vectorises.
     for (int64_t i = i0; i < i1;) {
-      const int64_t col = i % n, end = std::min(i1, i - col + n);
-      float* yr = y + i - col;
-      for (int64_t j = col; j < end - (i - col); ++j) yr[j] += bias[j];
-      i = end;
+      const int64_t row_start = i - i % n, stop = std::min(i1, row_start + n);
+      for (int64_t k = i; k < stop; ++k) y[k] += bias[k - row_start];
+      i = stop;
     }
   });
 }
