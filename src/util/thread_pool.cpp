@@ -48,7 +48,8 @@ void ThreadPool::run_chunks() {
   }
 }
 
-void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn,
+                              int chunks_per_thread) {
   if (n <= 0) return;
   grain = std::max<int64_t>(1, grain);
   if (n_threads_ == 1 || n <= grain) {
@@ -57,9 +58,10 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
   }
   job_ = &fn;
   job_n_ = n;
-  // About kChunksPerThread chunks a thread, each a whole number of grains.
+  // About chunks_per_thread chunks a thread, each a whole number of grains.
   const int64_t units = (n + grain - 1) / grain;
-  const int64_t per_chunk = std::max<int64_t>(1, units / (static_cast<int64_t>(n_threads_) * kChunksPerThread));
+  const int64_t per_chunk =
+      std::max<int64_t>(1, units / (static_cast<int64_t>(n_threads_) * std::max(1, chunks_per_thread)));
   job_chunk_ = per_chunk * grain;
   job_chunks_ = (n + job_chunk_ - 1) / job_chunk_;
   next_chunk_.store(0, std::memory_order_relaxed);

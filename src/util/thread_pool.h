@@ -20,6 +20,8 @@ namespace shoal {
 
 class ThreadPool {
  public:
+  static constexpr int kChunksPerThread = 4;
+
   // n_threads counts the calling thread: 1 means no extra threads.
   explicit ThreadPool(int n_threads);
   ~ThreadPool();
@@ -29,16 +31,16 @@ class ThreadPool {
   int size() const { return n_threads_; }
 
   // Calls fn(begin, end) on disjoint chunks covering [0, n), chunks a
-  // multiple of `grain` long, and returns when all are done. Not reentrant:
-  // one caller at a time.
-  void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+  // multiple of `grain` long, about `chunks_per_thread` a thread, and
+  // returns when all are done. Not reentrant: one caller at a time.
+  void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn,
+                    int chunks_per_thread = kChunksPerThread);
 
   // Physical cores of this machine (falls back to hardware_concurrency).
   static int default_threads();
 
  private:
   static constexpr int kSpinMicros = 2000;
-  static constexpr int kChunksPerThread = 4;
   void worker_loop();
   void run_chunks();
 

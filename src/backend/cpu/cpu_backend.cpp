@@ -112,17 +112,26 @@ void CpuBackend::matmuls(std::span<const MatmulOutput> outputs, DevicePtr x_ptr,
   // numbered across the outputs; every row meets every token (gemm_rows
   // tiles them), and no row's result depends on the range it falls in.
   constexpr int64_t kRowUnit = 24;
+  constexpr int kPromptTokens = 16;
   first_units_.assign(1, 0);
   for (const MatmulOutput& o : outputs) first_units_.push_back(first_units_.back() + (o.w->rows + kRowUnit - 1) / kRowUnit);
-  pool_.parallel_for(first_units_.back(), 1, [&](int64_t u0, int64_t u1) {
-    for (size_t i = 0; i < outputs.size(); ++i) {
-      const int64_t from = std::max(u0, first_units_[i]), to = std::min(u1, first_units_[i + 1]);
-      if (from >= to) continue;
-      const Matrix& w = *outputs[i].w;
-      gemm_rows(w, (from - first_units_[i]) * kRowUnit, std::min(w.rows, (to - first_units_[i]) * kRowUnit), act,
-                act_stride, n_tokens, floats(outputs[i].y), w.rows);
-    }
-  });
+  // A prompt's chunk of rows takes milliseconds, and the thread that runs
+  // out of chunks first waits for the other's last one: smaller chunks
+  // shorten that wait. A decode step's chunks stay as they are (finer ones
+  // measured no different there).
+  const int chunks_per_thread = n_tokens >= kPromptTokens ? 16 : ThreadPool::kChunksPerThread;
+  pool_.parallel_for(
+      first_units_.back(), 1,
+      [&](int64_t u0, int64_t u1) {
+        for (size_t i = 0; i < outputs.size(); ++i) {
+          const int64_t from = std::max(u0, first_units_[i]), to = std::min(u1, first_units_[i + 1]);
+          if (from >= to) continue;
+          const Matrix& w = *outputs[i].w;
+          gemm_rows(w, (from - first_units_[i]) * kRowUnit, std::min(w.rows, (to - first_units_[i]) * kRowUnit), act,
+                    act_stride, n_tokens, floats(outputs[i].y), w.rows);
+        }
+      },
+      chunks_per_thread);
 }
 
 void CpuBackend::for_elements(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
