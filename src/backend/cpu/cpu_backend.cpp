@@ -113,13 +113,14 @@ void CpuBackend::matmuls(std::span<const MatmulOutput> outputs, DevicePtr x_ptr,
   // tiles them), and no row's result depends on the range it falls in.
   constexpr int64_t kRowUnit = 24;
   constexpr int kPromptTokens = 16;
+  constexpr int kPromptChunksPerThread = 16;
   first_units_.assign(1, 0);
   for (const MatmulOutput& o : outputs) first_units_.push_back(first_units_.back() + (o.w->rows + kRowUnit - 1) / kRowUnit);
   // A prompt's chunk of rows takes milliseconds, and the thread that runs
   // out of chunks first waits for the other's last one: smaller chunks
   // shorten that wait. A decode step's chunks stay as they are (finer ones
   // measured no different there).
-  const int chunks_per_thread = n_tokens >= kPromptTokens ? 16 : ThreadPool::kChunksPerThread;
+  const int chunks_per_thread = n_tokens >= kPromptTokens ? kPromptChunksPerThread : ThreadPool::kChunksPerThread;
   pool_.parallel_for(
       first_units_.back(), 1,
       [&](int64_t u0, int64_t u1) {
