@@ -74,7 +74,7 @@ std::vector<std::unique_ptr<Stage>> Engine::make_local_stages(int begin, int end
   if (split < end) {
     gpu_backend_->prepare_weights(weights_, config_, BindRange{split, end, false});
     stages.push_back(std::make_unique<LocalStage>(*gpu_backend_, config_, weights_, split, end, options_.n_seq, n_ctx_,
-                                                  n_batch_, options_.kv_types, /*feeds_head=*/true));
+                                                  n_batch_, options_.kv_types));
   }
   return stages;
 }
@@ -82,7 +82,7 @@ std::vector<std::unique_ptr<Stage>> Engine::make_local_stages(int begin, int end
 std::unique_ptr<Stage> Engine::make_local_stage(int begin, int end) {
   backend_->prepare_weights(weights_, config_, BindRange{begin, end, false});
   return std::make_unique<LocalStage>(*backend_, config_, weights_, begin, end, options_.n_seq, n_ctx_, n_batch_,
-                                      options_.kv_types, /*feeds_head=*/true);
+                                      options_.kv_types);
 }
 
 }  // namespace shoal

@@ -7,14 +7,14 @@
 namespace shoal {
 
 LocalStage::LocalStage(Backend& backend, const ModelConfig& config, const ModelWeights& weights, int begin, int end,
-                       int n_seq, int n_ctx, int max_tokens, KvTypes kv_types, bool feeds_head)
+                       int n_seq, int n_ctx, int max_tokens, KvTypes kv_types)
     : backend_(backend),
       config_(config),
       weights_(weights),
       begin_(begin),
       end_(end),
       max_tokens_(max_tokens),
-      feeds_head_(feeds_head && end == config.n_layer),
+      ends_model_(end == config.n_layer),
       kv_(backend, config, begin, end, n_seq, n_ctx, max_tokens, kv_types),
       scratch_(backend, config, max_tokens) {
   if (begin < 0 || end > config.n_layer || begin >= end)
@@ -47,8 +47,10 @@ void LocalStage::forward(const Batch& batch, float* hidden) {
   kv_.admit(batch.seq_ids.data(), batch.positions.data(), n);
   backend_.begin_step(batch.seq_ids.data(), batch.positions.data(), n);
   try {
+    // The model's last layer finishes only the rows that want logits (the
+    // head reads no others): the contract of Stage::forward.
     const std::vector<int>* rows_out = nullptr;
-    if (feeds_head_ && batch.logits.size() == static_cast<size_t>(n)) {
+    if (ends_model_ && batch.logits.size() == static_cast<size_t>(n)) {
       rows_out_.clear();
       for (int t = 0; t < n; ++t)
         if (batch.logits[t]) rows_out_.push_back(t);

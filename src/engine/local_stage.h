@@ -12,12 +12,8 @@ namespace shoal {
 // Layers [begin, end) of a model on a local backend.
 class LocalStage : public Stage {
  public:
-  // feeds_head: the stage holds the model's last layer and its output goes
-  // straight to this process's head, which reads only the rows that want
-  // logits: the last layer finishes those rows alone (a worker's stage
-  // does not know which rows those are and finishes every row).
   LocalStage(Backend& backend, const ModelConfig& config, const ModelWeights& weights, int begin, int end, int n_seq,
-             int n_ctx, int max_tokens, KvTypes kv_types, bool feeds_head = false);
+             int n_ctx, int max_tokens, KvTypes kv_types);
 
   int layer_begin() const override { return begin_; }
   int layer_end() const override { return end_; }
@@ -35,7 +31,7 @@ class LocalStage : public Stage {
   const ModelWeights& weights_;
   int begin_, end_;
   int max_tokens_;
-  bool feeds_head_;
+  bool ends_model_;            // holds the model's last layer
   std::vector<int> rows_out_;  // this step's rows that want logits, for the last layer
   KvCache kv_;
   LayerScratch scratch_;

@@ -2,12 +2,13 @@
 same bits as the local run (text and every step's logits), the weight cache
 and models dir spare the transfer, and the wire dtypes cost what they cost."""
 import re
+import time
 
 import numpy as np
 import pytest
 
 from conftest import RANDOM_MODELS, random_model, run_shoal
-from shoal_wire import Peer, STATS, STATS_REPLY
+from shoal_wire import ERROR, Peer, STATS, STATS_REPLY
 
 # Longer than one batch at -b 16, so prefill crosses stage boundaries in chunks.
 LONG_PROMPT = ("Once upon a time, there was a little girl named Lily. She loved to play outside in the sun with "
@@ -23,13 +24,20 @@ def generate(shoal_bin, tmp_path, model, *extra, n=24, name="run"):
 
 
 def worker_stats(worker):
-    peer = Peer(worker.port)
-    peer.handshake()
-    peer.send_json(STATS, {}, request_id=1)
-    reply = peer.recv_json()
-    peer.close()
-    assert reply["type"] == STATS_REPLY
-    return reply["json"]
+    # Right after a run the worker may not have seen its primary leave yet
+    # and refuses a second one as busy: asked again, within a bound.
+    deadline = time.monotonic() + 10
+    while True:
+        peer = Peer(worker.port)
+        reply = peer.handshake()
+        if reply["type"] != ERROR:
+            peer.send_json(STATS, {}, request_id=1)
+            reply = peer.recv_json()
+        peer.close()
+        if reply["type"] == STATS_REPLY:
+            return reply["json"]
+        assert b"busy" in reply["payload"] and time.monotonic() < deadline, reply
+        time.sleep(0.1)
 
 
 @pytest.mark.parametrize("model_name", ["stories260K", "smollm2"] + RANDOM_MODELS)
@@ -103,6 +111,30 @@ def test_pipelined_prompts_are_bit_identical_to_local(shoal_bin, shared, smollm2
     local = run("local")
     assert run("pipelined", *cluster, "-ub", "8") == local
     assert run("whole", *cluster, "-ub", "0") == local
+
+
+@pytest.mark.parametrize("mode", [[], ["--chain"]])
+def test_the_last_worker_returns_only_the_rows_the_head_reads(shoal_bin, shared, workers, tmp_path, mode):
+    """The worker holding the model's last layer finishes and sends back only
+    the rows that want logits (FORWARD's rows out): one a step, not every
+    prompt row; the worker before it sends every row on. Same bits as local."""
+    model = shared / "models/stories260K.gguf"
+    n = 6
+    text, logits, _ = generate(shoal_bin, tmp_path, model, n=n, name="local")
+    w1, w2 = workers(2)
+    before = [worker_stats(w) for w in (w1, w2)]
+    t, l, err = generate(shoal_bin, tmp_path, model, "--rpc", f"{w1.address},{w2.address}", "--tensor-split",
+                         "0,1,4", *mode, n=n, name="cluster")
+    assert (t, l) == (text, logits)
+    assert re.search(rf"^{re.escape(w2.address)}\s+CPU\s+1-4 \(4\)", err, re.M), err
+    after = [worker_stats(w) for w in (w1, w2)]
+    rows_in = [a["forward_rows"] - b["forward_rows"] for a, b in zip(after, before)]
+    rows_back = [a["result_rows"] - b["result_rows"] for a, b in zip(after, before)]
+    prompt_rows = rows_in[1] - (n - 1)  # the prompt, then a row a decode step
+    assert prompt_rows > 16, rows_in  # more than one batch (-b 16)
+    assert rows_in[0] == rows_in[1]
+    assert rows_back[1] == n, rows_back  # the last prompt row, then each decode step's
+    assert rows_back[0] == (0 if mode else rows_in[0]), rows_back  # a chain's first worker answers no one
 
 
 def test_second_load_sends_no_weight_bytes(shoal_bin, smollm2, workers, tmp_path):

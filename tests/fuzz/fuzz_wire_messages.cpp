@@ -16,9 +16,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace shoal::wire;
   if (size >= kHeaderBytes) (void)decode_header(data);
   std::span<const uint8_t> bytes(data, size);
-  std::vector<int32_t> positions, seq_ids;
+  std::vector<int32_t> positions, seq_ids, rows_out;
   try {
-    ForwardView v = decode_forward(bytes, positions, seq_ids);
+    ForwardView v = decode_forward(bytes, positions, seq_ids, rows_out);
     std::vector<float> rows(static_cast<size_t>(v.header.n_tokens) * v.header.n_embd);
     decode_activations(v.header.dtype, v.activations.data(), v.header.n_tokens, v.header.n_embd, rows.data());
   } catch (const shoal::Error&) {

@@ -1,5 +1,6 @@
 #include "cluster/primary/remote_stage.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 
@@ -9,9 +10,13 @@ namespace shoal {
 
 using wire::MessageType;
 
-RemoteStage::RemoteStage(std::vector<RemoteMember> members, int n_embd, wire::WireDType dtype)
+RemoteStage::RemoteStage(std::vector<RemoteMember> members, int n_embd, int n_layer, wire::WireDType dtype)
     : members_(std::move(members)), n_embd_(n_embd), dtype_(dtype) {
   if (members_.empty()) fail("internal: a remote stage needs at least one worker");
+  // Every member passes the list on; a worker from before it would not
+  // parse it, so such a chain gets every row back as before.
+  sends_rows_out_ = members_.back().layer_end == n_layer &&
+                    std::all_of(members_.begin(), members_.end(), [](auto& m) { return m.client->takes_rows_out(); });
   for (size_t i = 1; i < members_.size(); ++i)
     route_.push_back({members_[i].client->address(), members_[i].stage_id});
   wire::wire_bytes(dtype_, 1, n_embd_);  // refuses q8_0 for widths that are not whole blocks
@@ -59,7 +64,14 @@ void RemoteStage::submit(const Batch& batch, float* hidden) {
     for (auto& lease : leases_) lease.lock();
     const uint64_t id = first.client->next_request_id();
     wire::ForwardHeader h{first.stage_id, static_cast<uint32_t>(n), static_cast<uint32_t>(n_embd_), dtype_};
-    wire::encode_forward_prefix(h, batch.positions, batch.seq_ids, route_, prefix_);
+    // The head reads only the rows that want logits: the last worker
+    // finishes and returns just those (Stage::forward).
+    const bool rows_out = sends_rows_out_ && batch.logits.size() == static_cast<size_t>(n);
+    rows_out_.clear();
+    if (rows_out)
+      for (int t = 0; t < n; ++t)
+        if (batch.logits[t]) rows_out_.push_back(t);
+    wire::encode_forward_prefix(h, batch.positions, batch.seq_ids, rows_out ? &rows_out_ : nullptr, route_, prefix_);
     std::span<const uint8_t> activations;
     if (dtype_ == wire::WireDType::F32) {
       activations = {reinterpret_cast<const uint8_t*>(hidden), static_cast<size_t>(n) * n_embd_ * sizeof(float)};
@@ -72,6 +84,7 @@ void RemoteStage::submit(const Batch& batch, float* hidden) {
     pending_id_ = id;
     pending_hidden_ = hidden;
     pending_n_ = n;
+    pending_rows_out_ = rows_out;
   } catch (...) {
     release_leases();
     throw;
@@ -87,12 +100,13 @@ void RemoteStage::collect() {
     ~Release() { s.release_leases(); }
   } release{*this};
   receive_result(id);
-  const int n = pending_n_;
+  const int n = pending_rows_out_ ? static_cast<int>(rows_out_.size()) : pending_n_;
   wire::ResultView r = wire::decode_result(frame_.payload);
   if (r.n_tokens != static_cast<uint32_t>(n) || r.n_embd != static_cast<uint32_t>(n_embd_) || r.dtype != dtype_)
     throw wire::ProtocolError(wire::ErrorCode::Malformed,
                               fmt::format("{} answered with a result of the wrong shape", describe()));
   wire::decode_activations(dtype_, r.activations.data(), n, n_embd_, pending_hidden_);
+  if (pending_rows_out_) wire::unpack_rows(pending_hidden_, n_embd_, rows_out_);
 }
 
 void RemoteStage::cancel() noexcept {

@@ -28,7 +28,9 @@ struct RemoteMember {
 
 class RemoteStage : public Stage {
  public:
-  RemoteStage(std::vector<RemoteMember> members, int n_embd, wire::WireDType dtype);
+  // n_layer: the model's; a stage that ends the model sends which rows the
+  // head reads, and gets back only those.
+  RemoteStage(std::vector<RemoteMember> members, int n_embd, int n_layer, wire::WireDType dtype);
 
   int layer_begin() const override { return members_.front().layer_begin; }
   int layer_end() const override { return members_.back().layer_end; }
@@ -52,16 +54,19 @@ class RemoteStage : public Stage {
 
   std::vector<RemoteMember> members_;
   int n_embd_;
+  bool sends_rows_out_;  // ends the model and every member takes the rows out
   wire::WireDType dtype_;
   std::vector<wire::ChainHop> route_;
   // Reused every step: no allocation in the token loop.
   std::vector<uint8_t> prefix_, encoded_;
+  std::vector<int32_t> rows_out_;  // the pending step's rows the head reads (when sends_rows_out_)
   wire::Frame frame_;
   std::vector<std::unique_lock<std::mutex>> leases_;  // one per member, held from submit to collect
   // The step between submit() and collect().
   uint64_t pending_id_ = 0;  // 0: none
   float* pending_hidden_ = nullptr;
   int pending_n_ = 0;
+  bool pending_rows_out_ = false;  // the answer holds rows_out_'s rows only
   void release_leases() noexcept;
   std::vector<pollfd> poll_set_;                      // the members' sockets (chain mode)
 };

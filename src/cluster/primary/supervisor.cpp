@@ -298,7 +298,7 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_stages(Engine& engi
   std::vector<std::tuple<Member*, const WorkerClient*, uint32_t>> loaded;
   auto flush_chain = [&] {
     if (chain.empty()) return;
-    stages.push_back(std::make_unique<RemoteStage>(std::move(chain), config.n_embd, dtype));
+    stages.push_back(std::make_unique<RemoteStage>(std::move(chain), config.n_embd, config.n_layer, dtype));
     chain.clear();
   };
   for (const StageAssignment& a : plan.stages) {
@@ -331,7 +331,8 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_stages(Engine& engi
     loaded.emplace_back(&m, client.get(), r.stage_id);
     RemoteMember member{client, r.stage_id, a.layer_begin, a.layer_end, r};
     if (!options_.chain) {
-      stages.push_back(std::make_unique<RemoteStage>(std::vector<RemoteMember>{member}, config.n_embd, dtype));
+      stages.push_back(
+          std::make_unique<RemoteStage>(std::vector<RemoteMember>{member}, config.n_embd, config.n_layer, dtype));
     } else {
       chain.push_back(member);
     }

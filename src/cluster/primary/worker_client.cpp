@@ -51,6 +51,7 @@ WorkerClient::WorkerClient(const std::string& address, const LinkOptions& link)
   auto has = [&](const char* c) { return caps.is_array() && std::find(caps.begin(), caps.end(), c) != caps.end(); };
   if (has("link-probe")) device_.link_gbps = measure_link_gbps();
   can_probe_ = has("probe");
+  takes_rows_out_ = has("rows-out");
 }
 
 nlohmann::json WorkerClient::request(MessageType type, const nlohmann::json& body, MessageType reply) {

@@ -70,6 +70,8 @@ class WorkerClient {
   // warned about and keeps the figures it had: the worker's loss, if that
   // is what it was, shows at the next request.
   void probe(const ProbeShape& shape);
+  // The worker takes FORWARD's list of rows out (capability "rows-out").
+  bool takes_rows_out() const { return takes_rows_out_; }
   wire::Connection& connection() { return *conn_; }
   uint64_t next_request_id() { return ++request_id_; }
   int timeout_ms() const { return timeout_ms_; }
@@ -100,6 +102,7 @@ class WorkerClient {
   DeviceInfo device_;
   mutable std::mutex device_mutex_;  // device_ against probe()
   bool can_probe_ = false;           // the worker has the "probe" capability
+  bool takes_rows_out_ = false;
   std::optional<ProbeShape> probed_;  // what its figures were last measured on
   std::atomic<uint64_t> request_id_{0};
   int timeout_ms_;

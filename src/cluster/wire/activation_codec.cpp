@@ -39,6 +39,7 @@ size_t wire_bytes(WireDType t, int64_t n_rows, int64_t width) {
 
 void encode_activations(WireDType t, const float* rows, int64_t n_rows, int64_t width, std::vector<uint8_t>& out) {
   out.resize(wire_bytes(t, n_rows, width));
+  if (out.empty()) return;  // no rows (a result no one reads): nothing to copy from or to
   const int64_t n = n_rows * width;
   switch (t) {
     case WireDType::F32: std::memcpy(out.data(), rows, out.size()); return;
@@ -68,6 +69,7 @@ void encode_activations(WireDType t, const float* rows, int64_t n_rows, int64_t 
 }
 
 void decode_activations(WireDType t, const uint8_t* in, int64_t n_rows, int64_t width, float* rows) {
+  if (n_rows == 0) return;
   switch (t) {
     case WireDType::F32: std::memcpy(rows, in, wire_bytes(t, n_rows, width)); return;
     case WireDType::F16: dequantize_row(DType::F16, in, rows, n_rows * width); return;
@@ -79,6 +81,18 @@ void decode_activations(WireDType t, const uint8_t* in, int64_t n_rows, int64_t 
     }
     default: fail("bad wire dtype");
   }
+}
+
+void pack_rows(float* rows, int64_t width, std::span<const int32_t> rows_out) {
+  for (size_t i = 0; i < rows_out.size(); ++i)  // row rows_out[i] >= i: the first first
+    if (rows_out[i] != static_cast<int32_t>(i))
+      std::memcpy(rows + i * width, rows + rows_out[i] * width, width * sizeof(float));
+}
+
+void unpack_rows(float* rows, int64_t width, std::span<const int32_t> rows_out) {
+  for (size_t i = rows_out.size(); i-- > 0;)  // the last first
+    if (rows_out[i] != static_cast<int32_t>(i))
+      std::memcpy(rows + rows_out[i] * width, rows + i * width, width * sizeof(float));
 }
 
 }  // namespace shoal::wire

@@ -45,26 +45,36 @@ class Reader {
   size_t at_ = 0;
 };
 
-void check_shape(uint32_t n_tokens, uint32_t n_embd, uint8_t dtype) {
-  if (n_tokens == 0 || n_tokens > kMaxTokens || n_embd == 0 || n_embd > kMaxWidth ||
+// A result may carry no rows (a prompt's chunk whose rows no one reads).
+void check_shape(uint32_t n_tokens, uint32_t n_embd, uint8_t dtype, uint32_t min_tokens = 1) {
+  if (n_tokens < min_tokens || n_tokens > kMaxTokens || n_embd == 0 || n_embd > kMaxWidth ||
       dtype >= static_cast<uint8_t>(WireDType::COUNT))
     throw ProtocolError(ErrorCode::Malformed, "FORWARD has an impossible shape or dtype");
+}
+
+void copy_ints(Reader& r, size_t n, std::vector<int32_t>& out) {
+  out.resize(n);
+  if (n) std::memcpy(out.data(), r.take(n * 4).data(), n * 4);
 }
 
 }  // namespace
 
 void encode_forward_prefix(const ForwardHeader& h, std::span<const int32_t> positions,
-                           std::span<const int32_t> seq_ids, std::span<const ChainHop> route,
-                           std::vector<uint8_t>& out) {
+                           std::span<const int32_t> seq_ids, const std::vector<int32_t>* rows_out,
+                           std::span<const ChainHop> route, std::vector<uint8_t>& out) {
   out.clear();
   put(out, h.stage_id);
   put(out, h.n_tokens);
   put(out, h.n_embd);
   put(out, static_cast<uint8_t>(h.dtype));
-  put(out, uint8_t{0});
+  put(out, rows_out ? kForwardRowsOut : uint8_t{0});
   put(out, static_cast<uint16_t>(route.size()));
   for (int32_t p : positions) put(out, p);
   for (int32_t s : seq_ids) put(out, s);
+  if (rows_out) {
+    put(out, static_cast<uint32_t>(rows_out->size()));
+    for (int32_t t : *rows_out) put(out, t);
+  }
   for (const auto& hop : route) {
     put(out, hop.stage_id);
     put(out, static_cast<uint16_t>(hop.address.size()));
@@ -73,25 +83,35 @@ void encode_forward_prefix(const ForwardHeader& h, std::span<const int32_t> posi
 }
 
 ForwardView decode_forward(std::span<const uint8_t> payload, std::vector<int32_t>& positions,
-                           std::vector<int32_t>& seq_ids) {
+                           std::vector<int32_t>& seq_ids, std::vector<int32_t>& rows_out) {
   Reader r(payload);
   ForwardView v;
   v.header.stage_id = r.get<uint32_t>();
   v.header.n_tokens = r.get<uint32_t>();
   v.header.n_embd = r.get<uint32_t>();
   const uint8_t dtype = r.get<uint8_t>();
-  r.get<uint8_t>();
+  const uint8_t flags = r.get<uint8_t>();
   const uint16_t n_route = r.get<uint16_t>();
   check_shape(v.header.n_tokens, v.header.n_embd, dtype);
+  if (flags & ~kForwardRowsOut) throw ProtocolError(ErrorCode::Malformed, "FORWARD has unknown flags");
   if (n_route > kMaxRoute) throw ProtocolError(ErrorCode::Malformed, "FORWARD chain route is too long");
   v.header.dtype = static_cast<WireDType>(dtype);
   const size_t n = v.header.n_tokens;
-  positions.resize(n);
-  seq_ids.resize(n);
-  std::memcpy(positions.data(), r.take(n * 4).data(), n * 4);
-  std::memcpy(seq_ids.data(), r.take(n * 4).data(), n * 4);
+  copy_ints(r, n, positions);
+  copy_ints(r, n, seq_ids);
   v.positions = positions;
   v.seq_ids = seq_ids;
+  v.has_rows_out = flags & kForwardRowsOut;
+  rows_out.clear();
+  if (v.has_rows_out) {
+    const uint32_t n_out = r.get<uint32_t>();
+    if (n_out > n) throw ProtocolError(ErrorCode::Malformed, "FORWARD lists more rows out than it has rows");
+    copy_ints(r, n_out, rows_out);
+    for (size_t i = 0; i < rows_out.size(); ++i)
+      if (rows_out[i] < 0 || static_cast<size_t>(rows_out[i]) >= n || (i > 0 && rows_out[i] <= rows_out[i - 1]))
+        throw ProtocolError(ErrorCode::Malformed, "FORWARD's rows out are not ascending rows of the batch");
+  }
+  v.rows_out = rows_out;
   for (uint16_t i = 0; i < n_route; ++i) {
     ChainHop hop;
     hop.stage_id = r.get<uint32_t>();
@@ -130,7 +150,7 @@ ResultView decode_result(std::span<const uint8_t> payload) {
   const uint8_t dtype = r.get<uint8_t>();
   r.get<uint8_t>();
   r.get<uint16_t>();
-  check_shape(v.n_tokens, v.n_embd, dtype);
+  check_shape(v.n_tokens, v.n_embd, dtype, 0);
   v.dtype = static_cast<WireDType>(dtype);
   size_t expected;
   try {

@@ -158,7 +158,8 @@ nlohmann::json WorkerServer::hello_info() {
             {"threads", pool_->size()},
             {"matvec_gbps", device_.matvec_gbps},
             {"matmul_gflops", device_.matmul_gflops}}},
-          {"capabilities", {"chain", "wire-f16", "wire-bf16", "wire-q8_0", "weight-cache", "models-dir", "link-probe", "probe"}}};
+          {"capabilities", {"chain", "wire-f16", "wire-bf16", "wire-q8_0", "weight-cache", "models-dir", "link-probe", "probe",
+                            "rows-out"}}};
 }
 
 uint64_t WorkerServer::memory_in_use() {
@@ -181,6 +182,8 @@ nlohmann::json WorkerServer::stats_json() {
           {"stages_loaded", stats_.stages_loaded.load()},
           {"stages", n_stages},
           {"forwards", stats_.forwards.load()},
+          {"forward_rows", stats_.forward_rows.load()},
+          {"result_rows", stats_.result_rows.load()},
           {"connections", stats_.connections.load()},
           {"refused", stats_.refused.load()},
           {"timed_out", stats_.timed_out.load()},

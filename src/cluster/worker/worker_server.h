@@ -50,6 +50,8 @@ struct WorkerStats {
   std::atomic<uint64_t> tensors_from_models_dir{0};
   std::atomic<uint64_t> stages_loaded{0};
   std::atomic<uint64_t> forwards{0};
+  std::atomic<uint64_t> forward_rows{0};  // rows the FORWARDs carried in
+  std::atomic<uint64_t> result_rows{0};   // rows FORWARD_RESULTs carried back
   std::atomic<uint64_t> connections{0};
   std::atomic<uint64_t> refused{0};
   std::atomic<uint64_t> timed_out{0};  // sessions ended by silence

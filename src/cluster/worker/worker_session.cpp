@@ -184,23 +184,31 @@ std::shared_ptr<WorkerStage> WorkerSession::find_stage(uint32_t id) {
 
 void WorkerSession::forward(const wire::Frame& request) {
   const uint64_t id = request.header.request_id;
-  wire::ForwardView view = wire::decode_forward(request.payload, positions_, seq_ids_);
+  wire::ForwardView view = wire::decode_forward(request.payload, positions_, seq_ids_, rows_out_);
   try {
     auto stage = find_stage(view.header.stage_id);
     const int n = static_cast<int>(view.header.n_tokens), width = stage->config.n_embd;
     if (static_cast<int>(view.header.n_embd) != width)
       throw ProtocolError(ErrorCode::BadRequest,
                           fmt::format("FORWARD rows are {} wide, stage {} expects {}", view.header.n_embd, stage->id, width));
+    if (view.has_rows_out && view.route.empty() && stage->stage->layer_end() != stage->config.n_layer)
+      throw ProtocolError(ErrorCode::BadRequest,
+                          fmt::format("FORWARD lists rows out, but stage {} (layers {}-{}) does not end the model",
+                                      stage->id, stage->stage->layer_begin(), stage->stage->layer_end() - 1));
     hidden_.resize(static_cast<size_t>(n) * width);
     wire::decode_activations(view.header.dtype, view.activations.data(), n, width, hidden_.data());
+    // A row "wants logits" when it is read after the model's last layer:
+    // every row unless the primary listed them (Stage::forward).
     batch_.clear();
-    for (int t = 0; t < n; ++t) batch_.add(0, positions_[t], seq_ids_[t], false);
+    for (int t = 0; t < n; ++t) batch_.add(0, positions_[t], seq_ids_[t], !view.has_rows_out);
+    for (int32_t t : view.rows_out) batch_.logits[t] = 1;
     {
       std::lock_guard<std::mutex> run(stage->run_mutex);
       std::lock_guard<std::mutex> compute(s_.compute_mutex_);
       stage->stage->forward(batch_, hidden_.data());
     }
     ++s_.stats_.forwards;
+    s_.stats_.forward_rows += n;
     send_on(id, view, stage);
   } catch (const Error& e) {
     if (is_primary_) throw;
@@ -216,10 +224,15 @@ void WorkerSession::forward(const wire::Frame& request) {
 
 void WorkerSession::send_on(uint64_t request_id, const wire::ForwardView& view,
                             const std::shared_ptr<WorkerStage>& stage) {
-  const int n = static_cast<int>(view.header.n_tokens), width = stage->config.n_embd;
+  int n = static_cast<int>(view.header.n_tokens);
+  const int width = stage->config.n_embd;
+  if (view.route.empty() && view.has_rows_out) {  // only the listed rows were finished, and only they go back
+    wire::pack_rows(hidden_.data(), width, view.rows_out);
+    n = static_cast<int>(view.rows_out.size());
+  }
   std::span<const uint8_t> activations;
   if (view.header.dtype == wire::WireDType::F32) {
-    activations = {reinterpret_cast<const uint8_t*>(hidden_.data()), hidden_.size() * sizeof(float)};
+    activations = {reinterpret_cast<const uint8_t*>(hidden_.data()), static_cast<size_t>(n) * width * sizeof(float)};
   } else {
     wire::encode_activations(view.header.dtype, hidden_.data(), n, width, encoded_);
     activations = encoded_;
@@ -235,10 +248,12 @@ void WorkerSession::send_on(uint64_t request_id, const wire::ForwardView& view,
     if (!target) throw Error("chain result has no primary to go to");
     const std::span<const uint8_t> parts[] = {prefix_, activations};
     target->send(MessageType::ForwardResult, request_id, parts);
+    s_.stats_.result_rows += n;
     return;
   }
   wire::ForwardHeader h{view.route[0].stage_id, view.header.n_tokens, view.header.n_embd, view.header.dtype};
-  wire::encode_forward_prefix(h, positions_, seq_ids_, std::span(view.route).subspan(1), prefix_);
+  wire::encode_forward_prefix(h, positions_, seq_ids_, view.has_rows_out ? &rows_out_ : nullptr,
+                              std::span(view.route).subspan(1), prefix_);
   const std::span<const uint8_t> parts[] = {prefix_, activations};
   try {
     next_hop(view.route[0].address, false)->send(MessageType::Forward, request_id, parts);

@@ -37,7 +37,7 @@ class WorkerSession {
   bool is_primary_ = false;
   std::vector<uint32_t> owned_;
   // Reused across FORWARDs: no allocation in the steady token loop.
-  std::vector<int32_t> positions_, seq_ids_;
+  std::vector<int32_t> positions_, seq_ids_, rows_out_;
   std::vector<float> hidden_;
   std::vector<uint8_t> prefix_, encoded_;
   Batch batch_;
