@@ -7,6 +7,7 @@ import json
 import os
 import socket
 import struct
+import time
 
 MAGIC = 0x4C4F4853
 VERSION = 5
@@ -115,3 +116,24 @@ class Peer:
 
 def proof_of(key, label, first, second):
     return hmac.new(key.encode(), f"{label}|{first}|{second}".encode(), hashlib.sha256).hexdigest()
+
+
+def served_peer(port, key=None, within=10.0):
+    """A Peer the worker serves as its primary. Right after another primary
+    leaves, the worker may not have let it go yet: it refuses the newcomer as
+    busy (after the handshake) and closes. Asked again until `within` s pass."""
+    deadline = time.monotonic() + within
+    while True:
+        peer = Peer(port)
+        try:
+            reply = peer.handshake(key=key)
+            if reply["type"] != ERROR:
+                peer.send_json(PING, {}, request_id=1)
+                reply = peer.recv_json()
+                if reply["type"] == PONG:
+                    return peer
+        except ConnectionError as e:  # refused and closed before the PING got there
+            reply = {"payload": str(e).encode()}
+        peer.close()
+        assert time.monotonic() < deadline, f"the worker on port {port} never served a primary: {reply}"
+        time.sleep(0.1)

@@ -2,13 +2,12 @@
 same bits as the local run (text and every step's logits), the weight cache
 and models dir spare the transfer, and the wire dtypes cost what they cost."""
 import re
-import time
 
 import numpy as np
 import pytest
 
 from conftest import RANDOM_MODELS, random_model, run_shoal
-from shoal_wire import ERROR, Peer, STATS, STATS_REPLY
+from shoal_wire import STATS, STATS_REPLY, served_peer
 
 # Longer than one batch at -b 16, so prefill crosses stage boundaries in chunks.
 LONG_PROMPT = ("Once upon a time, there was a little girl named Lily. She loved to play outside in the sun with "
@@ -24,20 +23,12 @@ def generate(shoal_bin, tmp_path, model, *extra, n=24, name="run"):
 
 
 def worker_stats(worker):
-    # Right after a run the worker may not have seen its primary leave yet
-    # and refuses a second one as busy: asked again, within a bound.
-    deadline = time.monotonic() + 10
-    while True:
-        peer = Peer(worker.port)
-        reply = peer.handshake()
-        if reply["type"] != ERROR:
-            peer.send_json(STATS, {}, request_id=1)
-            reply = peer.recv_json()
-        peer.close()
-        if reply["type"] == STATS_REPLY:
-            return reply["json"]
-        assert b"busy" in reply["payload"] and time.monotonic() < deadline, reply
-        time.sleep(0.1)
+    peer = served_peer(worker.port)
+    peer.send_json(STATS, {}, request_id=2)
+    reply = peer.recv_json()
+    peer.close()
+    assert reply["type"] == STATS_REPLY, reply
+    return reply["json"]
 
 
 @pytest.mark.parametrize("model_name", ["stories260K", "smollm2"] + RANDOM_MODELS)
