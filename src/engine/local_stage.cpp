@@ -49,13 +49,7 @@ void LocalStage::forward(const Batch& batch, float* hidden) {
   try {
     // The model's last layer finishes only the rows that want logits (the
     // head reads no others): the contract of Stage::forward.
-    const std::vector<int>* rows_out = nullptr;
-    if (ends_model_ && batch.logits.size() == static_cast<size_t>(n)) {
-      rows_out_.clear();
-      for (int t = 0; t < n; ++t)
-        if (batch.logits[t]) rows_out_.push_back(t);
-      rows_out = &rows_out_;
-    }
+    const std::vector<int32_t>* rows_out = ends_model_ && batch.logit_rows(rows_out_) ? &rows_out_ : nullptr;
     backend_.upload(scratch_.x, hidden, bytes);
     for (int l = begin_; l < end_; ++l)
       forward_layer(backend_, config_, l, weights_.layers[l], weights_.rope_freqs, kv_, l - begin_, n, scratch_,

@@ -32,7 +32,7 @@ class LocalStage : public Stage {
   int begin_, end_;
   int max_tokens_;
   bool ends_model_;            // holds the model's last layer
-  std::vector<int> rows_out_;  // this step's rows that want logits, for the last layer
+  std::vector<int32_t> rows_out_;  // this step's rows that want logits, for the last layer
   KvCache kv_;
   LayerScratch scratch_;
 };

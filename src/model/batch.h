@@ -20,6 +20,15 @@ struct Batch {
     seq_ids.push_back(seq);
     logits.push_back(want_logits ? 1 : 0);
   }
+  // The rows that want logits, ascending, into `out` (reused); false, and
+  // `out` untouched, when the batch has no logits flags.
+  bool logit_rows(std::vector<int32_t>& out) const {
+    if (logits.size() != tokens.size()) return false;
+    out.clear();
+    for (size_t t = 0; t < logits.size(); ++t)
+      if (logits[t]) out.push_back(static_cast<int32_t>(t));
+    return true;
+  }
   int n_logits() const {
     int n = 0;
     for (uint8_t l : logits) n += l;

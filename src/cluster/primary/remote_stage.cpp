@@ -66,11 +66,7 @@ void RemoteStage::submit(const Batch& batch, float* hidden) {
     wire::ForwardHeader h{first.stage_id, static_cast<uint32_t>(n), static_cast<uint32_t>(n_embd_), dtype_};
     // The head reads only the rows that want logits: the last worker
     // finishes and returns just those (Stage::forward).
-    const bool rows_out = sends_rows_out_ && batch.logits.size() == static_cast<size_t>(n);
-    rows_out_.clear();
-    if (rows_out)
-      for (int t = 0; t < n; ++t)
-        if (batch.logits[t]) rows_out_.push_back(t);
+    const bool rows_out = sends_rows_out_ && batch.logit_rows(rows_out_);
     wire::encode_forward_prefix(h, batch.positions, batch.seq_ids, rows_out ? &rows_out_ : nullptr, route_, prefix_);
     std::span<const uint8_t> activations;
     if (dtype_ == wire::WireDType::F32) {
