@@ -134,6 +134,43 @@ TEST(TensorVecDot, Avx2AndAvx512AgreeBitForBit) {
   }
 }
 
+// The same for the tiled matmul: AVX-512 holds two 8-lane chains in one
+// register where it can (float weights), which must not change a bit.
+TEST(TensorGemm, Avx2AndAvx512AgreeBitForBit) {
+  TargetGuard guard;
+  std::vector<int64_t> wide;
+  for (const int64_t target : hwy::SupportedAndGeneratedTargets())
+    if (target == HWY_AVX2 || target == HWY_AVX3 || target == HWY_AVX3_DL) wide.push_back(target);
+  if (wide.size() < 2) GTEST_SKIP() << "needs a CPU with both AVX2 and AVX-512";
+  std::mt19937 rng(78);
+  constexpr int64_t kRows = 43;
+  constexpr int kTokens = 13;
+  for (const DType type : kAllTypes) {
+    SCOPED_TRACE(dtype_info(type).name);
+    const int64_t n = is_float(type) ? 203 : 5 * dtype_info(type).block_size;
+    const size_t a_row = row_bytes(activation_dtype(type), n);
+    std::vector<uint8_t> w;
+    for (int64_t r = 0; r < kRows; ++r) {
+      const auto row = random_weights(type, n, rng);
+      w.insert(w.end(), row.begin(), row.end());
+    }
+    std::vector<uint8_t> act(a_row * kTokens);
+    for (int t = 0; t < kTokens; ++t) quantize_activation(type, random_floats(n, rng).data(), act.data() + t * a_row, n);
+    const Matrix plain{type, w.data(), kRows, n};
+    auto run = [&](int64_t target) {
+      hwy::SetSupportedTargetsForTest(target);
+      std::vector<float> y(kRows * kTokens, NAN);
+      gemm_rows(plain, 0, 24, act.data(), a_row, kTokens, y.data(), kRows);
+      gemm_rows(plain, 24, kRows, act.data(), a_row, kTokens, y.data(), kRows);
+      return y;
+    };
+    const std::vector<float> first = run(wide[0]);
+    for (size_t k = 1; k < wide.size(); ++k)
+      ASSERT_EQ(0, std::memcmp(first.data(), run(wide[k]).data(), first.size() * sizeof(float)))
+          << hwy::TargetName(wide[0]) << " and " << hwy::TargetName(wide[k]) << " disagree";
+  }
+}
+
 // The reference against the format description itself: dequantize both
 // rows and take a double-precision dot.
 TEST(TensorVecDot, ReferenceMatchesDequantizedDot) {
