@@ -135,7 +135,8 @@ TEST(TensorVecDot, Avx2AndAvx512AgreeBitForBit) {
 }
 
 // The same for the tiled matmul: AVX-512 holds two 8-lane chains in one
-// register where it can (float weights), which must not change a bit.
+// register (float weights) and VNNI adds byte products without the int16
+// step (quantized groups of eight), neither of which may change a bit.
 TEST(TensorGemm, Avx2AndAvx512AgreeBitForBit) {
   TargetGuard guard;
   std::vector<int64_t> wide;
@@ -156,18 +157,24 @@ TEST(TensorGemm, Avx2AndAvx512AgreeBitForBit) {
     }
     std::vector<uint8_t> act(a_row * kTokens);
     for (int t = 0; t < kTokens; ++t) quantize_activation(type, random_floats(n, rng).data(), act.data() + t * a_row, n);
-    const Matrix plain{type, w.data(), kRows, n};
-    auto run = [&](int64_t target) {
-      hwy::SetSupportedTargetsForTest(target);
-      std::vector<float> y(kRows * kTokens, NAN);
-      gemm_rows(plain, 0, 24, act.data(), a_row, kTokens, y.data(), kRows);
-      gemm_rows(plain, 24, kRows, act.data(), a_row, kTokens, y.data(), kRows);
-      return y;
-    };
-    const std::vector<float> first = run(wide[0]);
-    for (size_t k = 1; k < wide.size(); ++k)
-      ASSERT_EQ(0, std::memcmp(first.data(), run(wide[k]).data(), first.size() * sizeof(float)))
-          << hwy::TargetName(wide[0]) << " and " << hwy::TargetName(wide[k]) << " disagree";
+    std::vector<uint8_t> grouped_bytes(w.size());
+    if (interleavable(type)) interleave_rows(type, w.data(), kRows, n, grouped_bytes.data());
+    const Matrix plain{type, w.data(), kRows, n}, grouped{type, grouped_bytes.data(), kRows, n, true};
+    for (const Matrix& m : {plain, grouped}) {
+      if (m.interleaved && !interleavable(type)) continue;
+      auto run = [&](int64_t target) {
+        hwy::SetSupportedTargetsForTest(target);
+        std::vector<float> y(kRows * kTokens, NAN);
+        gemm_rows(m, 0, 24, act.data(), a_row, kTokens, y.data(), kRows);
+        gemm_rows(m, 24, kRows, act.data(), a_row, kTokens, y.data(), kRows);
+        return y;
+      };
+      const std::vector<float> first = run(wide[0]);
+      for (size_t k = 1; k < wide.size(); ++k)
+        ASSERT_EQ(0, std::memcmp(first.data(), run(wide[k]).data(), first.size() * sizeof(float)))
+            << hwy::TargetName(wide[0]) << " and " << hwy::TargetName(wide[k]) << " disagree"
+            << (m.interleaved ? " (groups of eight)" : "");
+    }
   }
 }
 
