@@ -59,6 +59,22 @@ HWY_INLINE void WithCount(int n, Fn&& fn) {
 
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2  // (re-evaluated per target: not a #define)
 
+#if HWY_TARGET <= HWY_AVX3
+// AVX-512 kernels hold two 8-lane vectors of the AVX2 kernels in one
+// register (two rows, or two tokens), each half doing exactly the AVX2
+// arithmetic. The zero-masked intrinsics with every lane kept are the plain
+// instructions: GCC 12's unmasked ones start from an "undefined" register
+// that -Wmaybe-uninitialized reports.
+constexpr __mmask16 kLanes16 = 0xFFFF;
+constexpr __mmask8 kLanes8 = 0xFF;
+HWY_INLINE __m256 Half8(__m512 v, int upper) {
+  return upper ? _mm512_maskz_extractf32x8_ps(kLanes8, v, 1) : _mm512_maskz_extractf32x8_ps(kLanes8, v, 0);
+}
+HWY_INLINE __m512 Twice(__m256 v) { return _mm512_maskz_broadcast_f32x8(kLanes16, v); }
+HWY_INLINE __m512i Twice(__m256i v) { return _mm512_maskz_broadcast_i32x8(kLanes16, v); }
+HWY_INLINE __m512 ToFloats(__m512i v) { return _mm512_maskz_cvtepi32_ps(kLanes16, v); }
+#endif
+
 constexpr int kTileTokens = 4;
 
 // Up to NT tokens' activations, as a kernel reads them. The accumulators are
@@ -88,6 +104,25 @@ HWY_INLINE __m256i AddDotBytes(__m256i acc, __m256i u, __m256i s) {
   return _mm256_add_epi32(acc, DotBytes(u, s));
 #endif
 }
+#if HWY_TARGET == HWY_AVX3_DL
+HWY_INLINE __m512i AddDotBytes(__m512i acc, __m512i u, __m512i s) {
+  asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));  // 512-bit: EVEX only
+  return acc;
+}
+// Token 2k's four bytes at p0 in the low eight lanes, token 2k + 1's at p1
+// in the high eight.
+HWY_INLINE __m512i Broadcast4Pair(const int8_t* p0, const int8_t* p1) {
+  return _mm512_mask_set1_epi32(_mm512_set1_epi32(static_cast<int32_t>(load_u32_le(reinterpret_cast<const uint8_t*>(p0)))),
+                                0xFF00, static_cast<int32_t>(load_u32_le(reinterpret_cast<const uint8_t*>(p1))));
+}
+// Two tokens' per-block floats, one per half.
+HWY_INLINE __m512 PairOf(float lo, float hi) {
+  return _mm512_mask_broadcastss_ps(_mm512_set1_ps(lo), 0xFF00, _mm_set_ss(hi));
+}
+HWY_INLINE __m512i PairOf(int32_t lo, int32_t hi) {
+  return _mm512_mask_set1_epi32(_mm512_set1_epi32(lo), 0xFF00, hi);
+}
+#endif
 // The same with each pair's int16 sum multiplied by a scale (int16 lanes).
 HWY_INLINE __m256i DotBytesScaled(__m256i u, __m256i s, __m256i scale) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), scale);
@@ -185,6 +220,7 @@ struct ChainTraits {
   static constexpr int kOffset = kOffset_;
   static constexpr bool kMin = kMin_;
   static constexpr bool kKMin = kKMin_;
+  static constexpr bool kPairs = false;  // GroupPairs (two tokens per 512-bit register) on AVX3_DL
 };
 
 // The 4-bit quants of an x8 32-block: lo[c] holds values 4c..4c+3 and hi[c]
@@ -219,6 +255,17 @@ struct GroupNibbles {
     return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
 #endif
   }
+#if HWY_TARGET == HWY_AVX3_DL
+  // Dot for two tokens at once: Dot(qa0) in the low half, Dot(qa1) in the high.
+  HWY_INLINE __m512i DotPair(const int8_t* qa0, const int8_t* qa1) const {
+    __m512i p = _mm512_setzero_si512(), p_hi = _mm512_setzero_si512();
+    for (int c = 0; c < 4; ++c) {
+      p = AddDotBytes(p, Twice(lo[c]), Broadcast4Pair(qa0 + 4 * c, qa1 + 4 * c));
+      p_hi = AddDotBytes(p_hi, Twice(hi[c]), Broadcast4Pair(qa0 + 16 + 4 * c, qa1 + 16 + 4 * c));
+    }
+    return _mm512_add_epi32(p, p_hi);
+  }
+#endif
 };
 
 struct Q4_0Chain : ChainTraits<BlockQ4_0x8, BlockQ4_0, BlockQ8_0, 8> {  // q is stored + 8: it comes off through the activation sum
@@ -233,6 +280,22 @@ struct Q4_0Chain : ChainTraits<BlockQ4_0x8, BlockQ4_0, BlockQ8_0, 8> {  // q is 
       acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(t.scales[k][b])), acc[k]);
     }
   }
+#if HWY_TARGET == HWY_AVX3_DL
+  static constexpr bool kPairs = true;
+  // Group with tokens 2k and 2k + 1 in acc[k]'s low and high halves.
+  template <int NT>
+  static HWY_INLINE void GroupPairs(const X8& g, int64_t b, const Tile<NT>& t, __m512 (&acc)[NT / 2]) {
+    const __m512 dw = Twice(HalvesToFloats(g.d));
+    const GroupNibbles q(g.qs);
+    for (int k = 0; k < NT / 2; ++k) {
+      const BlockQ8_0 &a0 = reinterpret_cast<const BlockQ8_0*>(t.act[2 * k])[b],
+                      &a1 = reinterpret_cast<const BlockQ8_0*>(t.act[2 * k + 1])[b];
+      const __m512i isum = _mm512_sub_epi32(q.DotPair(a0.qs, a1.qs), PairOf(8 * t.sums[2 * k][b], 8 * t.sums[2 * k + 1][b]));
+      acc[k] = _mm512_fmadd_ps(ToFloats(isum), _mm512_mul_ps(dw, PairOf(t.scales[2 * k][b], t.scales[2 * k + 1][b])),
+                               acc[k]);
+    }
+  }
+#endif
 };
 
 struct Q4_1Chain : ChainTraits<BlockQ4_1x8, BlockQ4_1, BlockQ8_0, 0, true> {  // x = d * q + m
@@ -248,6 +311,24 @@ struct Q4_1Chain : ChainTraits<BlockQ4_1x8, BlockQ4_1, BlockQ8_0, 0, true> {  //
       acc[k] = _mm256_fmadd_ps(mw, _mm256_set1_ps(da * static_cast<float>(t.sums[k][b])), main);
     }
   }
+#if HWY_TARGET == HWY_AVX3_DL
+  static constexpr bool kPairs = true;
+  template <int NT>
+  static HWY_INLINE void GroupPairs(const X8& g, int64_t b, const Tile<NT>& t, __m512 (&acc)[NT / 2]) {
+    const __m512 dw = Twice(HalvesToFloats(g.d)), mw = Twice(HalvesToFloats(g.m));
+    const GroupNibbles q(g.qs);
+    for (int k = 0; k < NT / 2; ++k) {
+      const int t0 = 2 * k, t1 = 2 * k + 1;
+      const float da0 = t.scales[t0][b], da1 = t.scales[t1][b];
+      const __m512 main = _mm512_fmadd_ps(
+          ToFloats(q.DotPair(reinterpret_cast<const BlockQ8_0*>(t.act[t0])[b].qs,
+                                       reinterpret_cast<const BlockQ8_0*>(t.act[t1])[b].qs)),
+          _mm512_mul_ps(dw, PairOf(da0, da1)), acc[k]);
+      acc[k] = _mm512_fmadd_ps(mw, PairOf(da0 * static_cast<float>(t.sums[t0][b]), da1 * static_cast<float>(t.sums[t1][b])),
+                               main);
+    }
+  }
+#endif
 };
 
 // Bit v of each byte of qh moved to bit 4 (0x10 per byte): a fifth bit put
@@ -711,6 +792,45 @@ HWY_INLINE void PlainEight(const uint8_t* const (&rows)[8], int64_t b, const Til
   }
 }
 
+// Grouped rows are one sequential stream, yet the hardware prefetcher of
+// the machine measured (a Zen 3 guest) falls behind it: the first pass
+// over a group fetches 2 KiB ahead itself (decode +15-20%,
+// docs/benchmarks.md).
+constexpr size_t kGroupAhead = 2048;
+
+#if HWY_TARGET == HWY_AVX3_DL
+// A group's eight rows against every token (prefill), two tokens per 512-bit
+// register (Kernel::GroupPairs), tiles of up to eight tokens so that a
+// block's quants, unpacked once, serve four pairs; an odd last token alone.
+template <class Kernel>
+HWY_INLINE void GroupRowsInPairs(const typename Kernel::X8* group, int64_t nb, const uint8_t* act, size_t act_row_bytes,
+                                 const ActivationInfo& info, int n_tokens, float* y, int64_t y_stride) {
+  constexpr int kPairTile = 8;
+  const int n_even = n_tokens / 2 * 2;
+  for (int t0 = 0; t0 < n_even; t0 += kPairTile)
+    WithCount<kPairTile / 2>(std::min(kPairTile, n_even - t0) / 2, [&](auto pairs) {
+      constexpr int NP = decltype(pairs)::value;
+      const auto t = MakeTile<2 * NP>(act, act_row_bytes, info, t0, nb);
+      __m512 acc[NP];
+      for (int k = 0; k < NP; ++k) acc[k] = _mm512_setzero_ps();
+      for (int64_t b = 0; b < nb; ++b) {
+        if (t0 == 0) PrefetchSpan(reinterpret_cast<const uint8_t*>(group + b) + kGroupAhead, sizeof(group[b]));
+        Kernel::GroupPairs(group[b], b, t, acc);
+      }
+      for (int k = 0; k < NP; ++k) {
+        _mm256_storeu_ps(y + (t0 + 2 * k) * y_stride, Half8(acc[k], 0));
+        _mm256_storeu_ps(y + (t0 + 2 * k + 1) * y_stride, Half8(acc[k], 1));
+      }
+    });
+  if (n_even < n_tokens) {
+    const auto t = MakeTile<1>(act, act_row_bytes, info, n_even, nb);
+    __m256 acc[1] = {_mm256_setzero_ps()};
+    for (int64_t b = 0; b < nb; ++b) Kernel::Group(group[b], b, t, acc);
+    _mm256_storeu_ps(y + n_even * y_stride, acc[0]);
+  }
+}
+#endif
+
 template <class Kernel>
 void ChainRows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size_t act_row_bytes, int n_tokens,
                float* y, int64_t y_stride) {
@@ -738,14 +858,17 @@ void ChainRows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size
       for (int k = 0; k < NT; ++k) _mm256_storeu_ps(y + (t0 + k) * y_stride + r, acc[k]);
     });
   };
-  // Grouped rows are one sequential stream, yet the hardware prefetcher of
-  // the machine measured (a Zen 3 guest) falls behind it: the first pass
-  // over a group fetches 2 KiB ahead itself (decode +15-20%,
-  // docs/benchmarks.md).
-  constexpr size_t kGroupAhead = 2048;
   int64_t r = r0;
   for (; r < std::min(r1, grouped); r += 8) {
     const auto* group = reinterpret_cast<const typename Kernel::X8*>(w.data + r * w.row_stride());
+#if HWY_TARGET == HWY_AVX3_DL
+    if constexpr (Kernel::kPairs) {
+      if (n_tokens > 1) {
+        GroupRowsInPairs<Kernel>(group, nb, act, act_row_bytes, info, n_tokens, y + r, y_stride);
+        continue;
+      }
+    }
+#endif
     EightRows(r, [&](const auto& t, auto& acc, int64_t b, bool first_pass) {
       if (first_pass) PrefetchSpan(reinterpret_cast<const uint8_t*>(group + b) + kGroupAhead, sizeof(group[b]));
       Kernel::Group(group[b], b, t, acc);
@@ -841,11 +964,6 @@ HWY_INLINE void FloatTile(const uint8_t* const (&rows)[R], const float* const (&
 // the multiply-adds per cycle where the core has 512-bit units (Zen 5,
 // Xeon). A weight pair is converted once for T tokens; a token's 8
 // activations are loaded into both halves (a plain broadcast load).
-// The zero-masked intrinsics with every lane kept are the plain
-// instructions: GCC 12's unmasked ones start from an "undefined" register
-// that -Wmaybe-uninitialized reports.
-constexpr __mmask16 kLanes16 = 0xFFFF;
-constexpr __mmask8 kLanes8 = 0xFF;
 HWY_INLINE __m512 LoadRowPair(F32Weights a, F32Weights b, size_t i) {
   return _mm512_maskz_insertf32x8(kLanes16, _mm512_castps256_ps512(_mm256_loadu_ps(reinterpret_cast<const float*>(a.p) + i)),
                                   _mm256_loadu_ps(reinterpret_cast<const float*>(b.p) + i), 1);
@@ -876,7 +994,7 @@ HWY_INLINE void FloatTilePairs(const uint8_t* const (&rows)[2 * P], const float*
       for (int p = 0; p < P; ++p) acc[p][t] = _mm512_fmadd_ps(w[p], a, acc[p][t]);
     }
   };
-  auto load_a = [](const float* a) { return _mm512_maskz_broadcast_f32x8(kLanes16, _mm256_loadu_ps(a)); };
+  auto load_a = [](const float* a) { return Twice(_mm256_loadu_ps(a)); };
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     if (ahead) PrefetchSpan(ahead + i * 2 * P * Weights::kBytes, 2 * P * 8 * Weights::kBytes);
@@ -896,8 +1014,8 @@ HWY_INLINE void FloatTilePairs(const uint8_t* const (&rows)[2 * P], const float*
   using V = hn::Vec<DFloat>;
   for (int p = 0; p < P; ++p)
     for (int t = 0; t < T; ++t) {
-      y[t * y_stride + 2 * p] = hn::GetLane(hn::SumOfLanes(d, V{_mm512_maskz_extractf32x8_ps(kLanes8, acc[p][t], 0)}));
-      y[t * y_stride + 2 * p + 1] = hn::GetLane(hn::SumOfLanes(d, V{_mm512_maskz_extractf32x8_ps(kLanes8, acc[p][t], 1)}));
+      y[t * y_stride + 2 * p] = hn::GetLane(hn::SumOfLanes(d, V{Half8(acc[p][t], 0)}));
+      y[t * y_stride + 2 * p + 1] = hn::GetLane(hn::SumOfLanes(d, V{Half8(acc[p][t], 1)}));
     }
 }
 
