@@ -71,7 +71,6 @@ HWY_INLINE __m256 Half8(__m512 v, int upper) {
   return upper ? _mm512_maskz_extractf32x8_ps(kLanes8, v, 1) : _mm512_maskz_extractf32x8_ps(kLanes8, v, 0);
 }
 HWY_INLINE __m512 Twice(__m256 v) { return _mm512_maskz_broadcast_f32x8(kLanes16, v); }
-HWY_INLINE __m512i Twice(__m256i v) { return _mm512_maskz_broadcast_i32x8(kLanes16, v); }
 HWY_INLINE __m512 ToFloats(__m512i v) { return _mm512_maskz_cvtepi32_ps(kLanes16, v); }
 #endif
 
@@ -108,19 +107,6 @@ HWY_INLINE __m256i AddDotBytes(__m256i acc, __m256i u, __m256i s) {
 HWY_INLINE __m512i AddDotBytes(__m512i acc, __m512i u, __m512i s) {
   asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));  // 512-bit: EVEX only
   return acc;
-}
-// Token 2k's four bytes at p0 in the low eight lanes, token 2k + 1's at p1
-// in the high eight.
-HWY_INLINE __m512i Broadcast4Pair(const int8_t* p0, const int8_t* p1) {
-  return _mm512_mask_set1_epi32(_mm512_set1_epi32(static_cast<int32_t>(load_u32_le(reinterpret_cast<const uint8_t*>(p0)))),
-                                0xFF00, static_cast<int32_t>(load_u32_le(reinterpret_cast<const uint8_t*>(p1))));
-}
-// Two tokens' per-block floats, one per half.
-HWY_INLINE __m512 PairOf(float lo, float hi) {
-  return _mm512_mask_broadcastss_ps(_mm512_set1_ps(lo), 0xFF00, _mm_set_ss(hi));
-}
-HWY_INLINE __m512i PairOf(int32_t lo, int32_t hi) {
-  return _mm512_mask_set1_epi32(_mm512_set1_epi32(lo), 0xFF00, hi);
 }
 #endif
 // The same with each pair's int16 sum multiplied by a scale (int16 lanes).
@@ -220,7 +206,7 @@ struct ChainTraits {
   static constexpr int kOffset = kOffset_;
   static constexpr bool kMin = kMin_;
   static constexpr bool kKMin = kKMin_;
-  static constexpr bool kPairs = false;  // GroupPairs (two tokens per 512-bit register) on AVX3_DL
+  static constexpr bool kTwoGroups = false;  // TwoGroups (two groups of eight rows per 512-bit register) on AVX3_DL
 };
 
 // The 4-bit quants of an x8 32-block: lo[c] holds values 4c..4c+3 and hi[c]
@@ -255,18 +241,38 @@ struct GroupNibbles {
     return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
 #endif
   }
+};
+
 #if HWY_TARGET == HWY_AVX3_DL
-  // Dot for two tokens at once: Dot(qa0) in the low half, Dot(qa1) in the high.
-  HWY_INLINE __m512i DotPair(const int8_t* qa0, const int8_t* qa1) const {
+// GroupNibbles of two adjacent groups in one register: the first group's
+// eight rows in the low half, the second's in the high. Against one token
+// this is the cheapest way to fill 512 bits: a plain broadcast of the
+// activation's four bytes serves sixteen rows (two tokens per register
+// would need a merge per broadcast, and measured no faster).
+HWY_INLINE __m512i Broadcast4x16(const int8_t* p) {
+  return _mm512_set1_epi32(static_cast<int32_t>(load_u32_le(reinterpret_cast<const uint8_t*>(p))));
+}
+struct TwoGroupNibbles {
+  __m512i lo[4], hi[4];
+  HWY_INLINE TwoGroupNibbles(const uint8_t* qs0, const uint8_t* qs1) {
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    for (int c = 0; c < 4; ++c) {
+      const __m512i v = _mm512_maskz_inserti64x4(kLanes8, _mm512_castsi256_si512(Load32(qs0 + 32 * c)), Load32(qs1 + 32 * c), 1);
+      lo[c] = _mm512_and_si512(v, low4);
+      hi[c] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+    }
+  }
+  HWY_INLINE __m512i Dot(const int8_t* qa) const {
     __m512i p = _mm512_setzero_si512(), p_hi = _mm512_setzero_si512();
     for (int c = 0; c < 4; ++c) {
-      p = AddDotBytes(p, Twice(lo[c]), Broadcast4Pair(qa0 + 4 * c, qa1 + 4 * c));
-      p_hi = AddDotBytes(p_hi, Twice(hi[c]), Broadcast4Pair(qa0 + 16 + 4 * c, qa1 + 16 + 4 * c));
+      p = AddDotBytes(p, lo[c], Broadcast4x16(qa + 4 * c));
+      p_hi = AddDotBytes(p_hi, hi[c], Broadcast4x16(qa + 16 + 4 * c));
     }
     return _mm512_add_epi32(p, p_hi);
   }
-#endif
 };
+HWY_INLINE __m512 Join8(__m256 lo, __m256 hi) { return _mm512_maskz_insertf32x8(kLanes16, _mm512_castps256_ps512(lo), hi, 1); }
+#endif
 
 struct Q4_0Chain : ChainTraits<BlockQ4_0x8, BlockQ4_0, BlockQ8_0, 8> {  // q is stored + 8: it comes off through the activation sum
   static HWY_INLINE __m256i Lanes(const Plain& x, const BlockQ8_0& a) { return DotBytes(Nibbles32(x.qs), Load32(a.qs)); }
@@ -281,18 +287,16 @@ struct Q4_0Chain : ChainTraits<BlockQ4_0x8, BlockQ4_0, BlockQ8_0, 8> {  // q is 
     }
   }
 #if HWY_TARGET == HWY_AVX3_DL
-  static constexpr bool kPairs = true;
-  // Group with tokens 2k and 2k + 1 in acc[k]'s low and high halves.
+  static constexpr bool kTwoGroups = true;
+  // Group for groups g0 and g1 at once: acc[k]'s low half is g0's rows, the high half g1's.
   template <int NT>
-  static HWY_INLINE void GroupPairs(const X8& g, int64_t b, const Tile<NT>& t, __m512 (&acc)[NT / 2]) {
-    const __m512 dw = Twice(HalvesToFloats(g.d));
-    const GroupNibbles q(g.qs);
-    for (int k = 0; k < NT / 2; ++k) {
-      const BlockQ8_0 &a0 = reinterpret_cast<const BlockQ8_0*>(t.act[2 * k])[b],
-                      &a1 = reinterpret_cast<const BlockQ8_0*>(t.act[2 * k + 1])[b];
-      const __m512i isum = _mm512_sub_epi32(q.DotPair(a0.qs, a1.qs), PairOf(8 * t.sums[2 * k][b], 8 * t.sums[2 * k + 1][b]));
-      acc[k] = _mm512_fmadd_ps(ToFloats(isum), _mm512_mul_ps(dw, PairOf(t.scales[2 * k][b], t.scales[2 * k + 1][b])),
-                               acc[k]);
+  static HWY_INLINE void TwoGroups(const X8& g0, const X8& g1, int64_t b, const Tile<NT>& t, __m512 (&acc)[NT]) {
+    const __m512 dw = Join8(HalvesToFloats(g0.d), HalvesToFloats(g1.d));
+    const TwoGroupNibbles q(g0.qs, g1.qs);
+    for (int k = 0; k < NT; ++k) {
+      const BlockQ8_0& a = reinterpret_cast<const BlockQ8_0*>(t.act[k])[b];
+      const __m512i isum = _mm512_sub_epi32(q.Dot(a.qs), _mm512_set1_epi32(8 * t.sums[k][b]));
+      acc[k] = _mm512_fmadd_ps(ToFloats(isum), _mm512_mul_ps(dw, _mm512_set1_ps(t.scales[k][b])), acc[k]);
     }
   }
 #endif
@@ -312,20 +316,16 @@ struct Q4_1Chain : ChainTraits<BlockQ4_1x8, BlockQ4_1, BlockQ8_0, 0, true> {  //
     }
   }
 #if HWY_TARGET == HWY_AVX3_DL
-  static constexpr bool kPairs = true;
+  static constexpr bool kTwoGroups = true;
   template <int NT>
-  static HWY_INLINE void GroupPairs(const X8& g, int64_t b, const Tile<NT>& t, __m512 (&acc)[NT / 2]) {
-    const __m512 dw = Twice(HalvesToFloats(g.d)), mw = Twice(HalvesToFloats(g.m));
-    const GroupNibbles q(g.qs);
-    for (int k = 0; k < NT / 2; ++k) {
-      const int t0 = 2 * k, t1 = 2 * k + 1;
-      const float da0 = t.scales[t0][b], da1 = t.scales[t1][b];
-      const __m512 main = _mm512_fmadd_ps(
-          ToFloats(q.DotPair(reinterpret_cast<const BlockQ8_0*>(t.act[t0])[b].qs,
-                                       reinterpret_cast<const BlockQ8_0*>(t.act[t1])[b].qs)),
-          _mm512_mul_ps(dw, PairOf(da0, da1)), acc[k]);
-      acc[k] = _mm512_fmadd_ps(mw, PairOf(da0 * static_cast<float>(t.sums[t0][b]), da1 * static_cast<float>(t.sums[t1][b])),
-                               main);
+  static HWY_INLINE void TwoGroups(const X8& g0, const X8& g1, int64_t b, const Tile<NT>& t, __m512 (&acc)[NT]) {
+    const __m512 dw = Join8(HalvesToFloats(g0.d), HalvesToFloats(g1.d)), mw = Join8(HalvesToFloats(g0.m), HalvesToFloats(g1.m));
+    const TwoGroupNibbles q(g0.qs, g1.qs);
+    for (int k = 0; k < NT; ++k) {
+      const BlockQ8_0& a = reinterpret_cast<const BlockQ8_0*>(t.act[k])[b];
+      const float da = t.scales[k][b];
+      const __m512 main = _mm512_fmadd_ps(ToFloats(q.Dot(a.qs)), _mm512_mul_ps(dw, _mm512_set1_ps(da)), acc[k]);
+      acc[k] = _mm512_fmadd_ps(mw, _mm512_set1_ps(da * static_cast<float>(t.sums[k][b])), main);
     }
   }
 #endif
@@ -798,38 +798,6 @@ HWY_INLINE void PlainEight(const uint8_t* const (&rows)[8], int64_t b, const Til
 // docs/benchmarks.md).
 constexpr size_t kGroupAhead = 2048;
 
-#if HWY_TARGET == HWY_AVX3_DL
-// A group's eight rows against every token (prefill), two tokens per 512-bit
-// register (Kernel::GroupPairs), tiles of up to eight tokens so that a
-// block's quants, unpacked once, serve four pairs; an odd last token alone.
-template <class Kernel>
-HWY_INLINE void GroupRowsInPairs(const typename Kernel::X8* group, int64_t nb, const uint8_t* act, size_t act_row_bytes,
-                                 const ActivationInfo& info, int n_tokens, float* y, int64_t y_stride) {
-  constexpr int kPairTile = 8;
-  const int n_even = n_tokens / 2 * 2;
-  for (int t0 = 0; t0 < n_even; t0 += kPairTile)
-    WithCount<kPairTile / 2>(std::min(kPairTile, n_even - t0) / 2, [&](auto pairs) {
-      constexpr int NP = decltype(pairs)::value;
-      const auto t = MakeTile<2 * NP>(act, act_row_bytes, info, t0, nb);
-      __m512 acc[NP];
-      for (int k = 0; k < NP; ++k) acc[k] = _mm512_setzero_ps();
-      for (int64_t b = 0; b < nb; ++b) {
-        if (t0 == 0) PrefetchSpan(reinterpret_cast<const uint8_t*>(group + b) + kGroupAhead, sizeof(group[b]));
-        Kernel::GroupPairs(group[b], b, t, acc);
-      }
-      for (int k = 0; k < NP; ++k) {
-        _mm256_storeu_ps(y + (t0 + 2 * k) * y_stride, Half8(acc[k], 0));
-        _mm256_storeu_ps(y + (t0 + 2 * k + 1) * y_stride, Half8(acc[k], 1));
-      }
-    });
-  if (n_even < n_tokens) {
-    const auto t = MakeTile<1>(act, act_row_bytes, info, n_even, nb);
-    __m256 acc[1] = {_mm256_setzero_ps()};
-    for (int64_t b = 0; b < nb; ++b) Kernel::Group(group[b], b, t, acc);
-    _mm256_storeu_ps(y + n_even * y_stride, acc[0]);
-  }
-}
-#endif
 
 template <class Kernel>
 void ChainRows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size_t act_row_bytes, int n_tokens,
@@ -862,9 +830,24 @@ void ChainRows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size
   for (; r < std::min(r1, grouped); r += 8) {
     const auto* group = reinterpret_cast<const typename Kernel::X8*>(w.data + r * w.row_stride());
 #if HWY_TARGET == HWY_AVX3_DL
-    if constexpr (Kernel::kPairs) {
-      if (n_tokens > 1) {
-        GroupRowsInPairs<Kernel>(group, nb, act, act_row_bytes, info, n_tokens, y + r, y_stride);
+    // Prefill with VNNI: this group and the next in one register (decode
+    // and an odd last group as below).
+    if constexpr (Kernel::kTwoGroups) {
+      if (n_tokens > 1 && r + 16 <= std::min(r1, grouped)) {
+        ForTiles([&](const auto& t, int t0) {
+          constexpr int NT = std::remove_cvref_t<decltype(t)>::kTokens;
+          __m512 acc[NT];
+          for (int k = 0; k < NT; ++k) acc[k] = _mm512_setzero_ps();
+          for (int64_t b = 0; b < nb; ++b) {
+            if (t0 == 0) PrefetchSpan(reinterpret_cast<const uint8_t*>(group + nb + b) + kGroupAhead, sizeof(group[b]));
+            Kernel::TwoGroups(group[b], group[nb + b], b, t, acc);
+          }
+          for (int k = 0; k < NT; ++k) {
+            _mm256_storeu_ps(y + (t0 + k) * y_stride + r, Half8(acc[k], 0));
+            _mm256_storeu_ps(y + (t0 + k) * y_stride + r + 8, Half8(acc[k], 1));
+          }
+        });
+        r += 8;  // and the loop's 8: two groups
         continue;
       }
     }
