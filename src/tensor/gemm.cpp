@@ -252,14 +252,27 @@ struct GroupNibbles {
 HWY_INLINE __m512i Broadcast4x16(const int8_t* p) {
   return _mm512_set1_epi32(static_cast<int32_t>(load_u32_le(reinterpret_cast<const uint8_t*>(p))));
 }
+HWY_INLINE __m512i JoinLoad32(const uint8_t* lo, const uint8_t* hi) {
+  return _mm512_maskz_inserti64x4(kLanes8, _mm512_castsi256_si512(Load32(lo)), Load32(hi), 1);
+}
 struct TwoGroupNibbles {
   __m512i lo[4], hi[4];
-  HWY_INLINE TwoGroupNibbles(const uint8_t* qs0, const uint8_t* qs1) {
+  // Q4_0/Q4_1 quants; with qh (Q5_0/Q5_1), each value's fifth bit as in
+  // Q5_xChain::Group (bit c of qh's bytes for lo[c], bit 4 + c for hi[c]).
+  HWY_INLINE TwoGroupNibbles(const uint8_t* qs0, const uint8_t* qs1, const uint8_t* qh0 = nullptr,
+                             const uint8_t* qh1 = nullptr) {
     const __m512i low4 = _mm512_set1_epi8(0x0F);
     for (int c = 0; c < 4; ++c) {
-      const __m512i v = _mm512_maskz_inserti64x4(kLanes8, _mm512_castsi256_si512(Load32(qs0 + 32 * c)), Load32(qs1 + 32 * c), 1);
+      const __m512i v = JoinLoad32(qs0 + 32 * c, qs1 + 32 * c);
       lo[c] = _mm512_and_si512(v, low4);
       hi[c] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+    }
+    if (qh0) {
+      const __m512i qh = JoinLoad32(qh0, qh1), bit4 = _mm512_set1_epi8(0x10);
+      for (int c = 0; c < 4; ++c) {  // bit c to bit 4 (a 16-bit shift of at most 4 stays within each byte)
+        lo[c] = _mm512_or_si512(lo[c], _mm512_and_si512(_mm512_slli_epi16(qh, 4 - c), bit4));
+        hi[c] = _mm512_or_si512(hi[c], _mm512_and_si512(c == 0 ? qh : _mm512_srli_epi16(qh, c), bit4));
+      }
     }
   }
   HWY_INLINE __m512i Dot(const int8_t* qa) const {
@@ -397,6 +410,27 @@ struct Q5_xChain : ChainTraits<X8_, Plain_, BlockQ8_0, kWithMin ? 0 : 16, kWithM
       }
     }
   }
+#if HWY_TARGET == HWY_AVX3_DL
+  static constexpr bool kTwoGroups = true;
+  template <int NT>
+  static HWY_INLINE void TwoGroups(const X8& g0, const X8& g1, int64_t b, const Tile<NT>& t, __m512 (&acc)[NT]) {
+    const TwoGroupNibbles q(g0.qs, g1.qs, g0.qh, g1.qh);
+    const __m512 dw = Join8(HalvesToFloats(g0.d), HalvesToFloats(g1.d));
+    __m512 mw = _mm512_setzero_ps();
+    if constexpr (kWithMin) mw = Join8(HalvesToFloats(g0.m), HalvesToFloats(g1.m));
+    for (int k = 0; k < NT; ++k) {
+      const BlockQ8_0& a = reinterpret_cast<const BlockQ8_0*>(t.act[k])[b];
+      const float da = t.scales[k][b];
+      if constexpr (kWithMin) {  // as Group
+        const __m512 main = _mm512_fmadd_ps(ToFloats(q.Dot(a.qs)), _mm512_mul_ps(dw, _mm512_set1_ps(da)), acc[k]);
+        acc[k] = _mm512_fmadd_ps(mw, _mm512_set1_ps(da * static_cast<float>(t.sums[k][b])), main);
+      } else {
+        const __m512i exact = _mm512_sub_epi32(q.Dot(a.qs), _mm512_set1_epi32(16 * t.sums[k][b]));
+        acc[k] = _mm512_fmadd_ps(ToFloats(exact), _mm512_mul_ps(dw, _mm512_set1_ps(da)), acc[k]);
+      }
+    }
+  }
+#endif
 };
 using Q5_0Chain = Q5_xChain<BlockQ5_0x8, BlockQ5_0, false>;
 using Q5_1Chain = Q5_xChain<BlockQ5_1x8, BlockQ5_1, true>;
