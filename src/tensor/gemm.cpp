@@ -61,8 +61,8 @@ HWY_INLINE void WithCount(int n, Fn&& fn) {
 
 #if HWY_TARGET <= HWY_AVX3
 // AVX-512 kernels hold two 8-lane vectors of the AVX2 kernels in one
-// register (two rows, or two tokens), each half doing exactly the AVX2
-// arithmetic. The zero-masked intrinsics with every lane kept are the plain
+// register (two float rows, or two groups of eight quantized rows), each
+// half doing exactly the AVX2 arithmetic. The zero-masked intrinsics with every lane kept are the plain
 // instructions: GCC 12's unmasked ones start from an "undefined" register
 // that -Wmaybe-uninitialized reports.
 constexpr __mmask16 kLanes16 = 0xFFFF;
@@ -72,6 +72,7 @@ HWY_INLINE __m256 Half8(__m512 v, int upper) {
 }
 HWY_INLINE __m512 Twice(__m256 v) { return _mm512_maskz_broadcast_f32x8(kLanes16, v); }
 HWY_INLINE __m512 ToFloats(__m512i v) { return _mm512_maskz_cvtepi32_ps(kLanes16, v); }
+HWY_INLINE __m512 Join8(__m256 lo, __m256 hi) { return _mm512_maskz_insertf32x8(kLanes16, _mm512_castps256_ps512(lo), hi, 1); }
 #endif
 
 constexpr int kTileTokens = 4;
@@ -284,7 +285,6 @@ struct TwoGroupNibbles {
     return _mm512_add_epi32(p, p_hi);
   }
 };
-HWY_INLINE __m512 Join8(__m256 lo, __m256 hi) { return _mm512_maskz_insertf32x8(kLanes16, _mm512_castps256_ps512(lo), hi, 1); }
 #endif
 
 struct Q4_0Chain : ChainTraits<BlockQ4_0x8, BlockQ4_0, BlockQ8_0, 8> {  // q is stored + 8: it comes off through the activation sum
@@ -832,7 +832,6 @@ HWY_INLINE void PlainEight(const uint8_t* const (&rows)[8], int64_t b, const Til
 // docs/benchmarks.md).
 constexpr size_t kGroupAhead = 2048;
 
-
 template <class Kernel>
 void ChainRows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size_t act_row_bytes, int n_tokens,
                float* y, int64_t y_stride) {
@@ -982,8 +981,7 @@ HWY_INLINE void FloatTile(const uint8_t* const (&rows)[R], const float* const (&
 // Xeon). A weight pair is converted once for T tokens; a token's 8
 // activations are loaded into both halves (a plain broadcast load).
 HWY_INLINE __m512 LoadRowPair(F32Weights a, F32Weights b, size_t i) {
-  return _mm512_maskz_insertf32x8(kLanes16, _mm512_castps256_ps512(_mm256_loadu_ps(reinterpret_cast<const float*>(a.p) + i)),
-                                  _mm256_loadu_ps(reinterpret_cast<const float*>(b.p) + i), 1);
+  return Join8(_mm256_loadu_ps(reinterpret_cast<const float*>(a.p) + i), _mm256_loadu_ps(reinterpret_cast<const float*>(b.p) + i));
 }
 HWY_INLINE __m256i HalvesPair(const uint8_t* a, const uint8_t* b, size_t i) {
   return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + 2 * i))),
