@@ -108,14 +108,21 @@ TEST(TensorVecDot, MatchesReferenceOnEveryTarget) {
   }
 }
 
-// AVX2 and AVX-512 use the same lane grouping (256-bit vectors), so their
+// The targets this CPU runs of AVX2 and AVX-512 (with and without VNNI).
+bool is_wide(int64_t target) { return target == HWY_AVX2 || target == HWY_AVX3 || target == HWY_AVX3_DL; }
+std::vector<int64_t> wide_targets() {
+  std::vector<int64_t> wide;
+  for (const int64_t target : hwy::SupportedAndGeneratedTargets())
+    if (is_wide(target)) wide.push_back(target);
+  return wide;
+}
+
+// AVX2 and AVX-512 use the same lane grouping (8-lane chains), so their
 // results are bit-identical: machines of either kind agree in a distributed
 // run. (SSE4 and SSSE3 differ from them in the last bits.)
 TEST(TensorVecDot, Avx2AndAvx512AgreeBitForBit) {
   TargetGuard guard;
-  std::vector<int64_t> wide;
-  for (const int64_t target : hwy::SupportedAndGeneratedTargets())
-    if (target == HWY_AVX2 || target == HWY_AVX3 || target == HWY_AVX3_DL) wide.push_back(target);
+  const std::vector<int64_t> wide = wide_targets();
   if (wide.size() < 2) GTEST_SKIP() << "needs a CPU with both AVX2 and AVX-512";
   std::mt19937 rng(77);
   for (const DType type : kAllTypes) {
@@ -139,9 +146,7 @@ TEST(TensorVecDot, Avx2AndAvx512AgreeBitForBit) {
 // step (quantized groups of eight), neither of which may change a bit.
 TEST(TensorGemm, Avx2AndAvx512AgreeBitForBit) {
   TargetGuard guard;
-  std::vector<int64_t> wide;
-  for (const int64_t target : hwy::SupportedAndGeneratedTargets())
-    if (target == HWY_AVX2 || target == HWY_AVX3 || target == HWY_AVX3_DL) wide.push_back(target);
+  const std::vector<int64_t> wide = wide_targets();
   if (wide.size() < 2) GTEST_SKIP() << "needs a CPU with both AVX2 and AVX-512";
   std::mt19937 rng(78);
   constexpr int64_t kRows = 43;
@@ -311,7 +316,7 @@ TEST(TensorGemm, MatchesReferenceAndIsBatchInvariantOnEveryTarget) {
       gemm_rows(plain, 0, 5, act.data(), a_row, kTokens, split5.data(), kRows);
       gemm_rows(plain, 5, kRows, act.data(), a_row, kTokens, split5.data(), kRows);
       ASSERT_EQ(0, std::memcmp(all.data(), split5.data(), all.size() * sizeof(float))) << "row ranges change the result";
-      const bool have_groups = interleavable(type) && (target == HWY_AVX2 || target == HWY_AVX3 || target == HWY_AVX3_DL);
+      const bool have_groups = interleavable(type) && is_wide(target);
       if (have_groups) {
         std::vector<float> from_groups(kRows * kTokens, NAN);
         gemm_rows(grouped, 0, 16, act.data(), a_row, kTokens, from_groups.data(), kRows);
