@@ -208,6 +208,7 @@ struct ChainTraits {
   static constexpr bool kMin = kMin_;
   static constexpr bool kKMin = kKMin_;
   static constexpr bool kTwoGroups = false;  // TwoGroups (two groups of eight rows per 512-bit register) on AVX3_DL
+  static constexpr bool kSums = kOffset_ != 0 || kMin_;  // reads the activation's block sums (t.sums)
 };
 
 // The 4-bit quants of an x8 32-block: lo[c] holds values 4c..4c+3 and hi[c]
@@ -253,7 +254,7 @@ struct GroupNibbles {
 HWY_INLINE __m512i Broadcast4x16(const int8_t* p) {
   return _mm512_set1_epi32(static_cast<int32_t>(load_u32_le(reinterpret_cast<const uint8_t*>(p))));
 }
-HWY_INLINE __m512i JoinLoad32(const uint8_t* lo, const uint8_t* hi) {
+HWY_INLINE __m512i JoinLoad32(const void* lo, const void* hi) {
   return _mm512_maskz_inserti64x4(kLanes8, _mm512_castsi256_si512(Load32(lo)), Load32(hi), 1);
 }
 struct TwoGroupNibbles {
@@ -455,6 +456,30 @@ struct Q8_0Chain : ChainTraits<BlockQ8_0x8, BlockQ8_0, BlockQ8_0> {
     for (int k = 0; k < NT; ++k)
       acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[k]), _mm256_mul_ps(dw, _mm256_set1_ps(t.scales[k][b])), acc[k]);
   }
+#if HWY_TARGET == HWY_AVX3_DL
+  // AVX-512 has no vpsignb: the signed quants flipped to unsigned w + 128
+  // instead (one xor per 64 bytes, for every token), and 128 * sum(qa)
+  // taken off again: the same exact sum as Group's.
+  static constexpr bool kTwoGroups = true;
+  static constexpr bool kSums = true;
+  template <int NT>
+  static HWY_INLINE void TwoGroups(const X8& g0, const X8& g1, int64_t b, const Tile<NT>& t, __m512 (&acc)[NT]) {
+    const __m512 dw = Join8(HalvesToFloats(g0.d), HalvesToFloats(g1.d));
+    const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+    __m512i u[8];
+    for (int c = 0; c < 8; ++c) u[c] = _mm512_xor_si512(JoinLoad32(g0.qs + 32 * c, g1.qs + 32 * c), flip);
+    for (int k = 0; k < NT; ++k) {
+      const int8_t* qa = reinterpret_cast<const BlockQ8_0*>(t.act[k])[b].qs;
+      __m512i p = _mm512_setzero_si512(), p_odd = _mm512_setzero_si512();
+      for (int c = 0; c < 8; c += 2) {
+        p = AddDotBytes(p, u[c], Broadcast4x16(qa + 4 * c));
+        p_odd = AddDotBytes(p_odd, u[c + 1], Broadcast4x16(qa + 4 * c + 4));
+      }
+      const __m512i isum = _mm512_sub_epi32(_mm512_add_epi32(p, p_odd), _mm512_set1_epi32(128 * t.sums[k][b]));
+      acc[k] = _mm512_fmadd_ps(ToFloats(isum), _mm512_mul_ps(dw, _mm512_set1_ps(t.scales[k][b])), acc[k]);
+    }
+  }
+#endif
 };
 
 // Q4_K (and Q5_K, whose quants take a fifth bit from qh):
@@ -838,7 +863,7 @@ void ChainRows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size
   constexpr bool kQ8_K = std::is_same_v<typename Kernel::Act, BlockQ8_K>;
   const int64_t nb = w.cols / (kQ8_K ? kQKK : kQK);
   thread_local ActivationInfo info;
-  info.fill(kQ8_K ? DType::Q8_K : DType::Q8_0, Kernel::kOffset != 0 || Kernel::kMin, act, act_row_bytes, n_tokens,
+  info.fill(kQ8_K ? DType::Q8_K : DType::Q8_0, Kernel::kSums, act, act_row_bytes, n_tokens,
             nb);
   // Groups of eight rows (x8 layout): all token tiles pass a group while it is in cache.
   const int64_t grouped = w.interleaved ? w.rows / 8 * 8 : 0;
