@@ -67,6 +67,7 @@ HWY_INLINE void WithCount(int n, Fn&& fn) {
 // that -Wmaybe-uninitialized reports.
 constexpr __mmask16 kLanes16 = 0xFFFF;
 constexpr __mmask8 kLanes8 = 0xFF;
+constexpr __mmask32 kLanes32 = 0xFFFFFFFFu;
 HWY_INLINE __m256 Half8(__m512 v, int upper) {
   return upper ? _mm512_maskz_extractf32x8_ps(kLanes8, v, 1) : _mm512_maskz_extractf32x8_ps(kLanes8, v, 0);
 }
@@ -352,6 +353,12 @@ HWY_INLINE __m256i FifthBits(__m256i qh, int v) {
   const __m256i at4 = v < 4 ? _mm256_slli_epi16(qh, 4 - v) : _mm256_srli_epi16(qh, v - 4);
   return _mm256_and_si256(at4, _mm256_set1_epi8(0x10));
 }
+#if HWY_TARGET == HWY_AVX3_DL
+HWY_INLINE __m512i FifthBits(__m512i qh, int v) {
+  const __m512i at4 = v < 4 ? _mm512_slli_epi16(qh, 4 - v) : _mm512_srli_epi16(qh, v - 4);
+  return _mm512_and_si512(at4, _mm512_set1_epi8(0x10));
+}
+#endif
 
 // Q5_0 (q stored + 16, taken off through the activation sum) and Q5_1
 // (x = d * q + m, Q4_1's min term): the same fifth bits.
@@ -520,6 +527,12 @@ struct Q45_KChain : ChainTraits<X8_, Plain_, BlockQ8_K, 0, false, true> {
     }
     return m;
   }
+  // The activation's sums over sub-blocks 2p and 2p + 1 as an int16 pair
+  // (each at most 32 * 127), for vpmaddwd against [min_2p, min_2p+1].
+  static HWY_INLINE int32_t SubBlockSumPair(const Act& a, int p) {
+    const int bs0 = a.bsums[4 * p] + a.bsums[4 * p + 1], bs1 = a.bsums[4 * p + 2] + a.bsums[4 * p + 3];
+    return static_cast<int32_t>((static_cast<uint32_t>(bs1) << 16) | (static_cast<uint32_t>(bs0) & 0xFFFF));
+  }
   // Eight rows' scale (or min) of sub-block j as bytes, from the byte-major scales.
   static HWY_INLINE void ScalesMins(const uint8_t* t, int j, __m128i& scale, __m128i& min) {
     auto row_bytes = [&](int i) { return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(t + 8 * i)); };
@@ -578,16 +591,70 @@ struct Q45_KChain : ChainTraits<X8_, Plain_, BlockQ8_K, 0, false, true> {
     for (int k = 0; k < NT; ++k) {
       const BlockQ8_K& a = reinterpret_cast<const BlockQ8_K*>(t.act[k])[b];
       __m256i msum = _mm256_setzero_si256();
-      for (int p = 0; p < 4; ++p) {
-        const int bs0 = a.bsums[4 * p] + a.bsums[4 * p + 1], bs1 = a.bsums[4 * p + 2] + a.bsums[4 * p + 3];
-        const __m256i pair = _mm256_set1_epi32(static_cast<int32_t>((static_cast<uint32_t>(bs1) << 16) | (static_cast<uint32_t>(bs0) & 0xFFFF)));
-        msum = _mm256_add_epi32(msum, _mm256_madd_epi16(min_pairs[p], pair));
-      }
+      for (int p = 0; p < 4; ++p)
+        msum = _mm256_add_epi32(msum, _mm256_madd_epi16(min_pairs[p], _mm256_set1_epi32(SubBlockSumPair(a, p))));
       const __m256 da = _mm256_set1_ps(t.scales[k][b]);
       acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[k]), _mm256_mul_ps(d, da), acc[k]);
       acc[k] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dmin, da), acc[k]);
     }
   }
+#if HWY_TARGET == HWY_AVX3_DL
+  // Group for two groups at once, with VNNI: each sub-block's q . qa summed
+  // in int32 (no int16 step, so Q5_K needs no shorter runs), then times its
+  // scale (vpmulld); isum and msum are the same exact integers as Group's.
+  static constexpr bool kTwoGroups = true;
+  template <int NT>
+  static HWY_INLINE void TwoGroups(const X8& g0, const X8& g1, int64_t b, const Tile<NT>& t, __m512 (&acc)[NT]) {
+    __m128i scales[8], mins0[8], mins1[8];  // scales[j]: sixteen rows' scale of sub-block j as bytes
+    for (int j = 0; j < 8; ++j) {
+      __m128i sc0, sc1;
+      ScalesMins(g0.scales, j, sc0, mins0[j]);
+      ScalesMins(g1.scales, j, sc1, mins1[j]);
+      scales[j] = _mm_unpacklo_epi64(sc0, sc1);
+    }
+    __m512i isum[NT];
+    for (int k = 0; k < NT; ++k) isum[k] = _mm512_setzero_si512();
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    for (int j = 0; j < 4; ++j) {  // sub-blocks 2j (low nibbles) and 2j + 1 (high)
+      __m512i plo[NT], phi[NT];
+      for (int k = 0; k < NT; ++k) plo[k] = phi[k] = _mm512_setzero_si512();
+      for (int c = 0; c < 8; ++c) {
+        const __m512i v = JoinLoad32(g0.qs + 32 * (8 * j + c), g1.qs + 32 * (8 * j + c));
+        __m512i lo = _mm512_and_si512(v, low4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+        if constexpr (kFifth) {
+          const __m512i qh = JoinLoad32(g0.qh + 32 * c, g1.qh + 32 * c);
+          lo = _mm512_or_si512(lo, FifthBits(qh, 2 * j));
+          hi = _mm512_or_si512(hi, FifthBits(qh, 2 * j + 1));
+        }
+        for (int k = 0; k < NT; ++k) {
+          const int8_t* qa = reinterpret_cast<const BlockQ8_K*>(t.act[k])[b].qs + 64 * j + 4 * c;
+          plo[k] = AddDotBytes(plo[k], lo, Broadcast4x16(qa));
+          phi[k] = AddDotBytes(phi[k], hi, Broadcast4x16(qa + 32));
+        }
+      }
+      const __m512i scale_lo = _mm512_maskz_cvtepu8_epi32(kLanes16, scales[2 * j]);
+      const __m512i scale_hi = _mm512_maskz_cvtepu8_epi32(kLanes16, scales[2 * j + 1]);
+      for (int k = 0; k < NT; ++k)
+        isum[k] = _mm512_add_epi32(isum[k], _mm512_add_epi32(_mm512_mullo_epi32(plo[k], scale_lo),
+                                                             _mm512_mullo_epi32(phi[k], scale_hi)));
+    }
+    __m512i min_pairs[4];  // [m_2p, m_2p+1] per row as int16 pairs, the first group's rows low
+    for (int p = 0; p < 4; ++p)
+      min_pairs[p] = _mm512_maskz_cvtepu8_epi16(kLanes32, _mm256_set_m128i(_mm_unpacklo_epi8(mins1[2 * p], mins1[2 * p + 1]),
+                                                           _mm_unpacklo_epi8(mins0[2 * p], mins0[2 * p + 1])));
+    const __m512 d = Join8(HalvesToFloats(g0.d), HalvesToFloats(g1.d));
+    const __m512 dmin = Join8(HalvesToFloats(g0.dmin), HalvesToFloats(g1.dmin));
+    for (int k = 0; k < NT; ++k) {
+      const BlockQ8_K& a = reinterpret_cast<const BlockQ8_K*>(t.act[k])[b];
+      __m512i msum = _mm512_setzero_si512();
+      for (int p = 0; p < 4; ++p)
+        msum = _mm512_add_epi32(msum, _mm512_madd_epi16(min_pairs[p], _mm512_set1_epi32(SubBlockSumPair(a, p))));
+      const __m512 da = _mm512_set1_ps(t.scales[k][b]);
+      acc[k] = _mm512_fmadd_ps(ToFloats(isum[k]), _mm512_mul_ps(d, da), acc[k]);
+      acc[k] = _mm512_fnmadd_ps(ToFloats(msum), _mm512_mul_ps(dmin, da), acc[k]);
+    }
+  }
+#endif
 };
 using Q4_KChain = Q45_KChain<BlockQ4_Kx8, BlockQ4_K, false>;
 using Q5_KChain = Q45_KChain<BlockQ5_Kx8, BlockQ5_K, true>;
