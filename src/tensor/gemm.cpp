@@ -680,6 +680,28 @@ HWY_INLINE __m256i ScaledGroupSums(const int8_t* scales, const BlockQ8_K& a) {
   return sum;
 }
 
+#if HWY_TARGET == HWY_AVX3_DL
+// 8 bytes at lo and 8 at hi as one 16-byte vector.
+HWY_INLINE __m128i JoinLoad8(const void* lo, const void* hi) {
+  return _mm_unpacklo_epi64(_mm_loadl_epi64(static_cast<const __m128i*>(lo)), _mm_loadl_epi64(static_cast<const __m128i*>(hi)));
+}
+// ScaledGroupSums for two groups: the first group's eight rows low.
+HWY_INLINE __m512i ScaledGroupSums(const int8_t* scales0, const int8_t* scales1, const BlockQ8_K& a) {
+  __m512i sum = _mm512_setzero_si512();
+  for (int p = 0; p < 8; ++p) {
+    const __m128i pairs0 = _mm_unpacklo_epi8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales0 + 16 * p)),
+                                             _mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales0 + 16 * p + 8)));
+    const __m128i pairs1 = _mm_unpacklo_epi8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales1 + 16 * p)),
+                                             _mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales1 + 16 * p + 8)));
+    const __m512i pairs = _mm512_maskz_cvtepi8_epi16(kLanes32, _mm256_set_m128i(pairs1, pairs0));
+    const uint32_t bs = (static_cast<uint32_t>(static_cast<uint16_t>(a.bsums[2 * p + 1])) << 16) |
+                        static_cast<uint16_t>(a.bsums[2 * p]);
+    sum = _mm512_add_epi32(sum, _mm512_madd_epi16(pairs, _mm512_set1_epi32(static_cast<int32_t>(bs))));
+  }
+  return sum;
+}
+#endif
+
 // Q2_K and Q3_K: 16 groups of 16, value 128n + 32j + l in bits 2j of
 // qs[32n + l] (and Q3_K's third bit in bit 4n + j of hmask[l]).
 //   Q2_K: x = d * sc_g * q - dmin * m_g with q in 0..3: as Q4_K,
@@ -857,6 +879,51 @@ struct Q6_KChain : ChainTraits<BlockQ6_Kx8, BlockQ6_K, BlockQ8_K> {
       acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(exact), _mm256_mul_ps(d, _mm256_set1_ps(t.scales[k][b])), acc[k]);
     }
   }
+#if HWY_TARGET == HWY_AVX3_DL
+  static HWY_INLINE void Unpack(__m512i v1, __m512i v2, __m512i h, __m512i (&q)[4]) {  // as above, two groups
+    const __m512i low4 = _mm512_set1_epi8(0x0F), low2 = _mm512_set1_epi8(0x03), bits45 = _mm512_set1_epi8(0x30);
+    q[0] = _mm512_or_si512(_mm512_and_si512(v1, low4), _mm512_slli_epi16(_mm512_and_si512(h, low2), 4));
+    q[1] = _mm512_or_si512(_mm512_and_si512(v2, low4), _mm512_and_si512(_mm512_slli_epi16(h, 2), bits45));
+    q[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v1, 4), low4), _mm512_and_si512(h, bits45));
+    q[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v2, 4), low4), _mm512_and_si512(_mm512_srli_epi16(h, 2), bits45));
+  }
+  // Group for two groups at once, with VNNI: each group's q6 . qa summed in
+  // int32, then times its scale (vpmulld); the same exact isum as Group's.
+  static constexpr bool kTwoGroups = true;
+  template <int NT>
+  static HWY_INLINE void TwoGroups(const X8& g0, const X8& g1, int64_t b, const Tile<NT>& t, __m512 (&acc)[NT]) {
+    __m512i isum[NT];
+    for (int k = 0; k < NT; ++k) isum[k] = _mm512_setzero_si512();
+    for (int n = 0; n < 2; ++n) {
+      for (int m0 = 0; m0 < 8; m0 += 4) {  // chunks m0 .. m0 + 3: quarter i's group 8n + 2i + m0 / 4
+        __m512i p[NT][4];
+        for (int k = 0; k < NT; ++k)
+          for (int i = 0; i < 4; ++i) p[k][i] = _mm512_setzero_si512();
+        for (int m = m0; m < m0 + 4; ++m) {
+          __m512i q[4];
+          Unpack(JoinLoad32(g0.ql + 32 * (16 * n + m), g1.ql + 32 * (16 * n + m)),
+                 JoinLoad32(g0.ql + 32 * (16 * n + m + 8), g1.ql + 32 * (16 * n + m + 8)),
+                 JoinLoad32(g0.qh + 32 * (8 * n + m), g1.qh + 32 * (8 * n + m)), q);
+          for (int k = 0; k < NT; ++k) {
+            const int8_t* qa = reinterpret_cast<const BlockQ8_K*>(t.act[k])[b].qs + 128 * n + 4 * m;
+            for (int i = 0; i < 4; ++i) p[k][i] = AddDotBytes(p[k][i], q[i], Broadcast4x16(qa + 32 * i));
+          }
+        }
+        for (int i = 0; i < 4; ++i) {
+          const int group = 8 * n + 2 * i + m0 / 4;
+          const __m512i scale = _mm512_maskz_cvtepi8_epi32(kLanes16, JoinLoad8(g0.scales + 8 * group, g1.scales + 8 * group));
+          for (int k = 0; k < NT; ++k) isum[k] = _mm512_add_epi32(isum[k], _mm512_mullo_epi32(p[k][i], scale));
+        }
+      }
+    }
+    const __m512 d = Join8(HalvesToFloats(g0.d), HalvesToFloats(g1.d));
+    for (int k = 0; k < NT; ++k) {
+      const BlockQ8_K& a = reinterpret_cast<const BlockQ8_K*>(t.act[k])[b];
+      const __m512i exact = _mm512_sub_epi32(isum[k], _mm512_maskz_slli_epi32(kLanes16, ScaledGroupSums(g0.scales, g1.scales, a), 5));
+      acc[k] = _mm512_fmadd_ps(ToFloats(exact), _mm512_mul_ps(d, _mm512_set1_ps(t.scales[k][b])), acc[k]);
+    }
+  }
+#endif
 };
 
 // [sum of v[0]'s lanes, ..., sum of v[7]'s lanes], exactly.
