@@ -988,7 +988,9 @@ HWY_INLINE void PlainEight(const uint8_t* const (&rows)[8], int64_t b, const Til
 // Grouped rows are one sequential stream, yet the hardware prefetcher of
 // the machine measured (a Zen 3 guest) falls behind it: the first pass
 // over a group fetches 2 KiB ahead itself (decode +15-20%,
-// docs/benchmarks.md).
+// docs/benchmarks.md). Two groups at once are two streams, and each needs
+// it (four tokens on weights streamed from memory, Zen 5: 8-18 GB/s with
+// only the second fetched ahead, 19-25 with both).
 constexpr size_t kGroupAhead = 2048;
 
 template <class Kernel>
@@ -1031,7 +1033,10 @@ void ChainRows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size
           __m512 acc[NT];
           for (int k = 0; k < NT; ++k) acc[k] = _mm512_setzero_ps();
           for (int64_t b = 0; b < nb; ++b) {
-            if (t0 == 0) PrefetchSpan(reinterpret_cast<const uint8_t*>(group + nb + b) + kGroupAhead, sizeof(group[b]));
+            if (t0 == 0) {  // two streams, one group apart
+              PrefetchSpan(reinterpret_cast<const uint8_t*>(group + b) + kGroupAhead, sizeof(group[b]));
+              PrefetchSpan(reinterpret_cast<const uint8_t*>(group + nb + b) + kGroupAhead, sizeof(group[b]));
+            }
             Kernel::TwoGroups(group[b], group[nb + b], b, t, acc);
           }
           for (int k = 0; k < NT; ++k) {
