@@ -815,6 +815,61 @@ struct Q23_KChain : ChainTraits<X8_, Plain_, BlockQ8_K, 0, false, !kQ3> {
       }
     }
   }
+#if HWY_TARGET == HWY_AVX3_DL
+  static HWY_INLINE __m512i Quants(__m512i q, __m512i h, int n, int j) {  // as above, two groups
+    __m512i u = _mm512_and_si512(_mm512_srli_epi16(q, 2 * j), _mm512_set1_epi8(0x03));
+    if constexpr (kQ3) {
+      const int v = 4 * n + j;
+      const __m512i at2 = v < 2 ? _mm512_slli_epi16(h, 2 - v) : _mm512_srli_epi16(h, v - 2);
+      u = _mm512_or_si512(u, _mm512_and_si512(at2, _mm512_set1_epi8(0x04)));
+    }
+    return u;
+  }
+  // Group for two groups at once, with VNNI: each group of 16's u . qa
+  // summed in int32, then times its scale (vpmulld); the same exact sums.
+  static constexpr bool kTwoGroups = true;
+  template <int NT>
+  static HWY_INLINE void TwoGroups(const X8& g0, const X8& g1, int64_t b, const Tile<NT>& t, __m512 (&acc)[NT]) {
+    HWY_ALIGN int8_t scale0[128], min0[128], scale1[128], min1[128];
+    Scales(g0, scale0, min0);
+    Scales(g1, scale1, min1);
+    __m512i isum[NT];
+    for (int k = 0; k < NT; ++k) isum[k] = _mm512_setzero_si512();
+    HWY_UNROLL(8) for (int e = 0; e < 8; ++e) {  // values 128n + 32j .. (unrolled: constant shifts)
+      const int n = e / 4, j = e % 4;
+      for (int half = 0; half < 2; ++half) {  // group 8n + 2j + half: chunks m of 4 values 4m..
+        __m512i p[NT];
+        for (int k = 0; k < NT; ++k) p[k] = _mm512_setzero_si512();
+        for (int m = 4 * half; m < 4 * half + 4; ++m) {
+          __m512i h = _mm512_setzero_si512();
+          if constexpr (kQ3) h = JoinLoad32(g0.hmask + 32 * m, g1.hmask + 32 * m);
+          const __m512i u = Quants(JoinLoad32(g0.qs + 32 * (8 * n + m), g1.qs + 32 * (8 * n + m)), h, n, j);
+          for (int k = 0; k < NT; ++k) {
+            const int8_t* qa = reinterpret_cast<const BlockQ8_K*>(t.act[k])[b].qs + 128 * n + 32 * j + 4 * m;
+            p[k] = AddDotBytes(p[k], u, Broadcast4x16(qa));
+          }
+        }
+        const int group = 8 * n + 2 * j + half;
+        const __m512i sc = _mm512_maskz_cvtepi8_epi32(kLanes16, JoinLoad8(scale0 + 8 * group, scale1 + 8 * group));
+        for (int k = 0; k < NT; ++k) isum[k] = _mm512_add_epi32(isum[k], _mm512_mullo_epi32(p[k], sc));
+      }
+    }
+    const __m512 d = Join8(HalvesToFloats(g0.d), HalvesToFloats(g1.d));
+    __m512 dmin = _mm512_setzero_ps();
+    if constexpr (!kQ3) dmin = Join8(HalvesToFloats(g0.dmin), HalvesToFloats(g1.dmin));
+    for (int k = 0; k < NT; ++k) {
+      const BlockQ8_K& a = reinterpret_cast<const BlockQ8_K*>(t.act[k])[b];
+      const __m512 da = _mm512_set1_ps(t.scales[k][b]);
+      if constexpr (kQ3) {
+        const __m512i exact = _mm512_sub_epi32(isum[k], _mm512_maskz_slli_epi32(kLanes16, ScaledGroupSums(scale0, scale1, a), 2));
+        acc[k] = _mm512_fmadd_ps(ToFloats(exact), _mm512_mul_ps(d, da), acc[k]);
+      } else {
+        acc[k] = _mm512_fmadd_ps(ToFloats(isum[k]), _mm512_mul_ps(d, da), acc[k]);
+        acc[k] = _mm512_fnmadd_ps(ToFloats(ScaledGroupSums(min0, min1, a)), _mm512_mul_ps(dmin, da), acc[k]);
+      }
+    }
+  }
+#endif
 };
 using Q2_KChain = Q23_KChain<BlockQ2_Kx8, BlockQ2_K, false>;
 using Q3_KChain = Q23_KChain<BlockQ3_Kx8, BlockQ3_K, true>;
