@@ -1085,15 +1085,17 @@ void ChainRows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size
     // and an odd last group as below).
     if constexpr (Kernel::kTwoGroups) {
       if (n_tokens > 1 && r + 16 <= std::min(r1, grouped)) {
+        // The pair's two streams (one group apart) are fetched as one: two
+        // blocks a step, far enough ahead that the second group's first
+        // blocks arrive before the pair starts on them.
+        const size_t block_bytes = sizeof(group[0]);
+        const size_t ahead = std::max<size_t>(2 * kGroupAhead, nb * block_bytes + kGroupAhead);
         ForTiles([&](const auto& t, int t0) {
           constexpr int NT = std::remove_cvref_t<decltype(t)>::kTokens;
           __m512 acc[NT];
           for (int k = 0; k < NT; ++k) acc[k] = _mm512_setzero_ps();
           for (int64_t b = 0; b < nb; ++b) {
-            if (t0 == 0) {  // two streams, one group apart
-              PrefetchSpan(reinterpret_cast<const uint8_t*>(group + b) + kGroupAhead, sizeof(group[b]));
-              PrefetchSpan(reinterpret_cast<const uint8_t*>(group + nb + b) + kGroupAhead, sizeof(group[b]));
-            }
+            if (t0 == 0) PrefetchSpan(reinterpret_cast<const uint8_t*>(group) + 2 * b * block_bytes + ahead, 2 * block_bytes);
             Kernel::TwoGroups(group[b], group[nb + b], b, t, acc);
           }
           for (int k = 0; k < NT; ++k) {
