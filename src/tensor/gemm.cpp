@@ -209,7 +209,6 @@ struct ChainTraits {
   static constexpr bool kMin = kMin_;
   static constexpr bool kKMin = kKMin_;
   static constexpr bool kTwoGroups = false;  // TwoGroups (two groups of eight rows per 512-bit register) on AVX3_DL
-  static constexpr bool kSums = kOffset_ != 0 || kMin_;  // reads the activation's block sums (t.sums)
 };
 
 // The 4-bit quants of an x8 32-block: lo[c] holds values 4c..4c+3 and hi[c]
@@ -468,7 +467,6 @@ struct Q8_0Chain : ChainTraits<BlockQ8_0x8, BlockQ8_0, BlockQ8_0> {
   // instead (one xor per 64 bytes, for every token), and 128 * sum(qa)
   // taken off again: the same exact sum as Group's.
   static constexpr bool kTwoGroups = true;
-  static constexpr bool kSums = true;
   template <int NT>
   static HWY_INLINE void TwoGroups(const X8& g0, const X8& g1, int64_t b, const Tile<NT>& t, __m512 (&acc)[NT]) {
     const __m512 dw = Join8(HalvesToFloats(g0.d), HalvesToFloats(g1.d));
@@ -1056,8 +1054,10 @@ void ChainRows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size
   constexpr bool kQ8_K = std::is_same_v<typename Kernel::Act, BlockQ8_K>;
   const int64_t nb = w.cols / (kQ8_K ? kQKK : kQK);
   thread_local ActivationInfo info;
-  info.fill(kQ8_K ? DType::Q8_K : DType::Q8_0, Kernel::kSums, act, act_row_bytes, n_tokens,
-            nb);
+  // The activation's block sums: for the offsets and min terms, and for
+  // Q8_0's two-group kernel (its w + 128), which runs only for several tokens.
+  const bool sums = Kernel::kOffset != 0 || Kernel::kMin || (Kernel::kTwoGroups && n_tokens > 1);
+  info.fill(kQ8_K ? DType::Q8_K : DType::Q8_0, sums, act, act_row_bytes, n_tokens, nb);
   // Groups of eight rows (x8 layout): all token tiles pass a group while it is in cache.
   const int64_t grouped = w.interleaved ? w.rows / 8 * 8 : 0;
   // fn(tile, t0) for every tile of up to kTileTokens tokens.
