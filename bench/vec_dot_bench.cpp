@@ -4,11 +4,12 @@
 //   ceiling); the scalar reference beside it for the ratio;
 // - gemm: gemm_rows (what CpuBackend::matmul runs) on 4096 x 4096 weights
 //   for 1 token (decode: GB/s of weights) and for 4 (batched decode of four
-//   streams), and on 256 rows for 64 tokens (prefill; items/s are
-//   multiply-adds throughout); gemm_x8 the same on the weights in
-//   groups of eight rows (the layout a model's layers get at load), and
-//   on 32768 rows for 1 and 4 tokens: 4096 rows of most types fit a large
-//   L3 (32 MiB on a Zen 5 host), 32768 stream from memory as a model's do;
+//   streams), on 256 rows for 64 tokens (prefill; items/s are
+//   multiply-adds throughout), and on 32768 rows for 1 token: 4096 rows of
+//   most types fit a large L3 (32 MiB on a Zen 5 host), 32768 stream from
+//   memory as a model's do; gemm_x8 the same on the weights in groups of
+//   eight rows (the layout a model's layers get at load where the machine
+//   reads it), and on 32768 rows for 4 tokens;
 // - memory_read: the machine's read bandwidth on one thread (a 512 MiB sum),
 //   the ceiling for decode's GB/s.
 // GB/s counts weight bytes.
@@ -174,8 +175,8 @@ int main(int argc, char** argv) {
   for (const DType t : types) {
     const std::string name(shoal::dtype_info(t).name);
     benchmark::RegisterBenchmark(("gemm/" + name).c_str(), BM_Gemm, t, false)
-        ->Args({4096, 1})->Args({4096, 4})->Args({256, 64})->Unit(benchmark::kMicrosecond);
-    if (shoal::interleavable(t) && shoal::gemm_reads_groups())
+        ->Args({4096, 1})->Args({4096, 4})->Args({256, 64})->Args({32768, 1})->Unit(benchmark::kMicrosecond);
+    if (shoal::interleavable(t, kCols) && shoal::gemm_reads_groups(t))
       benchmark::RegisterBenchmark(("gemm_x8/" + name).c_str(), BM_Gemm, t, true)
           ->Args({4096, 1})->Args({4096, 4})->Args({256, 64})->Args({32768, 1})->Args({32768, 4})
           ->Unit(benchmark::kMicrosecond);

@@ -116,7 +116,7 @@ class ProbeWeights {
     matrix_ = Matrix{m.type, w, m.rows, m.cols, grouped(m)};
   }
   static bool grouped(const ProbeMatrix& m) {
-    return interleavable(m.type) && gemm_reads_groups() && m.rows >= 8 && m.rows % 8 == 0;
+    return interleavable(m.type, m.cols) && gemm_reads_groups(m.type) && m.rows >= 8 && m.rows % 8 == 0;
   }
   const Matrix& matrix() const { return matrix_; }
 

@@ -83,10 +83,11 @@ namespace {
 // Calls fn(matrix) for every matrix group_rows_for_cpu may rewrite.
 template <class Weights, class Fn>
 void for_each_groupable(Weights& w, const ModelConfig& c, const BindRange& r, Fn&& fn) {
-  if (!gemm_reads_groups()) return;
   auto consider = [&](auto& m, int64_t rows_per_slice) {
     // An expert tensor is cut into slices of rows per expert: a group must not straddle two.
-    if (!m.empty() && !m.interleaved && interleavable(m.type) && m.rows >= 8 && rows_per_slice % 8 == 0) fn(m);
+    if (!m.empty() && !m.interleaved && interleavable(m.type, m.cols) && gemm_reads_groups(m.type) && m.rows >= 8 &&
+        rows_per_slice % 8 == 0)
+      fn(m);
   };
   const int end = r.layer_end < 0 ? c.n_layer : std::min(r.layer_end, c.n_layer);
   for (int l = std::max(0, r.layer_begin); l < end; ++l)

@@ -101,15 +101,6 @@ HWY_INLINE void PlainEight(const uint8_t* const (&rows)[8], int64_t b, const Til
   }
 }
 
-// Grouped rows are one sequential stream, yet the hardware prefetcher of
-// the machine measured (a Zen 3 guest) falls behind it: the first pass
-// over a group fetches 2 KiB ahead itself (decode +15-20%,
-// docs/benchmarks.md). Two groups at once are two streams, and each needs
-// it (four tokens on weights streamed from memory, Zen 5: 8-18 GB/s with
-// only the second fetched ahead, 19-25 with both). 4 KiB rather than 2:
-// Zen 5 decodes 10-20 % faster on one thread with it; on Zen 3, 4 and 8
-// KiB measured the same as 2.
-constexpr size_t kGroupAhead = 4096;
 
 template <class Kernel>
 void ChainRows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size_t act_row_bytes, int n_tokens,
@@ -196,10 +187,18 @@ void ChainRows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size
 }
 #endif  // x86 AVX2 and up
 
-bool GroupsSupported() {
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+// Quantized groups: the x86 tiles read them from AVX2 up. Float groups:
+// every fixed-width target reads them, but the layout is chosen only where
+// it was measured to pay (one stream instead of four for decode: Zen 5 +8 %
+// F16 decode, docs/benchmarks.md).
+bool GroupsSupported(DType type) {
+  const bool is_float = type == DType::F32 || type == DType::F16 || type == DType::BF16;
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
   return true;
+#elif HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+  return !is_float;
 #else
+  (void)is_float;
   return false;
 #endif
 }
@@ -247,7 +246,7 @@ namespace shoal {
 HWY_EXPORT(GemmRows);
 HWY_EXPORT(GroupsSupported);
 
-bool gemm_reads_groups() { return HWY_DYNAMIC_DISPATCH(GroupsSupported)(); }
+bool gemm_reads_groups(DType type) { return HWY_DYNAMIC_DISPATCH(GroupsSupported)(type); }
 
 void gemm_rows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size_t act_row_bytes, int n_tokens,
                float* y, int64_t y_stride) {

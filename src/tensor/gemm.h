@@ -20,14 +20,14 @@
 
 namespace shoal {
 
+// Whether this CPU's matmul reads `type` weights in groups of eight rows
+// (tensor/interleave.h) and gains by it; elsewhere they stay plain.
+bool gemm_reads_groups(DType type);
+
 // y[t * y_stride + r] = W[r] . act[t] for rows r in [r0, r1) and tokens
 // t < n_tokens; token t's activations (activation_dtype(w.type),
 // quantize_activation) at act + t * act_row_bytes. A matrix in groups of
 // eight rows (w.interleaved) is split only at multiples of 8.
-// Whether this CPU's matmul reads weights in groups of eight rows
-// (tensor/interleave.h); elsewhere they stay plain.
-bool gemm_reads_groups();
-
 void gemm_rows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size_t act_row_bytes, int n_tokens,
                float* y, int64_t y_stride);
 

@@ -13,6 +13,7 @@
 
 #include "hwy/highway.h"
 #include "tensor/gemm_common-inl.h"
+#include "tensor/interleave.h"
 #include "tensor/matrix.h"
 #include "tensor/vec_dot_float-inl.h"
 
@@ -28,12 +29,25 @@ namespace HWY_NAMESPACE {
 // weight vectors and 1 activation: AVX2's 16 registers), so each weight
 // vector is loaded and widened once for four tokens and each activation
 // vector once for three rows (AVX-512: FloatTilePairs below, the same
-// chains two to a register). Decode takes four rows at a time, four
+// chains two to a register). Decode takes plain rows four at a time, four
 // chains to cover the multiply-add's latency, and prefetches the next four
 // as it goes: four short streams at once are more than the hardware
 // prefetcher follows (a prefetch past the matrix's end does not fault).
+// Rows in groups of eight (tensor/interleave.h; chosen at load where it
+// pays, read on every target) decode a group at a time: one stream, 8-11 %
+// faster than four rows on Zen 5 (docs/benchmarks.md). Either layout, the
+// same chains.
 #if !HWY_HAVE_SCALABLE
 using DFloat = hn::CappedTag<float, 8>;
+
+// A tile's step is a lambda (the main loop and the zero-padded tail share
+// it); left to the inliner, GCC kept one-token group tiles' step out of
+// line, its accumulators in memory (grouped F16 decode 35 -> 28 t/s).
+#if defined(__GNUC__) || defined(__clang__)
+#define SHOAL_INLINE_LAMBDA __attribute__((always_inline))
+#else
+#define SHOAL_INLINE_LAMBDA
+#endif
 
 // Loads an activation vector once for the R rows of a tile: left alone,
 // the compiler folds the load into every multiply-add (R loads of it), and
@@ -47,16 +61,24 @@ HWY_INLINE void InRegister(V& v) {
 #endif
 }
 
+// Where value i (a whole vector's first) of a row lies from the row's
+// start, `run` bytes from one run of kFloatRun values to the next: the run's
+// own bytes in the plain layout, eight rows' in groups (tensor/interleave.h).
+template <class Weights>
+HWY_INLINE size_t RunOffset(size_t i, size_t run) {
+  return i / kFloatRun * run + i % kFloatRun * Weights::kBytes;
+}
+
 template <class Weights, int R, int T>
-HWY_INLINE void FloatTile(const uint8_t* const (&rows)[R], const float* const (&acts)[T], size_t n, float* y,
-                          int64_t y_stride, const uint8_t* ahead) {
+HWY_INLINE void FloatTile(const uint8_t* const (&rows)[R], const float* const (&acts)[T], size_t n, size_t run,
+                          float* y, int64_t y_stride, const uint8_t* ahead) {
   const DFloat d;
   const size_t N = hn::Lanes(d);
   using V = hn::Vec<DFloat>;
   V acc[R][T];
   for (int r = 0; r < R; ++r)
     for (int t = 0; t < T; ++t) acc[r][t] = hn::Zero(d);
-  auto step = [&](auto load_w, auto load_a) {
+  auto step = [&](auto load_w, auto load_a) SHOAL_INLINE_LAMBDA {
     V w[R];
     for (int r = 0; r < R; ++r) w[r] = load_w(r);
     for (int t = 0; t < T; ++t) {
@@ -68,9 +90,10 @@ HWY_INLINE void FloatTile(const uint8_t* const (&rows)[R], const float* const (&
   size_t i = 0;
   for (; i + N <= n; i += N) {
     if (ahead) PrefetchSpan(ahead + i * R * Weights::kBytes, R * N * Weights::kBytes);  // as much as this step reads
-    step([&](int r) { return Weights{rows[r]}.Load(d, i); }, [&](int t) { return hn::LoadU(d, acts[t] + i); });
+    const size_t at = RunOffset<Weights>(i, run);
+    step([&](int r) { return Weights{rows[r] + at}.Load(d, 0); }, [&](int t) { return hn::LoadU(d, acts[t] + i); });
   }
-  if (i < n) {
+  if (i < n) {  // plain rows only: grouped ones are whole runs
     const size_t m = n - i;
     HWY_ALIGN uint8_t w_tail[R][8 * Weights::kBytes] = {};
     HWY_ALIGN float a_tail[T][8] = {};
@@ -103,14 +126,25 @@ HWY_INLINE __m512 LoadRowPair(F16Weights a, F16Weights b, size_t i) {
 HWY_INLINE __m512 LoadRowPair(BF16Weights a, BF16Weights b, size_t i) {  // bf16 is the top half of an f32
   return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(kLanes16, _mm512_maskz_cvtepu16_epi32(kLanes16, HalvesPair(a.p, b.p, i)), 16));
 }
+// The same pair where row r + 1's run follows row r's (rows in groups of
+// eight): one load.
+HWY_INLINE __m512 LoadRunPair(F32Weights ab) { return _mm512_loadu_ps(ab.p); }
+HWY_INLINE __m512 LoadRunPair(F16Weights ab) {
+  return _mm512_maskz_cvtph_ps(kLanes16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.p)));
+}
+HWY_INLINE __m512 LoadRunPair(BF16Weights ab) {
+  const __m256i halves = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.p));
+  return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(kLanes16, _mm512_maskz_cvtepu16_epi32(kLanes16, halves), 16));
+}
 
-template <class Weights, int P, int T>
-HWY_INLINE void FloatTilePairs(const uint8_t* const (&rows)[2 * P], const float* const (&acts)[T], size_t n, float* y,
-                               int64_t y_stride, const uint8_t* ahead) {
+// kGrouped: the rows are a group of eight, each pair's runs side by side.
+template <class Weights, int P, int T, bool kGrouped>
+HWY_INLINE void FloatTilePairs(const uint8_t* const (&rows)[2 * P], const float* const (&acts)[T], size_t n,
+                               size_t run, float* y, int64_t y_stride, const uint8_t* ahead) {
   __m512 acc[P][T];
   for (int p = 0; p < P; ++p)
     for (int t = 0; t < T; ++t) acc[p][t] = _mm512_setzero_ps();
-  auto step = [&](auto load_w, auto load_a) {
+  auto step = [&](auto load_w, auto load_a) SHOAL_INLINE_LAMBDA {
     __m512 w[P];
     for (int p = 0; p < P; ++p) w[p] = load_w(p);
     for (int t = 0; t < T; ++t) {
@@ -123,10 +157,15 @@ HWY_INLINE void FloatTilePairs(const uint8_t* const (&rows)[2 * P], const float*
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     if (ahead) PrefetchSpan(ahead + i * 2 * P * Weights::kBytes, 2 * P * 8 * Weights::kBytes);
-    step([&](int p) { return LoadRowPair(Weights{rows[2 * p]}, Weights{rows[2 * p + 1]}, i); },
-         [&](int t) { return load_a(acts[t] + i); });
+    const size_t at = i / kFloatRun * run;
+    step(
+        [&](int p) {
+          if constexpr (kGrouped) return LoadRunPair(Weights{rows[2 * p] + at});
+          else return LoadRowPair(Weights{rows[2 * p] + at}, Weights{rows[2 * p + 1] + at}, 0);
+        },
+        [&](int t) { return load_a(acts[t] + i); });
   }
-  if (i < n) {  // FloatTile's zero-padded last vector
+  if (i < n) {  // FloatTile's zero-padded last vector (plain rows only)
     const size_t m = n - i;
     HWY_ALIGN uint8_t w_tail[2 * P][8 * Weights::kBytes] = {};
     HWY_ALIGN float a_tail[T][8] = {};
@@ -144,15 +183,31 @@ HWY_INLINE void FloatTilePairs(const uint8_t* const (&rows)[2 * P], const float*
     }
 }
 
+#endif  // AVX-512
+
+// Where a matrix's float rows lie: plain (row r at r * stride, its runs
+// back to back) or, before the plain tail, in groups of eight
+// (tensor/interleave.h: run c of the group's row k at 8 c + k runs).
+template <class Weights, bool kGrouped>
+struct FloatRowsAt {
+  static constexpr size_t kRunBytes = kFloatRun * Weights::kBytes;
+  const uint8_t* data;
+  size_t stride;  // bytes per row
+  const uint8_t* row(int64_t r) const {
+    if constexpr (kGrouped) return data + static_cast<size_t>(r / 8) * 8 * stride + static_cast<size_t>(r % 8) * kRunBytes;
+    else return data + static_cast<size_t>(r) * stride;
+  }
+  static constexpr size_t run() { return kGrouped ? 8 * kRunBytes : kRunBytes; }
+};
+
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
 // Prefill over rows [r0, r1), a multiple of eight: tiles of eight rows (four
 // pairs) by six tokens, 24 accumulators of the 32 registers.
-template <class Weights>
-void FloatRowsPaired(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size_t act_row_bytes, int n_tokens,
-                     float* y, int64_t y_stride) {
+template <class Weights, bool kGrouped>
+void FloatRowsPaired(FloatRowsAt<Weights, kGrouped> at, size_t n, int64_t r0, int64_t r1, const uint8_t* act,
+                     size_t act_row_bytes, int n_tokens, float* y, int64_t y_stride) {
   constexpr int kPairs = 4, kTokens = 6;
   constexpr int64_t kRowGroup = 3 * 2 * kPairs;  // rows that stay in cache while the token tiles pass
-  const size_t n = static_cast<size_t>(w.cols), stride = w.row_stride();
-  auto row = [&](int64_t r) { return w.data + static_cast<size_t>(r) * stride; };
   for (int64_t g0 = r0; g0 < r1; g0 += kRowGroup) {
     const int64_t g1 = std::min(r1, g0 + kRowGroup);
     for (int t0 = 0; t0 < n_tokens; t0 += kTokens)
@@ -162,24 +217,23 @@ void FloatRowsPaired(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act
         for (int k = 0; k < T; ++k) acts[k] = reinterpret_cast<const float*>(act + (t0 + k) * act_row_bytes);
         for (int64_t r = g0; r < g1; r += 2 * kPairs) {
           const uint8_t* rows[2 * kPairs];
-          for (int k = 0; k < 2 * kPairs; ++k) rows[k] = row(r + k);
+          for (int k = 0; k < 2 * kPairs; ++k) rows[k] = at.row(r + k);
           // The first pass over a group fetches the next group into cache.
           const int64_t next = r + kRowGroup;
-          FloatTilePairs<Weights, kPairs, T>(rows, acts, n, y + t0 * y_stride + r, y_stride,
-                                             t0 == 0 && next < r1 ? row(next) : nullptr);
+          FloatTilePairs<Weights, kPairs, T, kGrouped>(rows, acts, n, at.run(), y + t0 * y_stride + r, y_stride,
+                                                       t0 == 0 && next < r1 ? at.row(next) : nullptr);
         }
       });
   }
 }
 #endif  // AVX-512
 
-template <class Weights>
-void FloatRows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size_t act_row_bytes, int n_tokens,
-               float* y, int64_t y_stride) {
+// Rows [r0, r1) of one layout.
+template <class Weights, bool kGrouped>
+void FloatRowsOf(FloatRowsAt<Weights, kGrouped> at, size_t n, int64_t r0, int64_t r1, const uint8_t* act,
+                 size_t act_row_bytes, int n_tokens, float* y, int64_t y_stride) {
   constexpr int kRows = 3, kTokens = 4, kDecodeRows = 4;
   constexpr int64_t kRowGroup = 8 * kRows;  // rows that stay in cache while the token tiles pass
-  const size_t n = static_cast<size_t>(w.cols), stride = w.row_stride();
-  auto row = [&](int64_t r) { return w.data + static_cast<size_t>(r) * stride; };
   // The tile of rows r.. and tokens t0.., both counts at most four,
   // prefetching from `ahead` (or not: nullptr) as it goes.
   auto tile = [&](int n_rows, int n_tile_tokens, int64_t r, int t0, const uint8_t* ahead) {
@@ -188,22 +242,38 @@ void FloatRows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size
         constexpr int R = decltype(rows_c)::value, T = decltype(tokens_c)::value;
         const uint8_t* rows[R];
         const float* acts[T];
-        for (int k = 0; k < R; ++k) rows[k] = row(r + k);
+        for (int k = 0; k < R; ++k) rows[k] = at.row(r + k);
         for (int k = 0; k < T; ++k) acts[k] = reinterpret_cast<const float*>(act + (t0 + k) * act_row_bytes);
-        FloatTile<Weights, R, T>(rows, acts, n, y + t0 * y_stride + r, y_stride, ahead);
+        FloatTile<Weights, R, T>(rows, acts, n, at.run(), y + t0 * y_stride + r, y_stride, ahead);
       });
     });
   };
   if (n_tokens == 1) {
-    for (int64_t r = r0; r < r1; r += kDecodeRows) {
-      const int64_t next = r + kDecodeRows;
-      tile(static_cast<int>(std::min<int64_t>(kDecodeRows, r1 - r)), 1, r, 0, next < r1 ? row(next) : nullptr);
+    if constexpr (kGrouped) {
+      // A group at a time: one stream of memory, fetched kGroupAhead past
+      // where each step reads.
+      const float* acts[1] = {reinterpret_cast<const float*>(act)};
+      for (int64_t r = r0; r < r1; r += 8) {
+        const uint8_t* rows[8];
+        for (int k = 0; k < 8; ++k) rows[k] = at.row(r + k);
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+        FloatTilePairs<Weights, 4, 1, true>(rows, acts, n, at.run(), y + r, y_stride, rows[0] + kGroupAhead);
+#else
+        FloatTile<Weights, 8, 1>(rows, acts, n, at.run(), y + r, y_stride, rows[0] + kGroupAhead);
+#endif
+      }
+    } else {
+      // Four rows at a time, prefetching the next four.
+      for (int64_t r = r0; r < r1; r += kDecodeRows) {
+        const int64_t next = r + kDecodeRows;
+        tile(static_cast<int>(std::min<int64_t>(kDecodeRows, r1 - r)), 1, r, 0, next < r1 ? at.row(next) : nullptr);
+      }
     }
     return;
   }
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
   const int64_t paired_end = r0 + (r1 - r0) / 8 * 8;
-  FloatRowsPaired<Weights>(w, r0, paired_end, act, act_row_bytes, n_tokens, y, y_stride);
+  FloatRowsPaired<Weights, kGrouped>(at, n, r0, paired_end, act, act_row_bytes, n_tokens, y, y_stride);
   r0 = paired_end;  // the last rows, fewer than eight, as below
 #endif
   for (int64_t g0 = r0; g0 < r1; g0 += kRowGroup) {
@@ -213,9 +283,22 @@ void FloatRows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size
         // The first pass over a group fetches the next group into cache.
         const int64_t next = r + kRowGroup;
         tile(static_cast<int>(std::min<int64_t>(kRows, g1 - r)), std::min(kTokens, n_tokens - t0), r, t0,
-             t0 == 0 && next < r1 ? row(next) : nullptr);
+             t0 == 0 && next < r1 ? at.row(next) : nullptr);
       }
   }
+}
+
+template <class Weights>
+void FloatRows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size_t act_row_bytes, int n_tokens,
+               float* y, int64_t y_stride) {
+  const size_t n = static_cast<size_t>(w.cols), stride = w.row_stride();
+  const int64_t grouped_end = std::clamp<int64_t>(w.interleaved ? w.rows / 8 * 8 : 0, r0, r1);
+  if (r0 < grouped_end)
+    FloatRowsOf(FloatRowsAt<Weights, true>{w.data, stride}, n, r0, grouped_end, act, act_row_bytes, n_tokens, y,
+                y_stride);
+  if (grouped_end < r1)
+    FloatRowsOf(FloatRowsAt<Weights, false>{w.data, stride}, n, grouped_end, r1, act, act_row_bytes, n_tokens, y,
+                y_stride);
 }
 #endif  // fixed-width vectors
 

@@ -6,8 +6,11 @@
 
 namespace shoal {
 
-bool interleavable(DType type) {
+bool interleavable(DType type, int64_t cols) {
   switch (type) {
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16: return cols % kFloatRun == 0;  // whole runs only (no zero-padded tail in a group)
     case DType::Q4_0:
     case DType::Q4_1:
     case DType::Q5_0:
@@ -79,6 +82,23 @@ struct GroupLayout {
 
 #undef MOVE
 
+// Float weights: eight rows' runs of kFloatRun values side by side (run c of
+// row r at x8.v[kFloatRun * r + c's offset]), so that a group's rows stream
+// as one run of memory, each 8-lane load still one row's next run.
+template <size_t kBytes>
+struct FloatLayout {
+  struct P {
+    uint8_t v[kFloatRun * kBytes];
+  };
+  struct X {
+    uint8_t v[8 * kFloatRun * kBytes];
+  };
+  template <bool kToX8>
+  static void move_row(P& in, X& out, int r) {
+    move_bytes<kToX8>(in.v, &out.v[r * sizeof(P)], sizeof(P));
+  }
+};
+
 // fn(Layout{}) with the layout of `type`.
 template <class Fn>
 void with_layout(DType type, Fn&& fn) {
@@ -93,6 +113,9 @@ void with_layout(DType type, Fn&& fn) {
     case DType::Q4_K: return fn(GroupLayout<BlockQ4_K, BlockQ4_Kx8>{});
     case DType::Q5_K: return fn(GroupLayout<BlockQ5_K, BlockQ5_Kx8>{});
     case DType::Q6_K: return fn(GroupLayout<BlockQ6_K, BlockQ6_Kx8>{});
+    case DType::F32: return fn(FloatLayout<4>{});
+    case DType::F16:
+    case DType::BF16: return fn(FloatLayout<2>{});
     default: fail("internal: no x8 layout for {}", dtype_info(type).name);
   }
 }
@@ -100,10 +123,12 @@ void with_layout(DType type, Fn&& fn) {
 }  // namespace
 
 void interleave_rows(DType type, const uint8_t* src, int64_t rows, int64_t cols, uint8_t* dst) {
+  if (!interleavable(type, cols)) fail("internal: no x8 layout for {} rows of {}", dtype_info(type).name, cols);
   const size_t row = row_bytes(type, cols);
-  const int64_t nb = cols / dtype_info(type).block_size, groups = rows / 8;
+  const int64_t groups = rows / 8;
   with_layout(type, [&](auto layout) {
     using L = decltype(layout);
+    const int64_t nb = static_cast<int64_t>(row / sizeof(typename L::P));
     for (int64_t g = 0; g < groups; ++g)
       for (int64_t b = 0; b < nb; ++b) {
         typename L::X out{};
@@ -121,11 +146,11 @@ void interleave_rows(DType type, const uint8_t* src, int64_t rows, int64_t cols,
 const uint8_t* plain_row(const Matrix& m, int64_t r, std::vector<uint8_t>& scratch) {
   if (!m.interleaved || r >= m.rows / 8 * 8) return m.row(r);  // plain, or in the plain tail
   const size_t row = m.row_stride();
-  const int64_t nb = m.cols / dtype_info(m.type).block_size;
   const uint8_t* group = m.data + (r / 8) * 8 * row;
   scratch.resize(row);
   with_layout(m.type, [&](auto layout) {
     using L = decltype(layout);
+    const int64_t nb = static_cast<int64_t>(row / sizeof(typename L::P));
     for (int64_t b = 0; b < nb; ++b) {
       typename L::X x;
       typename L::P out{};

@@ -3,8 +3,11 @@
 // eight consecutive rows is stored as one x8 block, the eight scales side by
 // side and the quants interleaved four bytes at a time, so that one 32-byte
 // load holds four bytes of each row and one vpmaddubsw works on eight rows
-// against one activation broadcast. Made once at load; rows past the last
-// whole group stay in the plain layout after the groups. Same total size.
+// against one activation broadcast. Float rows interleave runs of eight
+// values, so that decode reads a group as one stream rather than eight
+// (one stream is what a core's prefetchers follow best). Made once at load;
+// rows past the last whole group stay in the plain layout after the groups.
+// Same total size.
 //
 // The layout changes speed only: gemm_rows gives the same bits for a matrix
 // in either layout (tensor/gemm.h), so a machine may keep the plain layout
@@ -104,8 +107,13 @@ static_assert(sizeof(BlockQ4_Kx8) == 8 * sizeof(BlockQ4_K));
 static_assert(sizeof(BlockQ5_Kx8) == 8 * sizeof(BlockQ5_K));
 static_assert(sizeof(BlockQ6_Kx8) == 8 * sizeof(BlockQ6_K));
 
-// Whether `type` has an x8 layout.
-bool interleavable(DType type);
+// Float weights (F32, F16, BF16) group in runs of this many values, one
+// 8-lane vector of a row (tensor/gemm_float-inl.h).
+constexpr int64_t kFloatRun = 8;
+
+// Whether rows of `cols` values of `type` have an x8 layout: every
+// quantized type the matmul tiles, and float rows of whole runs.
+bool interleavable(DType type, int64_t cols);
 
 // Writes the rows x cols matrix at src (plain layout) to dst in the x8
 // layout (the same number of bytes). src and dst must not overlap.

@@ -80,7 +80,7 @@ TEST(CpuMatmuls, EachOutputHasTheBitsOfItsOwnMatmul) {
       std::vector<Weights> ws;
       const int64_t rows[] = {80, 16, 45};  // chunks end inside outputs; a grouped tail of five
       for (size_t i = 0; i < types.size(); ++i) {
-        const bool g = grouped && interleavable(types[i]);
+        const bool g = grouped && interleavable(types[i], kCols);
         ws.push_back(make_weights(types[i], rows[i], g, rng));
       }
       for (const int n : {1, 4, 7}) {

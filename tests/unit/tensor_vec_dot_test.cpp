@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -37,6 +38,14 @@ bool is_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType
 // rows sum n products (n up to 1000 here); quantized rows sum one exact
 // integer per block, so only a few float roundings per block remain.
 double simd_tolerance(DType t) { return is_float(t) ? 2e-6 : 1e-6; }
+
+// Row lengths for a matmul test: float rows of `odd` values (a zero-padded
+// last vector; plain only) and the next whole runs (which also group);
+// quantized rows of `blocks` blocks.
+std::vector<int64_t> widths(DType t, int64_t odd, int64_t blocks) {
+  if (is_float(t)) return {odd, (odd / kFloatRun + 1) * kFloatRun};
+  return {blocks * dtype_info(t).block_size};
+}
 
 // A buffer holding `bytes` at a chosen misalignment from a 64-byte boundary.
 struct Misaligned {
@@ -151,36 +160,36 @@ TEST(TensorGemm, Avx2AndAvx512AgreeBitForBit) {
   std::mt19937 rng(78);
   constexpr int64_t kRows = 43;
   constexpr int kTokens = 13;
-  for (const DType type : kAllTypes) {
-    SCOPED_TRACE(dtype_info(type).name);
-    const int64_t n = is_float(type) ? 203 : 5 * dtype_info(type).block_size;
-    const size_t a_row = row_bytes(activation_dtype(type), n);
-    std::vector<uint8_t> w;
-    for (int64_t r = 0; r < kRows; ++r) {
-      const auto row = random_weights(type, n, rng);
-      w.insert(w.end(), row.begin(), row.end());
+  for (const DType type : kAllTypes)
+    for (const int64_t n : widths(type, 203, 5)) {
+      SCOPED_TRACE(std::string(dtype_info(type).name) + " n=" + std::to_string(n));
+      const size_t a_row = row_bytes(activation_dtype(type), n);
+      std::vector<uint8_t> w;
+      for (int64_t r = 0; r < kRows; ++r) {
+        const auto row = random_weights(type, n, rng);
+        w.insert(w.end(), row.begin(), row.end());
+      }
+      std::vector<uint8_t> act(a_row * kTokens);
+      for (int t = 0; t < kTokens; ++t) quantize_activation(type, random_floats(n, rng).data(), act.data() + t * a_row, n);
+      std::vector<uint8_t> grouped_bytes(w.size());
+      if (interleavable(type, n)) interleave_rows(type, w.data(), kRows, n, grouped_bytes.data());
+      const Matrix plain{type, w.data(), kRows, n}, grouped{type, grouped_bytes.data(), kRows, n, true};
+      for (const Matrix& m : {plain, grouped}) {
+        if (m.interleaved && !interleavable(type, n)) continue;
+        auto run = [&](int64_t target) {
+          hwy::SetSupportedTargetsForTest(target);
+          std::vector<float> y(kRows * kTokens, NAN);
+          gemm_rows(m, 0, 24, act.data(), a_row, kTokens, y.data(), kRows);
+          gemm_rows(m, 24, kRows, act.data(), a_row, kTokens, y.data(), kRows);
+          return y;
+        };
+        const std::vector<float> first = run(wide[0]);
+        for (size_t k = 1; k < wide.size(); ++k)
+          ASSERT_EQ(0, std::memcmp(first.data(), run(wide[k]).data(), first.size() * sizeof(float)))
+              << hwy::TargetName(wide[0]) << " and " << hwy::TargetName(wide[k]) << " disagree"
+              << (m.interleaved ? " (groups of eight)" : "");
+      }
     }
-    std::vector<uint8_t> act(a_row * kTokens);
-    for (int t = 0; t < kTokens; ++t) quantize_activation(type, random_floats(n, rng).data(), act.data() + t * a_row, n);
-    std::vector<uint8_t> grouped_bytes(w.size());
-    if (interleavable(type)) interleave_rows(type, w.data(), kRows, n, grouped_bytes.data());
-    const Matrix plain{type, w.data(), kRows, n}, grouped{type, grouped_bytes.data(), kRows, n, true};
-    for (const Matrix& m : {plain, grouped}) {
-      if (m.interleaved && !interleavable(type)) continue;
-      auto run = [&](int64_t target) {
-        hwy::SetSupportedTargetsForTest(target);
-        std::vector<float> y(kRows * kTokens, NAN);
-        gemm_rows(m, 0, 24, act.data(), a_row, kTokens, y.data(), kRows);
-        gemm_rows(m, 24, kRows, act.data(), a_row, kTokens, y.data(), kRows);
-        return y;
-      };
-      const std::vector<float> first = run(wide[0]);
-      for (size_t k = 1; k < wide.size(); ++k)
-        ASSERT_EQ(0, std::memcmp(first.data(), run(wide[k]).data(), first.size() * sizeof(float)))
-            << hwy::TargetName(wide[0]) << " and " << hwy::TargetName(wide[k]) << " disagree"
-            << (m.interleaved ? " (groups of eight)" : "");
-    }
-  }
 }
 
 // The reference against the format description itself: dequantize both
@@ -258,9 +267,9 @@ TEST(TensorInterleave, EveryRowComesBackOutOfItsGroup) {
   std::mt19937 rng(99);
   constexpr int64_t kRows = 21;  // two groups of eight and a tail of five
   for (const DType type : kAllTypes) {
-    if (!interleavable(type)) continue;
+    const int64_t n = is_float(type) ? 3 * kFloatRun : 3 * dtype_info(type).block_size;
+    if (!interleavable(type, n)) continue;
     SCOPED_TRACE(dtype_info(type).name);
-    const int64_t n = 3 * dtype_info(type).block_size;
     const auto w = random_weights(type, kRows * n, rng);
     std::vector<uint8_t> grouped_bytes(w.size());
     interleave_rows(type, w.data(), kRows, n, grouped_bytes.data());
@@ -285,67 +294,74 @@ TEST(TensorGemm, MatchesReferenceAndIsBatchInvariantOnEveryTarget) {
   TargetGuard guard;
   std::mt19937 rng(4321);
   constexpr int64_t kRows = 37, kTokens = 9;
-  for (const DType type : kAllTypes) {
-    SCOPED_TRACE(dtype_info(type).name);
-    const int64_t n = is_float(type) ? 100 : 3 * dtype_info(type).block_size;
-    const DType act_type = activation_dtype(type);
-    const size_t w_row = row_bytes(type, n), a_row = row_bytes(act_type, n);
-    std::vector<uint8_t> w;
-    for (int64_t r = 0; r < kRows; ++r) {
-      const auto row = random_weights(type, n, rng);
-      w.insert(w.end(), row.begin(), row.end());
-    }
-    std::vector<uint8_t> act(a_row * kTokens);
-    for (int t = 0; t < kTokens; ++t) {
-      const auto x = random_floats(n, rng);
-      quantize_activation(type, x.data(), act.data() + t * a_row, n);
-    }
-    const Matrix plain{type, w.data(), kRows, n};
-    std::vector<uint8_t> grouped_bytes(w.size());
-    if (interleavable(type)) interleave_rows(type, w.data(), kRows, n, grouped_bytes.data());
-    const Matrix grouped{type, grouped_bytes.data(), kRows, n, true};
-    for (const int64_t target : hwy::SupportedAndGeneratedTargets()) {
-      hwy::SetSupportedTargetsForTest(target);
-      SCOPED_TRACE(hwy::TargetName(target));
-      // All tokens at once, rows in two ranges (a group of eight and the rest).
-      std::vector<float> all(kRows * kTokens, NAN);
-      gemm_rows(plain, 0, 8, act.data(), a_row, kTokens, all.data(), kRows);
-      gemm_rows(plain, 8, kRows, act.data(), a_row, kTokens, all.data(), kRows);
-      // Rows split at 5: other rows go alone or eight at a time.
-      std::vector<float> split5(kRows * kTokens, NAN);
-      gemm_rows(plain, 0, 5, act.data(), a_row, kTokens, split5.data(), kRows);
-      gemm_rows(plain, 5, kRows, act.data(), a_row, kTokens, split5.data(), kRows);
-      ASSERT_EQ(0, std::memcmp(all.data(), split5.data(), all.size() * sizeof(float))) << "row ranges change the result";
-      const bool have_groups = interleavable(type) && is_wide(target);
-      if (have_groups) {
-        std::vector<float> from_groups(kRows * kTokens, NAN);
-        gemm_rows(grouped, 0, 16, act.data(), a_row, kTokens, from_groups.data(), kRows);
-        gemm_rows(grouped, 16, kRows, act.data(), a_row, kTokens, from_groups.data(), kRows);
-        ASSERT_EQ(0, std::memcmp(all.data(), from_groups.data(), all.size() * sizeof(float)))
-            << "groups of eight change the result";
+  for (const DType type : kAllTypes)
+    for (const int64_t n : widths(type, 100, 3)) {
+      SCOPED_TRACE(std::string(dtype_info(type).name) + " n=" + std::to_string(n));
+      const DType act_type = activation_dtype(type);
+      const size_t w_row = row_bytes(type, n), a_row = row_bytes(act_type, n);
+      std::vector<uint8_t> w;
+      for (int64_t r = 0; r < kRows; ++r) {
+        const auto row = random_weights(type, n, rng);
+        w.insert(w.end(), row.begin(), row.end());
       }
+      std::vector<uint8_t> act(a_row * kTokens);
       for (int t = 0; t < kTokens; ++t) {
-        std::vector<float> alone(kRows, NAN);
-        gemm_rows(plain, 0, kRows, act.data() + t * a_row, a_row, 1, alone.data(), kRows);
-        for (int64_t r = 0; r < kRows; ++r) {
-          const float got = all[t * kRows + r];
-          ASSERT_EQ(std::memcmp(&got, &alone[r], 4), 0) << "token " << t << " row " << r << ": " << got << " in a batch, "
-                                                        << alone[r] << " alone";
-          const uint8_t* wr = w.data() + r * w_row;
-          const uint8_t* ar = act.data() + t * a_row;
-          std::vector<float> wf(n), af(n);
-          dequantize_row(type, wr, wf.data(), n);
-          dequantize_row(act_type, ar, af.data(), n);
-          double magnitude = 0;
-          for (int64_t i = 0; i < n; ++i) magnitude += std::fabs(double(wf[i]) * af[i]);
-          const float ref = vec_dot_reference(type, wr, ar, n);
-          ASSERT_LE(std::fabs(double(got) - ref), simd_tolerance(type) * magnitude)
-              << "token " << t << " row " << r << " got " << got << " ref " << ref;
+        const auto x = random_floats(n, rng);
+        quantize_activation(type, x.data(), act.data() + t * a_row, n);
+      }
+      const Matrix plain{type, w.data(), kRows, n};
+      std::vector<uint8_t> grouped_bytes(w.size());
+      if (interleavable(type, n)) interleave_rows(type, w.data(), kRows, n, grouped_bytes.data());
+      const Matrix grouped{type, grouped_bytes.data(), kRows, n, true};
+      for (const int64_t target : hwy::SupportedAndGeneratedTargets()) {
+        hwy::SetSupportedTargetsForTest(target);
+        SCOPED_TRACE(hwy::TargetName(target));
+        // All tokens at once, rows in two ranges (a group of eight and the rest).
+        std::vector<float> all(kRows * kTokens, NAN);
+        gemm_rows(plain, 0, 8, act.data(), a_row, kTokens, all.data(), kRows);
+        gemm_rows(plain, 8, kRows, act.data(), a_row, kTokens, all.data(), kRows);
+        // Rows split at 5: other rows go alone or eight at a time.
+        std::vector<float> split5(kRows * kTokens, NAN);
+        gemm_rows(plain, 0, 5, act.data(), a_row, kTokens, split5.data(), kRows);
+        gemm_rows(plain, 5, kRows, act.data(), a_row, kTokens, split5.data(), kRows);
+        ASSERT_EQ(0, std::memcmp(all.data(), split5.data(), all.size() * sizeof(float))) << "row ranges change the result";
+        // Float groups are read on every fixed-width target; quantized ones from AVX2 up.
+        const bool have_groups = interleavable(type, n) && (is_float(type) || is_wide(target));
+        if (have_groups) {
+          std::vector<float> from_groups(kRows * kTokens, NAN);
+          gemm_rows(grouped, 0, 16, act.data(), a_row, kTokens, from_groups.data(), kRows);
+          gemm_rows(grouped, 16, kRows, act.data(), a_row, kTokens, from_groups.data(), kRows);
+          ASSERT_EQ(0, std::memcmp(all.data(), from_groups.data(), all.size() * sizeof(float)))
+              << "groups of eight change the result";
+        }
+        for (int t = 0; t < kTokens; ++t) {
+          std::vector<float> alone(kRows, NAN);
+          gemm_rows(plain, 0, kRows, act.data() + t * a_row, a_row, 1, alone.data(), kRows);
+          if (have_groups) {  // decode, which reads groups its own way
+            std::vector<float> alone_grouped(kRows, NAN);
+            gemm_rows(grouped, 0, kRows, act.data() + t * a_row, a_row, 1, alone_grouped.data(), kRows);
+            ASSERT_EQ(0, std::memcmp(alone.data(), alone_grouped.data(), kRows * sizeof(float)))
+                << "token " << t << " alone: groups of eight change the result";
+          }
+          for (int64_t r = 0; r < kRows; ++r) {
+            const float got = all[t * kRows + r];
+            ASSERT_EQ(std::memcmp(&got, &alone[r], 4), 0) << "token " << t << " row " << r << ": " << got << " in a batch, "
+                                                          << alone[r] << " alone";
+            const uint8_t* wr = w.data() + r * w_row;
+            const uint8_t* ar = act.data() + t * a_row;
+            std::vector<float> wf(n), af(n);
+            dequantize_row(type, wr, wf.data(), n);
+            dequantize_row(act_type, ar, af.data(), n);
+            double magnitude = 0;
+            for (int64_t i = 0; i < n; ++i) magnitude += std::fabs(double(wf[i]) * af[i]);
+            const float ref = vec_dot_reference(type, wr, ar, n);
+            ASSERT_LE(std::fabs(double(got) - ref), simd_tolerance(type) * magnitude)
+                << "token " << t << " row " << r << " got " << got << " ref " << ref;
+          }
         }
       }
+      hwy::SetSupportedTargetsForTest(0);
     }
-    hwy::SetSupportedTargetsForTest(0);
-  }
 }
 
 }  // namespace
