@@ -8,6 +8,7 @@
 #include "gguf/reader.h"
 #include "tensor/gemm.h"
 #include "tensor/interleave.h"
+#include "util/thread_pool.h"
 #include "util/error.h"
 
 namespace shoal {
@@ -110,11 +111,17 @@ uint64_t groupable_bytes(const ModelWeights& w, const ModelConfig& c, const Bind
   return bytes;
 }
 
-uint64_t group_rows_for_cpu(ModelWeights& w, const ModelConfig& c, const BindRange& r) {
+uint64_t group_rows_for_cpu(ModelWeights& w, const ModelConfig& c, const BindRange& r, ThreadPool& pool) {
   uint64_t bytes = 0;
   for_each_groupable(w, c, r, [&](Matrix& m) {
     std::unique_ptr<uint8_t[]> copy(new uint8_t[m.bytes()]);
-    interleave_rows(m.type, m.data, m.rows, m.cols, copy.get());
+    // Whole groups per chunk (the last chunk takes the plain tail).
+    const size_t group_bytes = 8 * m.row_stride();
+    const int64_t groups = m.rows / 8;
+    pool.parallel_for(groups, 1, [&](int64_t g0, int64_t g1) {
+      const int64_t rows = g1 == groups ? m.rows - g0 * 8 : (g1 - g0) * 8;
+      interleave_rows(m.type, m.data + g0 * group_bytes, rows, m.cols, copy.get() + g0 * group_bytes);
+    });
     m.data = copy.get();
     m.interleaved = true;
     bytes += m.bytes();

@@ -14,6 +14,8 @@
 #include "tensor/matrix.h"
 
 namespace shoal {
+
+class ThreadPool;
 namespace gguf { class File; }
 
 // One layer's tensors by kind; those the layer does not have are empty.
@@ -63,8 +65,9 @@ ModelWeights bind_weights(const gguf::File& file, const ModelConfig& config, con
 // groups of eight rows, when this CPU's matmul reads it; 0 otherwise.
 uint64_t groupable_bytes(const ModelWeights& w, const ModelConfig& config, const BindRange& range);
 // Copies those matrices into groups of eight rows (tensor/interleave.h), in
-// buffers `w` keeps; the views then point there. Speed only: the matmul
-// gives the same bits either way. Returns the bytes copied.
-uint64_t group_rows_for_cpu(ModelWeights& w, const ModelConfig& config, const BindRange& range);
+// buffers `w` keeps, on the pool's threads (the copy's cost is mostly the
+// first touch of fresh pages); the views then point there. Speed only: the
+// matmul gives the same bits either way. Returns the bytes copied.
+uint64_t group_rows_for_cpu(ModelWeights& w, const ModelConfig& config, const BindRange& range, ThreadPool& pool);
 
 }  // namespace shoal

@@ -48,7 +48,7 @@ void CpuBackend::copy(DevicePtr dst, DevicePtr src, size_t bytes) {
 
 uint64_t CpuBackend::prepare_weights(ModelWeights& weights, const ModelConfig& config, const BindRange& range) {
   // The layout this machine's matmul reads fastest; the same bits either way.
-  return group_rows_for_cpu(weights, config, range);
+  return group_rows_for_cpu(weights, config, range, pool_);
 }
 
 uint64_t CpuBackend::prepared_bytes(const ModelWeights& weights, const ModelConfig& config, const BindRange& range) {

@@ -217,8 +217,10 @@ void WorkerSession::load_stage(const wire::Frame& request) {
       // Rows in groups of eight (faster, the same bits) when the copy fits in
       // what this worker lends; the received tensors stay for sharing.
       const uint64_t copy = stage->backend->prepared_bytes(stage->weights, c, range);
-      if (copy > 0 && s_.memory_in_use() + need + copy <= s_.device_.free_memory)
+      if (copy > 0 && s_.memory_in_use() + need + copy <= s_.device_.free_memory) {
+        std::lock_guard<std::mutex> compute(s_.compute_mutex_);  // the copy runs on the shared pool
         stage->grouped_bytes = stage->backend->prepare_weights(stage->weights, c, range);
+      }
     }
   } catch (const Error& e) {
     throw ProtocolError(out_of_memory(e) ? ErrorCode::OutOfMemory : ErrorCode::Internal,
