@@ -101,7 +101,6 @@ HWY_INLINE void PlainEight(const uint8_t* const (&rows)[8], int64_t b, const Til
   }
 }
 
-
 template <class Kernel>
 void ChainRows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size_t act_row_bytes, int n_tokens,
                float* y, int64_t y_stride) {

@@ -82,9 +82,9 @@ struct GroupLayout {
 
 #undef MOVE
 
-// Float weights: eight rows' runs of kFloatRun values side by side (run c of
-// row r at x8.v[kFloatRun * r + c's offset]), so that a group's rows stream
-// as one run of memory, each 8-lane load still one row's next run.
+// Float weights: x8 block c holds run c (kFloatRun values) of each of the
+// eight rows in turn, so that a group's rows are one stream of memory and
+// each 8-lane load is still one row's next run.
 template <size_t kBytes>
 struct FloatLayout {
   struct P {
