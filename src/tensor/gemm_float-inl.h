@@ -61,17 +61,31 @@ HWY_INLINE void InRegister(V& v) {
 #endif
 }
 
-// Where value i (a whole vector's first) of a row lies from the row's
-// start, `run` bytes from one run of kFloatRun values to the next: the run's
-// own bytes in the plain layout, eight rows' in groups (tensor/interleave.h).
-template <class Weights>
-HWY_INLINE size_t RunOffset(size_t i, size_t run) {
-  return i / kFloatRun * run + i % kFloatRun * Weights::kBytes;
-}
+// Where a matrix's float rows lie: plain (row r at r * stride, its runs
+// back to back) or, before the plain tail, in groups of eight
+// (tensor/interleave.h: run c of the group's row k at 8 c + k runs). The
+// tiles take it as their first template argument.
+template <class WeightsT, bool kGroupedRows>
+struct FloatRowsAt {
+  using Weights = WeightsT;
+  static constexpr bool kGrouped = kGroupedRows;
+  static constexpr size_t kRunBytes = kFloatRun * Weights::kBytes;
+  // Bytes from one run of a row to its next.
+  static constexpr size_t kRunStride = kGrouped ? 8 * kRunBytes : kRunBytes;
+  const uint8_t* data;
+  size_t stride;  // bytes per row
+  const uint8_t* row(int64_t r) const {
+    if constexpr (kGrouped) return data + static_cast<size_t>(r / 8) * 8 * stride + static_cast<size_t>(r % 8) * kRunBytes;
+    else return data + static_cast<size_t>(r) * stride;
+  }
+  // Where value i (a whole vector's first) lies from its row's start.
+  static constexpr size_t offset(size_t i) { return i / kFloatRun * kRunStride + i % kFloatRun * Weights::kBytes; }
+};
 
-template <class Weights, int R, int T>
-HWY_INLINE void FloatTile(const uint8_t* const (&rows)[R], const float* const (&acts)[T], size_t n, size_t run,
-                          float* y, int64_t y_stride, const uint8_t* ahead) {
+template <class At, int R, int T>
+HWY_INLINE void FloatTile(const uint8_t* const (&rows)[R], const float* const (&acts)[T], size_t n, float* y,
+                          int64_t y_stride, const uint8_t* ahead) {
+  using Weights = typename At::Weights;
   const DFloat d;
   const size_t N = hn::Lanes(d);
   using V = hn::Vec<DFloat>;
@@ -90,7 +104,7 @@ HWY_INLINE void FloatTile(const uint8_t* const (&rows)[R], const float* const (&
   size_t i = 0;
   for (; i + N <= n; i += N) {
     if (ahead) PrefetchSpan(ahead + i * R * Weights::kBytes, R * N * Weights::kBytes);  // as much as this step reads
-    const size_t at = RunOffset<Weights>(i, run);
+    const size_t at = At::offset(i);
     step([&](int r) { return Weights{rows[r] + at}.Load(d, 0); }, [&](int t) { return hn::LoadU(d, acts[t] + i); });
   }
   if (i < n) {  // plain rows only: grouped ones are whole runs
@@ -113,34 +127,34 @@ HWY_INLINE void FloatTile(const uint8_t* const (&rows)[R], const float* const (&
 // the multiply-adds per cycle where the core has 512-bit units (Zen 5,
 // Xeon). A weight pair is converted once for T tokens; a token's 8
 // activations are loaded into both halves (a plain broadcast load).
-HWY_INLINE __m512 LoadRowPair(F32Weights a, F32Weights b, size_t i) {
-  return Join8(_mm256_loadu_ps(reinterpret_cast<const float*>(a.p) + i), _mm256_loadu_ps(reinterpret_cast<const float*>(b.p) + i));
-}
-HWY_INLINE __m256i HalvesPair(const uint8_t* a, const uint8_t* b, size_t i) {
-  return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + 2 * i))),
-                                 _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 * i)), 1);
-}
-HWY_INLINE __m512 LoadRowPair(F16Weights a, F16Weights b, size_t i) {
-  return _mm512_maskz_cvtph_ps(kLanes16, HalvesPair(a.p, b.p, i));
-}
-HWY_INLINE __m512 LoadRowPair(BF16Weights a, BF16Weights b, size_t i) {  // bf16 is the top half of an f32
-  return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(kLanes16, _mm512_maskz_cvtepu16_epi32(kLanes16, HalvesPair(a.p, b.p, i)), 16));
-}
-// The same pair where row r + 1's run follows row r's (rows in groups of
-// eight): one load.
-HWY_INLINE __m512 LoadRunPair(F32Weights ab) { return _mm512_loadu_ps(ab.p); }
-HWY_INLINE __m512 LoadRunPair(F16Weights ab) {
-  return _mm512_maskz_cvtph_ps(kLanes16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.p)));
-}
-HWY_INLINE __m512 LoadRunPair(BF16Weights ab) {
-  const __m256i halves = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.p));
+// Sixteen 16-bit weights widened to floats.
+HWY_INLINE __m512 Widen(F16Weights, __m256i halves) { return _mm512_maskz_cvtph_ps(kLanes16, halves); }
+HWY_INLINE __m512 Widen(BF16Weights, __m256i halves) {  // bf16 is the top half of an f32
   return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(kLanes16, _mm512_maskz_cvtepu16_epi32(kLanes16, halves), 16));
 }
+// A run of rows r and r + 1 each (plain rows: two loads).
+HWY_INLINE __m512 LoadRowPair(F32Weights a, F32Weights b) {
+  return Join8(_mm256_loadu_ps(reinterpret_cast<const float*>(a.p)), _mm256_loadu_ps(reinterpret_cast<const float*>(b.p)));
+}
+template <class Weights>
+HWY_INLINE __m512 LoadRowPair(Weights a, Weights b) {
+  return Widen(a, _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a.p))),
+                                          _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.p)), 1));
+}
+// The same where row r + 1's run follows row r's (rows in groups of
+// eight): one load.
+HWY_INLINE __m512 LoadRunPair(F32Weights ab) { return _mm512_loadu_ps(ab.p); }
+template <class Weights>
+HWY_INLINE __m512 LoadRunPair(Weights ab) {
+  return Widen(ab, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.p)));
+}
 
-// kGrouped: the rows are a group of eight, each pair's runs side by side.
-template <class Weights, int P, int T, bool kGrouped>
-HWY_INLINE void FloatTilePairs(const uint8_t* const (&rows)[2 * P], const float* const (&acts)[T], size_t n,
-                               size_t run, float* y, int64_t y_stride, const uint8_t* ahead) {
+// Grouped rows (At::kGrouped) come a group of eight at a time, each pair's
+// runs side by side.
+template <class At, int P, int T>
+HWY_INLINE void FloatTilePairs(const uint8_t* const (&rows)[2 * P], const float* const (&acts)[T], size_t n, float* y,
+                               int64_t y_stride, const uint8_t* ahead) {
+  using Weights = typename At::Weights;
   __m512 acc[P][T];
   for (int p = 0; p < P; ++p)
     for (int t = 0; t < T; ++t) acc[p][t] = _mm512_setzero_ps();
@@ -157,11 +171,11 @@ HWY_INLINE void FloatTilePairs(const uint8_t* const (&rows)[2 * P], const float*
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     if (ahead) PrefetchSpan(ahead + i * 2 * P * Weights::kBytes, 2 * P * 8 * Weights::kBytes);
-    const size_t at = i / kFloatRun * run;
+    const size_t at = At::offset(i);
     step(
         [&](int p) {
-          if constexpr (kGrouped) return LoadRunPair(Weights{rows[2 * p] + at});
-          else return LoadRowPair(Weights{rows[2 * p] + at}, Weights{rows[2 * p + 1] + at}, 0);
+          if constexpr (At::kGrouped) return LoadRunPair(Weights{rows[2 * p] + at});
+          else return LoadRowPair(Weights{rows[2 * p] + at}, Weights{rows[2 * p + 1] + at});
         },
         [&](int t) { return load_a(acts[t] + i); });
   }
@@ -171,7 +185,7 @@ HWY_INLINE void FloatTilePairs(const uint8_t* const (&rows)[2 * P], const float*
     HWY_ALIGN float a_tail[T][8] = {};
     for (int r = 0; r < 2 * P; ++r) std::memcpy(w_tail[r], rows[r] + i * Weights::kBytes, m * Weights::kBytes);
     for (int t = 0; t < T; ++t) std::memcpy(a_tail[t], acts[t] + i, m * sizeof(float));
-    step([&](int p) { return LoadRowPair(Weights{w_tail[2 * p]}, Weights{w_tail[2 * p + 1]}, 0); },
+    step([&](int p) { return LoadRowPair(Weights{w_tail[2 * p]}, Weights{w_tail[2 * p + 1]}); },
          [&](int t) { return load_a(a_tail[t]); });
   }
   const DFloat d;
@@ -183,24 +197,6 @@ HWY_INLINE void FloatTilePairs(const uint8_t* const (&rows)[2 * P], const float*
     }
 }
 
-#endif  // AVX-512
-
-// Where a matrix's float rows lie: plain (row r at r * stride, its runs
-// back to back) or, before the plain tail, in groups of eight
-// (tensor/interleave.h: run c of the group's row k at 8 c + k runs).
-template <class Weights, bool kGrouped>
-struct FloatRowsAt {
-  static constexpr size_t kRunBytes = kFloatRun * Weights::kBytes;
-  const uint8_t* data;
-  size_t stride;  // bytes per row
-  const uint8_t* row(int64_t r) const {
-    if constexpr (kGrouped) return data + static_cast<size_t>(r / 8) * 8 * stride + static_cast<size_t>(r % 8) * kRunBytes;
-    else return data + static_cast<size_t>(r) * stride;
-  }
-  static constexpr size_t run() { return kGrouped ? 8 * kRunBytes : kRunBytes; }
-};
-
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
 // Prefill over rows [r0, r1), a multiple of eight: tiles of eight rows (four
 // pairs) by six tokens, 24 accumulators of the 32 registers.
 template <class Weights, bool kGrouped>
@@ -220,8 +216,8 @@ void FloatRowsPaired(FloatRowsAt<Weights, kGrouped> at, size_t n, int64_t r0, in
           for (int k = 0; k < 2 * kPairs; ++k) rows[k] = at.row(r + k);
           // The first pass over a group fetches the next group into cache.
           const int64_t next = r + kRowGroup;
-          FloatTilePairs<Weights, kPairs, T, kGrouped>(rows, acts, n, at.run(), y + t0 * y_stride + r, y_stride,
-                                                       t0 == 0 && next < r1 ? at.row(next) : nullptr);
+          FloatTilePairs<decltype(at), kPairs, T>(rows, acts, n, y + t0 * y_stride + r, y_stride,
+                                                  t0 == 0 && next < r1 ? at.row(next) : nullptr);
         }
       });
   }
@@ -244,7 +240,7 @@ void FloatRowsOf(FloatRowsAt<Weights, kGrouped> at, size_t n, int64_t r0, int64_
         const float* acts[T];
         for (int k = 0; k < R; ++k) rows[k] = at.row(r + k);
         for (int k = 0; k < T; ++k) acts[k] = reinterpret_cast<const float*>(act + (t0 + k) * act_row_bytes);
-        FloatTile<Weights, R, T>(rows, acts, n, at.run(), y + t0 * y_stride + r, y_stride, ahead);
+        FloatTile<decltype(at), R, T>(rows, acts, n, y + t0 * y_stride + r, y_stride, ahead);
       });
     });
   };
@@ -257,9 +253,9 @@ void FloatRowsOf(FloatRowsAt<Weights, kGrouped> at, size_t n, int64_t r0, int64_
         const uint8_t* rows[8];
         for (int k = 0; k < 8; ++k) rows[k] = at.row(r + k);
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-        FloatTilePairs<Weights, 4, 1, true>(rows, acts, n, at.run(), y + r, y_stride, rows[0] + kGroupAhead);
+        FloatTilePairs<decltype(at), 4, 1>(rows, acts, n, y + r, y_stride, rows[0] + kGroupAhead);
 #else
-        FloatTile<Weights, 8, 1>(rows, acts, n, at.run(), y + r, y_stride, rows[0] + kGroupAhead);
+        FloatTile<decltype(at), 8, 1>(rows, acts, n, y + r, y_stride, rows[0] + kGroupAhead);
 #endif
       }
     } else {
