@@ -18,5 +18,6 @@ Command add_plan_command(CLI::App& app);
 Command add_ping_command(CLI::App& app);
 Command add_serve_command(CLI::App& app);
 Command add_devices_command(CLI::App& app);
+Command add_keygen_command(CLI::App& app);
 
 }  // namespace shoal::cli

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "cluster/wire/handshake.h"
+#include "cluster/wire/cluster_key.h"
 #include "backend/device_choice.h"
 #include "model/kv_cache.h"
 #include "util/error.h"
@@ -63,7 +63,9 @@ void add_cluster_options(CLI::App& cmd, CommonOptions& o) {
   cmd.add_option("--discover-port", o.cluster.beacon_port, "UDP port of the workers' beacons")->capture_default_str();
   cmd.add_option("--discover-wait", o.discover_wait_s, "seconds to listen for beacons before the first plan")
       ->capture_default_str();
-  cmd.add_option("--key-file", o.key_file, "cluster key file (or set SHOAL_CLUSTER_KEY)");
+  cmd.add_option("--key-file", o.key_file, "cluster key file from `shoal keygen` (or set SHOAL_CLUSTER_KEY)");
+  cmd.add_option("--key-passphrase-file", o.key_passphrase_file,
+                 "file holding a passphrase the cluster key is derived from (or set SHOAL_CLUSTER_PASSPHRASE)");
   cmd.add_flag("--chain", o.cluster.chain, "forward activations worker to worker instead of via the primary");
   cmd.add_option("--wire-dtype", o.cluster.wire_dtype, "activations on the wire: f32, f16, bf16 or q8_0")
       ->capture_default_str();
@@ -97,7 +99,7 @@ void resolve_cluster_options(CommonOptions& o) {
   if (o.split_policy == "speed") o.cluster.split = SplitPolicy::speed;
   else if (o.split_policy == "memory") o.cluster.split = SplitPolicy::memory;
   else fail("--split must be 'speed' or 'memory', not '{}'", o.split_policy);
-  o.cluster.key = wire::load_cluster_key(o.key_file);
+  o.cluster.key = wire::load_cluster_key(o.key_file, o.key_passphrase_file);
 }
 
 StageBuilder stage_builder(CommonOptions& o) {

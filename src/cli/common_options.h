@@ -14,6 +14,7 @@ struct CommonOptions {
   SamplingParams sampling;
   ClusterOptions cluster;
   std::string key_file;
+  std::string key_passphrase_file;
   double worker_timeout_s = 5.0;
   double discover_wait_s = 2.0;
   std::string local_mem = "0";
@@ -34,7 +35,7 @@ inline constexpr ShortAlias kShortAliases[] = {
 void add_engine_options(CLI::App& cmd, CommonOptions& o);
 // --device cpu|vulkan|vulkan:N, checked as it is parsed.
 void add_device_option(CLI::App& cmd, std::string& device);
-// --rpc/--workers, --key-file, --chain, --wire-dtype, --tensor-split,
+// --rpc/--workers, --key-file, --key-passphrase-file, --chain, --wire-dtype, --tensor-split,
 // --worker-timeout, --mem
 void add_cluster_options(CLI::App& cmd, CommonOptions& o);
 // The key file read, the timeout and --mem parsed into o.cluster.

@@ -4,7 +4,7 @@
 #include <cstdlib>
 
 #include "cli/common_options.h"
-#include "cluster/wire/handshake.h"
+#include "cluster/wire/cluster_key.h"
 #include "cluster/worker/advertiser.h"
 #include "cluster/worker/worker_server.h"
 #include "util/error.h"
@@ -18,6 +18,7 @@ struct WorkerCliOptions {
   std::string mem = "0";
   std::string cache_max = "20G";
   std::string key_file;
+  std::string key_passphrase_file;
   bool insecure = false;
   bool no_cache = false;
   bool advertise = false;
@@ -38,7 +39,7 @@ void on_signal(int) {
 int run_worker(WorkerCliOptions& o) {
   set_verbosity(o.verbosity);
   WorkerOptions w = o.worker;
-  w.key = wire::load_cluster_key(o.key_file);
+  w.key = wire::load_cluster_key(o.key_file, o.key_passphrase_file);
   if (!w.key && !is_loopback(w.host) && !o.insecure)
     fail("refusing to listen on {} without a cluster key: anyone who can reach it could use this machine. Pass "
          "--key-file (or set SHOAL_CLUSTER_KEY), or --insecure if the network is trusted",
@@ -81,7 +82,9 @@ Command add_worker_command(CLI::App& app) {
   cmd->add_option("--host", o->worker.host, "address to listen on")->capture_default_str();
   cmd->add_option("--port", o->worker.port, "port (0: any free port)")->capture_default_str();
   cmd->add_option("--mem", o->mem, "memory to lend, e.g. 8G (0: what is free)")->capture_default_str();
-  cmd->add_option("--key-file", o->key_file, "cluster key file (or set SHOAL_CLUSTER_KEY)");
+  cmd->add_option("--key-file", o->key_file, "cluster key file from `shoal keygen` (or set SHOAL_CLUSTER_KEY)");
+  cmd->add_option("--key-passphrase-file", o->key_passphrase_file,
+                  "file holding a passphrase the cluster key is derived from (or set SHOAL_CLUSTER_PASSPHRASE)");
   cmd->add_option("--cache-dir", o->worker.cache_dir, "weight cache (default ~/.cache/shoal/worker)");
   cmd->add_option("--cache-max", o->cache_max, "weight cache size limit")->capture_default_str();
   cmd->add_flag("--no-cache", o->no_cache, "keep no weights on disk");

@@ -66,24 +66,6 @@ const char* role_name(Role role) {
   return "?";
 }
 
-std::optional<std::string> load_cluster_key(const std::string& key_file) {
-  std::string key;
-  if (!key_file.empty()) {
-    std::ifstream in(key_file, std::ios::binary);
-    if (!in) fail("cannot read key file {}", key_file);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    key = ss.str();
-  } else if (const char* env = std::getenv("SHOAL_CLUSTER_KEY")) {
-    key = env;
-  } else {
-    return std::nullopt;
-  }
-  while (!key.empty() && (key.back() == '\n' || key.back() == '\r' || key.back() == ' ')) key.pop_back();
-  if (key.size() < 16) fail("the cluster key must be at least 16 bytes (got {})", key.size());
-  return key;
-}
-
 namespace {
 // Until the handshake is over, frames are small; the caller's limit returns after.
 class PreAuthLimit {

@@ -14,10 +14,6 @@
 
 namespace shoal::wire {
 
-// The cluster key: from --key-file, else SHOAL_CLUSTER_KEY, else none.
-// Throws shoal::Error for an unreadable file or a key under 16 bytes.
-std::optional<std::string> load_cluster_key(const std::string& key_file);
-
 enum class Role { Primary, Worker, Peer };  // Peer: a worker forwarding to the next in a chain
 const char* role_name(Role role);
 
