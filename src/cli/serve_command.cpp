@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "cli/common_options.h"
+#include "cli/option_range.h"
 #include "engine/scheduler.h"
 #include "server/http_server.h"
 #include "util/error.h"
@@ -141,6 +142,17 @@ int serve(ServeOptions& o) {
     std::fflush(stderr);
     std::_Exit(128 + sig);
   }
+  if (sig) {
+    // A stop must be prompt in every state: whatever still holds on after
+    // 1.5 s (a connection attempt inside its handshake deadline, a long
+    // step) is left to the exit.
+    std::thread([sig] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      std::fprintf(stderr, "stopped (signal %d) before a clean shutdown finished\n", sig);
+      std::fflush(nullptr);
+      std::_Exit(128 + sig);
+    }).detach();
+  }
   loader.join();
   if (sig) std::fprintf(stderr, "stopping (signal %d)\n", sig);
   http.stop();  // cancels what runs and joins the HTTP threads before the engine goes
@@ -161,7 +173,8 @@ Command add_serve_command(CLI::App& app) {
   cmd->add_option("--host", o->server.host, "address to listen on")->capture_default_str();
   cmd->add_option("--port", o->server.port, "port (0: any free port)")->capture_default_str();
   cmd->add_option("--parallel,--np", o->server.parallel, "requests served at once (sequence slots)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(whole_number_in(1, 256));
   cmd->add_option("-n,--n-predict", o->n_predict, "default max_tokens for a request (-1: until the end)")
       ->capture_default_str();
   cmd->add_option("--api-key-file", o->api_key_file, "file holding the key that /v1/* requires as a Bearer token");

@@ -1,4 +1,5 @@
 // shoal worker: lend this machine to a primary.
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -20,6 +21,7 @@ struct WorkerCliOptions {
   std::string key_file;
   std::string key_passphrase_file;
   bool insecure = false;
+  bool trusted_network = false;
   bool no_cache = false;
   bool advertise = false;
   int beacon_port = 50053;
@@ -42,8 +44,16 @@ int run_worker(WorkerCliOptions& o) {
   w.key = wire::load_cluster_key(o.key_file, o.key_passphrase_file);
   if (!w.key && !is_loopback(w.host) && !o.insecure)
     fail("refusing to listen on {} without a cluster key: anyone who can reach it could use this machine. Pass "
-         "--key-file (or set SHOAL_CLUSTER_KEY), or --insecure if the network is trusted",
+         "--key-file (or set SHOAL_CLUSTER_KEY; `shoal keygen` makes one), or --insecure --trusted-network if "
+         "every host that can reach it is yours",
          w.host);
+  // --insecure alone also means plain frames with a key; an open worker is a
+  // second, deliberate choice.
+  if (!w.key && !is_loopback(w.host) && !o.trusted_network)
+    fail("refusing to listen on {} with --insecure and no cluster key: anyone who can reach it could load stages "
+         "and use this machine. Use a key (`shoal keygen`, then --key-file), or add --trusted-network to confirm "
+         "that every host that can reach {} is yours",
+         w.host, w.host);
   w.mem_limit = parse_size(o.mem);
   w.plain_frames = o.insecure;
   if (o.timeout_s < 0.1 || o.timeout_s > 3600) fail("--worker-timeout {} is out of range 0.1..3600", o.timeout_s);
@@ -68,8 +78,9 @@ int run_worker(WorkerCliOptions& o) {
               w.key ? "cluster key required" : "no key", w.cache_dir.empty() ? "no cache" : w.cache_dir.c_str());
   std::fflush(stdout);
   server.run();
-  // Connection threads are detached and may still be mid-request: leave
-  // without running destructors under their feet.
+  advertiser.reset();
+  server.close_sessions(std::chrono::seconds(2));
+  // Sessions still busy after that (a long step) are left to the exit.
   std::fflush(nullptr);
   std::_Exit(0);
 }
@@ -100,6 +111,9 @@ Command add_worker_command(CLI::App& app) {
   cmd->add_option("--advertise-port", o->beacon_port, "UDP port the beacons go to")->capture_default_str();
   cmd->add_flag("--insecure", o->insecure,
                 "a trusted network: allow a non-loopback address without a key, and plain frames with one");
+  cmd->add_flag("--trusted-network", o->trusted_network,
+                "with --insecure and no key on a non-loopback address: confirm that every host that can reach it "
+                "is yours");
   cmd->add_flag("-v,--verbose", o->verbosity, "more log output");
   return [o] { return run_worker(*o); };
 }

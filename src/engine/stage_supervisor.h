@@ -26,7 +26,8 @@ class StagesUnavailable : public Error {
 // One member of the cluster as the supervisor sees it, for /v1/cluster.
 struct MemberStatus {
   std::string address;
-  std::string state;        // "active", "idle" (connected, no layers), "lost", "rejoining"
+  std::string state;        // "active", "idle" (connected, no layers), "lost", "rejoining", "unreachable"
+                            // (named, never reached yet), "discovered", "dropped" (heard, failed to join)
   std::string last_error;   // why it was lost, if it was
   int losses = 0;
 };

@@ -158,7 +158,7 @@ std::string Metrics::prometheus(const ClusterView& view) const {
     const SupervisorStatus ss = sup->status();
     metric(out, "shoal_worker_up", "gauge", "1 while a worker is connected (active, idle or rejoining), 0 while lost");
     for (const MemberStatus& m : ss.members)
-      out += fmt::format("shoal_worker_up{{device=\"{}\"}} {}\n", label(m.address), m.state == "lost" ? 0 : 1);
+      out += fmt::format("shoal_worker_up{{device=\"{}\"}} {}\n", label(m.address), m.state == "active" || m.state == "idle" || m.state == "rejoining" ? 1 : 0);
     metric(out, "shoal_worker_losses_total", "counter", "times each worker was lost");
     for (const MemberStatus& m : ss.members)
       out += fmt::format("shoal_worker_losses_total{{device=\"{}\"}} {}\n", label(m.address), m.losses);
@@ -209,7 +209,7 @@ json Metrics::cluster(const ClusterView& view) const {
     if (StageSupervisor* sup = engine.supervisor()) {
       const SupervisorStatus ss = sup->status();
       for (const MemberStatus& m : ss.members)
-        if (m.state == "lost") lost.insert(m.address);
+        if (m.state == "lost" || m.state == "unreachable") lost.insert(m.address);
       predicted = ss.predicted;
     }
     for (size_t i = 0; i < stages.size(); ++i) {

@@ -10,7 +10,7 @@ import struct
 import time
 
 MAGIC = 0x4C4F4853
-VERSION = 5
+VERSION = 6
 TAG = 16  # AES-256-GCM tag on every frame of an encrypted link
 HEADER = struct.Struct("<IHHIIQQ")  # magic, version, type, flags, reserved, request id, payload bytes
 HELLO, AUTH, AUTH_OK, ERROR, PING, PONG, STATS, STATS_REPLY = 1, 2, 3, 4, 5, 6, 7, 8
@@ -23,9 +23,18 @@ def header(msg_type, payload_len, request_id=0, version=VERSION, magic=MAGIC):
     return HEADER.pack(magic, version, msg_type, 0, 0, request_id, payload_len)
 
 
-def session_key(key, direction, client_nonce, worker_nonce):
-    return hmac.new(key.encode(), f"shoal frame key|{direction}|{client_nonce}|{worker_nonce}".encode(),
-                    hashlib.sha256).digest()
+def transcript_of(client_hello, worker_hello):
+    """SHA-256 of both HELLOs as they crossed, each behind its length (hex)."""
+    text = b"shoal handshake|%d|%s|%d|%s" % (len(client_hello), client_hello, len(worker_hello), worker_hello)
+    return hashlib.sha256(text).hexdigest()
+
+
+def transcript_mac(key, label, transcript):
+    return hmac.new(key.encode(), f"shoal transcript|{label}|{transcript}".encode(), hashlib.sha256).hexdigest()
+
+
+def session_key(key, direction, transcript):
+    return hmac.new(key.encode(), f"shoal frame key|{direction}|{transcript}".encode(), hashlib.sha256).digest()
 
 
 def iv(seq):
@@ -97,20 +106,24 @@ class Peer:
         Returns the worker's HELLO frame (or its ERROR frame)."""
         nonce = os.urandom(32).hex()
         mode = frames or ("aead" if key else "plain")
-        self.send_json(HELLO, {"protocol": VERSION, "build": "test", "role": role, "nonce": nonce, "frames": mode})
+        client_hello = json.dumps({"protocol": VERSION, "build": "test", "role": role, "nonce": nonce,
+                                   "frames": mode}).encode()
+        self.send(HELLO, client_hello)
         hello = self.recv_json()
         if hello["type"] != HELLO or not hello["json"].get("auth") or key is None:
             return hello
         worker_nonce = hello["json"]["nonce"]
+        transcript = transcript_of(client_hello, hello["payload"])
         proof = proof_of(key, "client", worker_nonce, f"{nonce}|{mode}")
-        self.send_json(AUTH, {"proof": proof})
+        self.send_json(AUTH, {"proof": proof, "transcript": transcript_mac(key, "client", transcript)})
         reply = self.recv_json()
         if reply["type"] == AUTH_OK:
             assert reply["json"]["proof"] == proof_of(key, "worker", nonce, f"{worker_nonce}|{mode}")
+            assert reply["json"]["transcript"] == transcript_mac(key, "worker", transcript)
             if mode == "aead":
                 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-                self.seal = AESGCM(session_key(key, "to-worker", nonce, worker_nonce))
-                self.unseal = AESGCM(session_key(key, "to-client", nonce, worker_nonce))
+                self.seal = AESGCM(session_key(key, "to-worker", transcript))
+                self.unseal = AESGCM(session_key(key, "to-client", transcript))
         return reply
 
 

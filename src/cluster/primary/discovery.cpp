@@ -60,17 +60,20 @@ void Discovery::loop() {
     const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
                             std::chrono::system_clock::now().time_since_epoch())
                             .count();
-    const std::optional<int> port = verifier.verify(std::string(buf, static_cast<size_t>(n)), now);
-    if (!port) continue;  // not ours: another key, forged, stale or replayed
     char host[INET_ADDRSTRLEN];
     inet_ntop(AF_INET, &from.sin_addr, host, sizeof(host));
-    const std::string address = std::string(host) + ":" + std::to_string(*port);
+    const auto beacon = verifier.verify(std::string(buf, static_cast<size_t>(n)), host, now);
+    if (!beacon) continue;  // not ours: another key, forged, stale, replayed or sent from elsewhere
+    std::string address = std::string(host) + ":" + std::to_string(beacon->port);
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (!known_.insert(address).second) continue;
-      found_.push_back(address);
+      auto [it, fresh] = address_of_.emplace(beacon->worker_id, address);
+      address = it->second;
+      if (fresh) {
+        found_.push_back(address);
+        spdlog::info("discovered worker {}", address);
+      }
     }
-    spdlog::info("discovered worker {}", address);
     if (on_found_) on_found_(address);
   }
 }

@@ -1,13 +1,14 @@
 #pragma once
 // `--rpc auto`: listens for the beacons of advertising workers
-// (wire/beacon.h) and reports each new one that carries our cluster key as
-// "host:port" — at start for a short window, and for as long as the
+// (wire/beacon.h) and reports every fresh one that carries our cluster key
+// as "host:port" — at start for a short window, and for as long as the
 // primary runs, so that a worker that appears later joins at the next
-// re-plan.
+// re-plan, and the supervisor knows which candidates are still heard. A
+// worker heard on several of its addresses is reported under the first.
 #include <atomic>
 #include <functional>
 #include <mutex>
-#include <set>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -36,7 +37,7 @@ class Discovery {
   std::function<void(const std::string&)> on_found_;
   mutable std::mutex mutex_;
   std::vector<std::string> found_;
-  std::set<std::string> known_;
+  std::map<std::string, std::string> address_of_;  // worker id -> the address first heard
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

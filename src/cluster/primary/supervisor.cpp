@@ -1,5 +1,7 @@
 #include "cluster/primary/supervisor.h"
 
+#include <openssl/crypto.h>
+
 #include <cstdio>
 #include <tuple>
 
@@ -38,56 +40,131 @@ ClusterSupervisor::ClusterSupervisor(ClusterOptions options) : options_(std::mov
   }
 }
 
+// A discovered candidate that failed is tried again only this much later,
+// and only while its beacons still come.
+constexpr auto kDroppedRetry = std::chrono::seconds(30);
+constexpr size_t kMaxAttempts = 16;
+
 ClusterSupervisor::~ClusterSupervisor() {
   discovery_.reset();
   stop_ = true;
   if (keeper_.joinable()) keeper_.join();
   if (rejoiner_.joinable()) rejoiner_.join();
+  std::lock_guard<std::mutex> lock(attempts_mutex_);
+  for (auto& f : attempts_) f.wait();  // each ends within one handshake deadline
+  if (options_.key) OPENSSL_cleanse(options_.key->data(), options_.key->size());
 }
 
 void ClusterSupervisor::connect_all() {
-  for (Member& m : members_) {
-    m.client = std::make_shared<WorkerClient>(m.address, options_.link());
-    m.state = "idle";
-  }
   if (options_.discover) {
     if (!options_.key) fail("--rpc auto needs the cluster key (--key-file or SHOAL_CLUSTER_KEY): beacons carry a tag made with it");
     discovery_ = std::make_unique<Discovery>(*options_.key, options_.beacon_port,
                                              [this](const std::string& a) { add_discovered(a); });
     std::this_thread::sleep_for(std::chrono::milliseconds(options_.discover_wait_ms));
-    // What answered in the window is in the first plan; a discovered worker
-    // that cannot be reached is only left for later (it may be starting).
-    std::vector<Member*> heard;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      for (Member& m : members_)
-        if (!m.client) heard.push_back(&m);
-    }
-    for (Member* m : heard) {
-      std::shared_ptr<WorkerClient> client;
-      try {
-        client = std::make_shared<WorkerClient>(m->address, options_.link());
-      } catch (const std::exception& e) {
-        spdlog::warn("discovered worker {} cannot be used yet: {}", m->address, e.what());
-        continue;
-      }
-      std::lock_guard<std::mutex> lock(mutex_);
-      m->client = client;
-      m->state = "idle";
-    }
-    spdlog::info("--rpc auto: {} worker(s) found in {:.1f} s", heard.size(), options_.discover_wait_ms / 1000.0);
   }
+  // Everyone named or heard so far, all at once.
+  std::vector<Member*> to_try;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (Member& m : members_)
+      if (!m.client && !m.trying) {
+        m.trying = true;
+        to_try.push_back(&m);
+      }
+  }
+  std::vector<std::pair<Member*, std::future<Attempt>>> tries;
+  for (Member* m : to_try)
+    tries.emplace_back(m, std::async(std::launch::async, [this, address = m->address] { return attempt(address); }));
+  size_t heard = 0;
+  for (auto& [m, f] : tries) {
+    const Attempt a = f.get();
+    if (m->discovered) {
+      ++heard;
+      if (!a.connected) spdlog::warn("discovered worker {} cannot be used: {}", m->address, a.why);
+    } else if (a.refused) {
+      // Named by the user and answering, but not as a worker of this
+      // cluster: a mistake to say now, not to retry quietly.
+      fail("{}", a.why);
+    } else if (!a.connected) {
+      spdlog::warn("worker {} is not reachable ({}): starting without it; it joins when it comes", m->address, a.why);
+    }
+  }
+  if (options_.discover)
+    spdlog::info("--rpc auto: {} worker(s) found in {:.1f} s", heard, options_.discover_wait_ms / 1000.0);
   keeper_ = std::thread([this] { keeper_loop(); });
   rejoiner_ = std::thread([this] { rejoin_loop(); });
 }
 
+ClusterSupervisor::Attempt ClusterSupervisor::attempt(const std::string& address) {
+  Attempt a;
+  std::shared_ptr<WorkerClient> client;
+  try {
+    client = std::make_shared<WorkerClient>(address, options_.link());
+    a.connected = true;
+  } catch (const wire::ProtocolError& e) {
+    a.refused = true;
+    a.why = e.what();
+  } catch (const wire::LinkError& e) {
+    a.refused = true;  // it took the connection, then failed or stalled the handshake
+    a.why = e.what();
+  } catch (const std::exception& e) {
+    a.why = e.what();  // nobody there (yet)
+  }
+  bool joined = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Member* m = find(address);
+    if (!m) return a;
+    m->trying = false;
+    if (m->client) return a;
+    if (!client) {
+      m->last_error = a.why;
+      if (m->discovered && m->losses == 0) {
+        // Heard but never a member: dropped until heard again, much later.
+        m->state = "dropped";
+        m->next_try = Clock::now() + kDroppedRetry;
+      } else {
+        m->state = m->losses > 0 ? "lost" : "unreachable";
+        m->backoff_s = std::min(m->backoff_s * 2, 4.0);
+        m->next_try = Clock::now() + std::chrono::milliseconds(static_cast<int>(m->backoff_s * 1000));
+      }
+      spdlog::debug("worker {} not joined: {}", address, a.why);
+      return a;
+    }
+    m->client = client;
+    m->last_error.clear();
+    joined = builds_ > 0;  // after the first plan: taken in at the next re-plan
+    m->state = joined ? "rejoining" : "idle";
+    if (joined) spdlog::warn("worker {} is {}; it joins at the next re-plan", address, m->losses ? "back" : "here");
+  }
+  if (joined) wake();
+  return a;
+}
+
+void ClusterSupervisor::start_attempts(const std::vector<std::string>& addresses) {
+  std::lock_guard<std::mutex> lock(attempts_mutex_);
+  std::erase_if(attempts_, [](auto& f) { return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready; });
+  for (const auto& address : addresses) {
+    if (attempts_.size() >= kMaxAttempts) {
+      std::lock_guard<std::mutex> members(mutex_);
+      if (Member* m = find(address)) m->trying = false;  // next round
+      continue;
+    }
+    attempts_.push_back(std::async(std::launch::async, [this, address] { attempt(address); }));
+  }
+}
+
 void ClusterSupervisor::add_discovered(const std::string& address) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (find(address)) return;
+  if (Member* m = find(address)) {
+    m->last_heard = Clock::now();
+    return;
+  }
   Member m;
   m.address = address;
   m.state = "discovered";
-  m.next_try = Clock::now();
+  m.discovered = true;
+  m.next_try = m.last_heard = Clock::now();
   members_.push_back(std::move(m));
 }
 
@@ -293,6 +370,8 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_stages(Engine& engi
   }
 
   TensorHashes hashes(engine.file());
+  std::vector<std::string> member_addresses;
+  for (auto& [m, client] : usable) member_addresses.push_back(client->address());
   std::vector<std::unique_ptr<Stage>> stages;
   std::vector<RemoteMember> chain;  // consecutive remote stages waiting to become one chain
   std::vector<std::tuple<Member*, const WorkerClient*, uint32_t>> loaded;
@@ -314,7 +393,7 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_stages(Engine& engi
     StageLoadReport r;
     try {
       r = client->load_stage(engine.file(), hashes, config, a.layer_begin, a.layer_end, engine.options().n_seq,
-                             engine.n_ctx(), engine.n_batch(), engine.options().kv_types,
+                             engine.n_ctx(), engine.n_batch(), engine.options().kv_types, member_addresses,
                              [&](uint64_t sent, uint64_t total) {
                                bar.update(sent, total);
                                if (options_.on_progress) options_.on_progress(client->address(), sent, total);
@@ -410,34 +489,17 @@ void ClusterSupervisor::rejoin_loop() {
     std::vector<std::string> due;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      for (Member& m : members_)
-        if (!m.client && Clock::now() >= m.next_try) due.push_back(m.address);
-    }
-    for (const auto& address : due) {
-      if (stop_) return;
-      std::shared_ptr<WorkerClient> client;
-      std::string why;
-      try {
-        client = std::make_shared<WorkerClient>(address, options_.link());
-      } catch (const std::exception& e) {
-        why = e.what();
+      const auto now = Clock::now();
+      for (Member& m : members_) {
+        if (m.client || m.trying || now < m.next_try) continue;
+        // A dropped candidate only while its beacons still come.
+        if (m.state == "dropped" && now - m.last_heard > kDroppedRetry) continue;
+        m.trying = true;
+        due.push_back(m.address);
       }
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        Member* m = find(address);
-        if (!m || m->client) continue;
-        if (!client) {
-          m->backoff_s = std::min(m->backoff_s * 2, 4.0);
-          m->next_try = Clock::now() + std::chrono::milliseconds(static_cast<int>(m->backoff_s * 1000));
-          spdlog::debug("worker {} still away: {}", address, why);
-          continue;
-        }
-        m->client = client;
-        m->state = "rejoining";
-        spdlog::warn("worker {} is back; it joins at the next re-plan", address);
-      }
-      wake();
     }
+    // Each on its own thread: one that stalls its handshake holds up nobody.
+    if (!due.empty()) start_attempts(due);
   }
 }
 

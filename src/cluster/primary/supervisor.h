@@ -12,6 +12,7 @@
 #include <chrono>
 #include <deque>
 #include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -31,9 +32,12 @@ class ClusterSupervisor : public StageSupervisor {
   explicit ClusterSupervisor(ClusterOptions options);
   ~ClusterSupervisor() override;
 
-  // Connects to every worker; the first load needs them all, so any that
-  // cannot be reached is an error naming it. With --rpc auto it first
-  // listens for beacons (--discover-wait) and keeps listening after.
+  // Connects to every worker at once (a stalled one costs one handshake
+  // deadline, not one each). A named worker that cannot be reached is left
+  // for the rejoin thread (the cluster starts without it, if what is left
+  // holds the model); one that answers but fails its handshake is an error
+  // naming it. With --rpc auto it first listens for beacons
+  // (--discover-wait) and keeps listening after.
   void connect_all();
   std::vector<std::unique_ptr<Stage>> rebuild(Engine& engine, const std::exception* cause) override;
   void set_wake(std::function<void()> wake) override;
@@ -50,6 +54,15 @@ class ClusterSupervisor : public StageSupervisor {
     std::vector<uint32_t> stage_ids;       // loaded on it for the current stages
     Clock::time_point next_try{};
     double backoff_s = 0.25;
+    bool discovered = false;  // heard by its beacon, not named with --rpc
+    bool trying = false;      // a connection attempt is running
+    Clock::time_point last_heard{};
+  };
+  // What one connection attempt came to.
+  struct Attempt {
+    bool connected = false;
+    bool refused = false;  // it answered but failed the handshake (or the link failed during it)
+    std::string why;
   };
   // mutex_ held. Closes the link and schedules the first retry.
   void mark_lost(Member& m, const std::string& why);
@@ -59,6 +72,12 @@ class ClusterSupervisor : public StageSupervisor {
   // A worker heard of by its beacon: tried by the rejoin thread, taken in
   // at the next re-plan.
   void add_discovered(const std::string& address);
+  // One attempt to connect to a member, bounded by the handshake deadline;
+  // the member records the outcome. Runs on its own thread.
+  Attempt attempt(const std::string& address);
+  // Starts attempt() on its own thread for each address (at most
+  // kMaxAttempts in flight); finished ones are reaped.
+  void start_attempts(const std::vector<std::string>& addresses);
   // Checks the members still thought alive (after a failure): a drain and a
   // PING each, within the timeout.
   void check_alive();
@@ -83,6 +102,8 @@ class ClusterSupervisor : public StageSupervisor {
   double predicted_token_ms_ = 0;
   std::atomic<bool> stop_{false};
   std::thread keeper_, rejoiner_;
+  std::mutex attempts_mutex_;
+  std::vector<std::future<void>> attempts_;
   std::unique_ptr<Discovery> discovery_;  // last: it calls add_discovered until it is gone
 };
 

@@ -30,7 +30,8 @@ WorkerClient::WorkerClient(const std::string& address, const LinkOptions& link)
     : address_(address), timeout_ms_(link.timeout_ms) {
   conn_ = wire::Connection::connect(address, std::min(timeout_ms_, 5000));
   conn_->set_timeout(timeout_ms_);
-  nlohmann::json hello = wire::client_handshake(*conn_, wire::Role::Primary, link.key, {}, link.insecure);
+  nlohmann::json hello =
+      wire::client_handshake(*conn_, wire::Role::Primary, link.key, {}, link.insecure, timeout_ms_);
   try {
     const auto& d = hello.at("device");
     device_.address = address;
@@ -133,6 +134,7 @@ void WorkerClient::unload(uint32_t stage_id) {
 
 StageLoadReport WorkerClient::load_stage(const gguf::File& file, TensorHashes& hashes, const ModelConfig& config,
                                          int begin, int end, int n_seq, int n_ctx, int max_tokens, KvTypes kv_types,
+                                         const std::vector<std::string>& members,
                                          const std::function<void(uint64_t, uint64_t)>& progress) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<std::string> names = tensor_names_for(config, BindRange{begin, end, false});
@@ -156,7 +158,8 @@ StageLoadReport WorkerClient::load_stage(const gguf::File& file, TensorHashes& h
                     {"max_tokens", max_tokens},
                     {"kv_type_k", kv_type_name(kv_types.k)},
                     {"kv_type_v", kv_type_name(kv_types.v)},
-                    {"tensors", tensors}});
+                    {"tensors", tensors},
+                    {"members", members}});
   // The worker looks through its cache and models dir meanwhile; it sends
   // HEARTBEATs, so a slow disk is not mistaken for a lost worker.
   wire::Frame frame;

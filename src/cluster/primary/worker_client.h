@@ -87,9 +87,11 @@ class WorkerClient {
   nlohmann::json stats();
   // Loads layers [begin, end): the worker says which tensors it lacks and
   // only those are streamed, in chunks; `progress(sent, total)` is called
-  // as bytes go out.
+  // as bytes go out. `members`: every worker of the plan, as the primary
+  // addresses them; the only hops a chain FORWARD may name.
   StageLoadReport load_stage(const gguf::File& file, TensorHashes& hashes, const ModelConfig& config, int begin,
                              int end, int n_seq, int n_ctx, int max_tokens, KvTypes kv_types,
+                             const std::vector<std::string>& members,
                              const std::function<void(uint64_t, uint64_t)>& progress);
   void kv_op(const nlohmann::json& op);
   void unload(uint32_t stage_id);

@@ -182,17 +182,16 @@ void Connection::send_error(ErrorCode code, const std::string& message, uint64_t
   }
 }
 
-void Connection::read_exact(uint8_t* dst, size_t n, int timeout_ms, bool progress) {
-  const bool bounded = timeout_ms >= 0;
-  auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+void Connection::read_exact(uint8_t* dst, size_t n, Clock::time_point deadline, int progress_ms, int silent_ms) {
+  const bool bounded = deadline != Clock::time_point::max();
   while (n > 0) {
     if (bounded) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
       pollfd p{fd_, POLLIN, 0};
-      int rc = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(0, left)));
+      int rc = left > 0 ? ::poll(&p, 1, static_cast<int>(left)) : 0;
       if (rc == 0)
         throw LinkError(LinkError::Kind::Timeout, peer_,
-                        fmt::format("{} was silent for {:.1f} s (timeout)", peer_, timeout_ms / 1000.0), this);
+                        fmt::format("{} was silent for {:.1f} s (timeout)", peer_, silent_ms / 1000.0), this);
       if (rc < 0 && errno != EINTR)
         throw LinkError(LinkError::Kind::Failed, peer_, fmt::format("connection to {} failed: {}", peer_, std::strerror(errno)), this);
       if (rc < 0) continue;
@@ -205,7 +204,7 @@ void Connection::read_exact(uint8_t* dst, size_t n, int timeout_ms, bool progres
                       fmt::format("connection to {} lost: {}", peer_, std::strerror(errno)), this);
     }
     last_received_ = now_ticks();
-    if (progress) deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+    if (progress_ms > 0) deadline = Clock::now() + std::chrono::milliseconds(progress_ms);
     dst += got;
     n -= static_cast<size_t>(got);
   }
@@ -217,8 +216,27 @@ void Connection::receive(Frame& frame, int timeout_ms) {
 }
 
 bool Connection::receive_one(Frame& frame, int timeout_ms) {
+  const auto header_deadline =
+      timeout_ms < 0 ? Clock::time_point::max() : Clock::now() + std::chrono::milliseconds(timeout_ms);
+  // A small payload follows its header at once; a big one may take a while
+  // on a slow link: allowed while bytes keep coming. The payload's clock
+  // starts once the header is in (read_frame computes it).
+  return read_frame(frame, header_deadline, timeout_ms, Clock::time_point::min(),
+                    timeout_ms < 0 ? kDefaultPeerTimeoutMs * 12 : std::max(timeout_ms, 1000));
+}
+
+void Connection::receive_by(Frame& frame, Clock::time_point deadline) {
+  const int budget_ms = static_cast<int>(std::max<int64_t>(
+      0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count()));
+  if (!read_frame(frame, deadline, budget_ms, deadline, 0))
+    throw ProtocolError(ErrorCode::Malformed,
+                        fmt::format("{} sent HEARTBEAT before the handshake finished: refused", peer_));
+}
+
+bool Connection::read_frame(Frame& frame, Clock::time_point header_deadline, int header_silent_ms,
+                            Clock::time_point payload_deadline, int payload_progress_ms) {
   uint8_t header[kHeaderBytes];
-  read_exact(header, kHeaderBytes, timeout_ms, false);
+  read_exact(header, kHeaderBytes, header_deadline, 0, header_silent_ms);
   const FrameHeader h = decode_header(header);
   frame.header = h;
   if (h.magic != kMagic) {
@@ -242,11 +260,14 @@ bool Connection::receive_one(Frame& frame, int timeout_ms) {
     throw ProtocolError(ErrorCode::FrameTooLarge, msg);
   }
   frame.payload.resize(h.payload_bytes);
-  // A small payload follows its header at once; a big one may take a while
-  // on a slow link: allowed while bytes keep coming.
-  const bool big = h.payload_bytes > (64u << 10);
-  const int payload_timeout = timeout_ms < 0 ? kDefaultPeerTimeoutMs * 12 : std::max(timeout_ms, 1000);
-  read_exact(frame.payload.data(), frame.payload.size(), payload_timeout, big);
+  int progress_ms = 0, silent_ms = header_silent_ms;
+  if (payload_deadline == Clock::time_point::min()) {
+    // receive_one: the payload gets its own wait, moved on while bytes of a big one come.
+    silent_ms = payload_progress_ms;
+    payload_deadline = Clock::now() + std::chrono::milliseconds(payload_progress_ms);
+    if (h.payload_bytes > (64u << 10)) progress_ms = payload_progress_ms;
+  }
+  read_exact(frame.payload.data(), frame.payload.size(), payload_deadline, progress_ms, silent_ms);
   if (cipher_ && !cipher_->open(header, frame.payload)) {
     const std::string msg = fmt::format(
         "integrity check failed on a {} frame from {}: it was altered, replayed, dropped or injected on the way; the "

@@ -69,6 +69,11 @@ class Connection {
   // oversized payload is answered with ERROR and throws ProtocolError; end of
   // stream, a reset or a deadline throws LinkError.
   void receive(Frame& frame, int timeout_ms);
+  // The handshake's read: one whole frame by `deadline`, an absolute time
+  // that nothing moves (a stranger trickling bytes or sending HEARTBEATs
+  // cannot hold the connection past it). A HEARTBEAT here is a protocol
+  // error: nothing may restart a wait before both sides are authenticated.
+  void receive_by(Frame& frame, Clock::time_point deadline);
   // One frame, or one HEARTBEAT (then false, and `frame` is untouched):
   // for a caller that watches several links and must not wait on one.
   bool receive_one(Frame& frame, int timeout_ms);
@@ -108,10 +113,15 @@ class Connection {
   void shutdown() noexcept;
 
  private:
-  // Fills dst; each wait for bytes ends at `deadline` (none when unset).
-  // With `progress`, every byte that arrives moves the deadline on by
-  // timeout_ms (a big payload on a slow link).
-  void read_exact(uint8_t* dst, size_t n, int timeout_ms, bool progress);
+  // Fills dst by `deadline` (Clock::time_point::max(): no deadline). With
+  // progress_ms > 0, every byte that arrives moves the deadline to
+  // progress_ms from then (a big payload on a slow link). `silent_ms` is
+  // what the timeout message reports.
+  void read_exact(uint8_t* dst, size_t n, Clock::time_point deadline, int progress_ms, int silent_ms);
+  // One frame: its header by header_deadline, its payload as read_frame's
+  // callers decide. False for a HEARTBEAT.
+  bool read_frame(Frame& frame, Clock::time_point header_deadline, int header_silent_ms,
+                  Clock::time_point payload_deadline, int payload_progress_ms);
   void send_frame(MessageType type, uint64_t request_id, std::span<const std::span<const uint8_t>> parts);
   static int64_t now_ticks() { return Clock::now().time_since_epoch().count(); }
 

@@ -8,8 +8,11 @@ namespace shoal::wire {
 namespace {
 
 void iv_for(uint64_t seq, uint8_t iv[12]) {
+  // Four zero bytes, then the frame's number in little-endian order, written
+  // byte by byte so both ends agree whatever their own byte order: unique per
+  // direction, so a key never sees a nonce twice.
   std::memset(iv, 0, 12);
-  std::memcpy(iv + 4, &seq, 8);  // unique per direction: a key never sees a nonce twice
+  for (int i = 0; i < 8; ++i) iv[4 + i] = static_cast<uint8_t>(seq >> (8 * i));
 }
 
 EVP_CIPHER_CTX* context(const uint8_t key[kKeyBytes], bool encrypt) {

@@ -2,9 +2,11 @@
 // The first exchange on every connection: HELLO both ways (protocol
 // version, build, role, device, a fresh nonce), then, when the worker has a
 // cluster key, mutual HMAC-SHA256 challenge-response over both nonces and
-// the frame mode; then, unless --insecure, per-direction session keys from
-// the key and both nonces seal every frame. Neither side learns the key; a
-// replayed proof fails on the fresh nonce.
+// the frame mode, and each side's MAC over the transcript (both HELLOs as
+// they crossed), so a HELLO altered on the way fails the handshake; then,
+// unless --insecure, per-direction session keys from the key and the
+// transcript seal every frame. Neither side learns the key; a replayed
+// proof fails on the fresh nonce. No HEARTBEAT is taken before AUTH_OK.
 #include <nlohmann/json.hpp>
 
 #include <optional>
@@ -23,8 +25,11 @@ const char* role_name(Role role);
 // With a key, every later frame is encrypted and authenticated
 // (frame_cipher.h) unless `insecure` (a trusted link: plain frames); both
 // sides must agree, and the proofs cover the choice.
+// The whole handshake must be over within timeout_ms (--worker-timeout):
+// a peer that stalls or sends only HEARTBEATs fails it at that deadline.
 nlohmann::json client_handshake(Connection& conn, Role role, const std::optional<std::string>& key,
-                                const nlohmann::json& extra = {}, bool insecure = false);
+                                const nlohmann::json& extra = {}, bool insecure = false,
+                                int timeout_ms = kHandshakeTimeoutMs);
 
 // Server side (worker). `hello` is what the worker tells about itself.
 // Returns the client's HELLO (with its "role"). Throws ProtocolError after

@@ -7,10 +7,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <openssl/rand.h>
+
 #include <chrono>
+#include <cstring>
 #include <vector>
 
 #include "cluster/wire/beacon.h"
+#include "cluster/wire/keyed_hash.h"
 #include "util/log.h"
 
 namespace shoal {
@@ -23,13 +27,21 @@ int64_t unix_ms() {
 
 bool is_loopback(const std::string& host) { return host == "localhost" || host.rfind("127.", 0) == 0; }
 
-// Where the beacons go: the broadcast address of each interface the worker
-// listens on, and loopback for a worker on loopback.
-std::vector<in_addr> destinations(const std::string& host) {
-  std::vector<in_addr> out;
+// Where the beacons go, and from which of this machine's addresses: the
+// broadcast address of each interface the worker listens on (sent from the
+// interface's address), and loopback for a worker on loopback. The beacon
+// names the address it is sent from; a primary takes it only from there.
+struct Destination {
+  in_addr to{}, from{};
+};
+
+std::vector<Destination> destinations(const std::string& host) {
+  std::vector<Destination> out;
   if (is_loopback(host) || host == "0.0.0.0") {
-    in_addr lo{};
-    inet_pton(AF_INET, "127.0.0.1", &lo);
+    Destination lo;
+    inet_pton(AF_INET, "127.0.0.1", &lo.to);
+    lo.from = lo.to;
+    if (is_loopback(host) && host != "localhost") inet_pton(AF_INET, host.c_str(), &lo.from);
     out.push_back(lo);
   }
   ifaddrs* ifs = nullptr;
@@ -44,18 +56,52 @@ std::vector<in_addr> destinations(const std::string& host) {
     if (host != "0.0.0.0" && host != addr) continue;
     // The subnet's broadcast address from address and mask: an address added
     // without "brd" has none of its own.
-    in_addr broadcast{};
-    broadcast.s_addr = a.s_addr | ~reinterpret_cast<sockaddr_in*>(i->ifa_netmask)->sin_addr.s_addr;
-    out.push_back(broadcast);
+    Destination d;
+    d.to.s_addr = a.s_addr | ~reinterpret_cast<sockaddr_in*>(i->ifa_netmask)->sin_addr.s_addr;
+    d.from = a;
+    out.push_back(d);
   }
   ::freeifaddrs(ifs);
   return out;
 }
 
+// One datagram from `from` (IP_PKTINFO picks the source address, so a
+// worker on 0.0.0.0 sends each beacon from the address it names).
+void send_from(int fd, const std::string& datagram, const Destination& d, int port) {
+  sockaddr_in dst{};
+  dst.sin_family = AF_INET;
+  dst.sin_port = htons(static_cast<uint16_t>(port));
+  dst.sin_addr = d.to;
+  iovec iov{const_cast<char*>(datagram.data()), datagram.size()};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(in_pktinfo))] = {};
+  msghdr msg{};
+  msg.msg_name = &dst;
+  msg.msg_namelen = sizeof(dst);
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = IPPROTO_IP;
+  c->cmsg_type = IP_PKTINFO;
+  c->cmsg_len = CMSG_LEN(sizeof(in_pktinfo));
+  in_pktinfo info{};
+  info.ipi_spec_dst = d.from;
+  std::memcpy(CMSG_DATA(c), &info, sizeof(info));
+  ::sendmsg(fd, &msg, 0);
+}
+
+std::string random_id() {
+  unsigned char id[8];
+  RAND_bytes(id, sizeof(id));
+  return wire::to_hex(id, sizeof(id));
+}
+
 }  // namespace
 
 Advertiser::Advertiser(std::string key, std::string host, int tcp_port, int beacon_port)
-    : key_(std::move(key)), host_(std::move(host)), tcp_port_(tcp_port), beacon_port_(beacon_port) {
+    : key_(std::move(key)), host_(std::move(host)), worker_id_(random_id()), tcp_port_(tcp_port),
+      beacon_port_(beacon_port) {
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -80,14 +126,11 @@ void Advertiser::loop() {
   }
   bool told = false;
   for (int n = 0; !stop_; ++n) {
-    const std::vector<in_addr> to = destinations(host_);
-    for (const in_addr& a : to) {
-      const std::string beacon = wire::make_beacon(key_, tcp_port_, unix_ms());
-      sockaddr_in dst{};
-      dst.sin_family = AF_INET;
-      dst.sin_port = htons(static_cast<uint16_t>(beacon_port_));
-      dst.sin_addr = a;
-      ::sendto(fd, beacon.data(), beacon.size(), 0, reinterpret_cast<sockaddr*>(&dst), sizeof(dst));
+    const std::vector<Destination> to = destinations(host_);
+    for (const Destination& d : to) {
+      char from[INET_ADDRSTRLEN];
+      inet_ntop(AF_INET, &d.from, from, sizeof(from));
+      send_from(fd, wire::make_beacon(key_, from, tcp_port_, worker_id_, unix_ms()), d, beacon_port_);
     }
     if (!told) {
       spdlog::info("advertising port {} on {} network(s), UDP port {}", tcp_port_, to.size(), beacon_port_);

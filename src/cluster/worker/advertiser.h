@@ -21,6 +21,7 @@ class Advertiser {
   void loop();
 
   std::string key_, host_;
+  std::string worker_id_;  // random per run: one worker heard on several addresses is one
   int tcp_port_, beacon_port_;
   std::atomic<bool> stop_{false};
   std::thread thread_;

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <set>
 
 #include "cluster/wire/model_config_json.h"
 #include "cluster/worker/worker_session.h"
@@ -80,6 +81,21 @@ void WorkerSession::load_stage(const wire::Frame& request) {
   if (begin < 0 || end > c.n_layer || begin >= end || n_seq < 1 || n_seq > 256 || n_ctx < 1 || n_ctx > (1 << 20) ||
       max_tokens < 1 || max_tokens > 4096)
     throw ProtocolError(ErrorCode::BadRequest, "LOAD_STAGE has an impossible layer range or size");
+
+  // The cluster's workers, as the primary addresses them: a chain hop must be one of them.
+  if (body.contains("members")) {
+    const auto& members = body["members"];
+    if (!members.is_array() || members.size() > 1024)
+      throw ProtocolError(ErrorCode::BadRequest, "LOAD_STAGE members must be a list of addresses");
+    std::set<std::string> named;
+    for (const auto& m : members) {
+      if (!m.is_string() || m.get<std::string>().size() > 256)
+        throw ProtocolError(ErrorCode::BadRequest, "LOAD_STAGE members must be a list of addresses");
+      named.insert(m.get<std::string>());
+    }
+    std::lock_guard<std::mutex> lock(s_.mutex_);
+    s_.chain_members_ = std::move(named);
+  }
 
   // The tensors must be exactly those the layer range needs.
   const BindRange range{begin, end, false};

@@ -65,8 +65,17 @@ WorkerServer::WorkerServer(WorkerOptions options) : options_(std::move(options))
 
 WorkerServer::~WorkerServer() {
   stop();
+  while (!close_sessions(std::chrono::seconds(1))) {
+  }
   if (heartbeat_thread_.joinable()) heartbeat_thread_.join();
   if (listen_fd_ >= 0) ::close(listen_fd_);
+}
+
+bool WorkerServer::close_sessions(std::chrono::milliseconds wait) {
+  std::unique_lock<std::mutex> lock(threads_mutex_);
+  for (const auto& w : session_conns_)
+    if (auto c = w.lock()) c->shutdown();
+  return threads_done_.wait_for(lock, wait, [&] { return live_threads_ == 0; });
 }
 
 void WorkerServer::stop() {
@@ -106,18 +115,52 @@ void WorkerServer::run() {
   }
 }
 
+void WorkerServer::authenticated(const wire::Connection* conn) {
+  std::lock_guard<std::mutex> lock(threads_mutex_);
+  std::erase_if(pending_, [conn](const auto& w) {
+    auto c = w.lock();
+    return !c || c.get() == conn;
+  });
+}
+
 bool WorkerServer::start_session(std::shared_ptr<wire::Connection> conn) {
-  if (handshakes_.load() >= options_.max_handshakes || sessions_.load() >= options_.max_sessions) {
+  // Evicted connections leave their slot when their thread notices; past
+  // twice the cap, newcomers wait their turn like everyone else.
+  if (handshakes_.load() >= 2 * options_.max_handshakes || sessions_.load() >= options_.max_sessions) {
     conn->send_error(wire::ErrorCode::TooManyConnections, "worker has too many connections; try again later");
     return false;
   }
+  {
+    std::lock_guard<std::mutex> lock(threads_mutex_);
+    std::erase_if(pending_, [](const auto& w) { return w.expired(); });
+    while (static_cast<int>(pending_.size()) >= options_.max_handshakes) {
+      if (auto oldest = pending_.front().lock()) {
+        spdlog::debug("handshake slots full: closing the oldest, {}", oldest->peer());
+        oldest->shutdown();
+      }
+      pending_.pop_front();
+    }
+    pending_.push_back(conn);
+    std::erase_if(session_conns_, [](const auto& w) { return w.expired(); });
+    session_conns_.push_back(conn);
+    ++live_threads_;
+  }
   ++handshakes_;
   try {
-    std::thread([this, conn] { WorkerSession(*this, conn).run(); }).detach();
+    std::thread([this, conn] {
+      WorkerSession(*this, conn).run();
+      std::lock_guard<std::mutex> lock(threads_mutex_);
+      if (--live_threads_ == 0) threads_done_.notify_all();
+    }).detach();
     return true;
   } catch (const std::system_error& e) {
     // No thread to be had (memory or process limits): refuse this one, live on.
     --handshakes_;
+    {
+      std::lock_guard<std::mutex> lock(threads_mutex_);
+      --live_threads_;
+      std::erase_if(pending_, [&](const auto& w) { return w.lock() == conn; });
+    }
     spdlog::warn("cannot start a thread for {}: {}", conn->peer(), e.what());
     conn->send_error(wire::ErrorCode::TooManyConnections, "worker cannot take another connection now");
     std::this_thread::sleep_for(std::chrono::milliseconds(50));

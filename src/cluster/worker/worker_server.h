@@ -7,11 +7,15 @@
 // ends and frees what it held. Any failure of a connection ends that
 // connection only.
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -66,6 +70,10 @@ class WorkerServer {
   // Accepts connections until stop(); each runs on its own thread.
   void run();
   void stop();
+  // Closes every connection and waits up to `wait` for their threads to
+  // end; true when none is left. The destructor does it without a limit, so
+  // no session thread outlives the server.
+  bool close_sessions(std::chrono::milliseconds wait);
 
  private:
   friend class WorkerSession;
@@ -86,6 +94,18 @@ class WorkerServer {
   int port_ = 0;
   std::atomic<bool> stopping_{false};
   std::atomic<int> handshakes_{0}, sessions_{0};
+  // Session threads running, and their connections (to wake them on stop).
+  std::mutex threads_mutex_;
+  std::condition_variable threads_done_;
+  int live_threads_ = 0;
+  std::vector<std::weak_ptr<wire::Connection>> session_conns_;
+  // Connections still in their handshake, oldest first: when every
+  // handshake slot is taken, the oldest is closed to make room, so strangers
+  // holding slots cannot lock the primary out (its handshake takes a round
+  // trip or two; theirs never ends).
+  std::deque<std::weak_ptr<wire::Connection>> pending_;
+  // A session's handshake is over: it no longer counts as pending.
+  void authenticated(const wire::Connection* conn);
   std::thread heartbeat_thread_;
   std::unique_ptr<ThreadPool> pool_;
   DeviceInfo device_;
@@ -101,6 +121,7 @@ class WorkerServer {
   std::string primary_peer_;
   std::shared_ptr<wire::Connection> primary_conn_;  // where chain results go
   std::map<std::string, std::shared_ptr<wire::Connection>> next_hops_;  // chain peers we forward to
+  std::set<std::string> chain_members_;  // the workers our primary named (LOAD_STAGE): the only FORWARD hops
   std::vector<std::weak_ptr<wire::Connection>> kept_alive_;
   std::mutex compute_mutex_;  // one stage computes at a time: they share the thread pool
 };

@@ -66,10 +66,10 @@ ProbeShape probe_shape_from(const nlohmann::json& body) {
 void WorkerSession::run() {
   SessionSlot slot(s_.handshakes_, s_.sessions_);
   try {
-    nlohmann::json hello = wire::server_handshake(*conn_, s_.options_.key, s_.hello_info(),
-                                                    std::min(s_.options_.timeout_ms, wire::kHandshakeTimeoutMs),
+    nlohmann::json hello = wire::server_handshake(*conn_, s_.options_.key, s_.hello_info(), s_.options_.timeout_ms,
                                                     s_.options_.plain_frames);
     slot.authenticated();
+    s_.authenticated(conn_.get());
     is_primary_ = hello.value("role", "") == "primary";
     if (is_primary_) {
       std::lock_guard<std::mutex> lock(s_.mutex_);
@@ -102,6 +102,7 @@ void WorkerSession::run() {
     s_.primary_active_ = false;
     s_.primary_conn_.reset();
     s_.next_hops_.clear();
+    s_.chain_members_.clear();
     spdlog::info("primary {} left; stages freed, waiting for the next", conn_->peer());
   }
 }
@@ -213,6 +214,7 @@ void WorkerSession::forward(const wire::Frame& request) {
   } catch (const Error& e) {
     if (is_primary_) throw;
     // A chain peer's request failed: the primary waits for this step, so it is told.
+    spdlog::warn("chain step from {} failed: {}", conn_->peer(), e.what());
     std::shared_ptr<wire::Connection> primary;
     {
       std::lock_guard<std::mutex> lock(s_.mutex_);
@@ -255,6 +257,15 @@ void WorkerSession::send_on(uint64_t request_id, const wire::ForwardView& view,
   wire::encode_forward_prefix(h, positions_, seq_ids_, view.has_rows_out ? &rows_out_ : nullptr,
                               std::span(view.route).subspan(1), prefix_);
   const std::span<const uint8_t> parts[] = {prefix_, activations};
+  {
+    // Only to a worker our primary named: a FORWARD cannot make this
+    // machine connect to an arbitrary host:port.
+    std::lock_guard<std::mutex> lock(s_.mutex_);
+    if (!s_.chain_members_.contains(view.route[0].address))
+      throw ProtocolError(ErrorCode::BadRequest,
+                          fmt::format("FORWARD routes to {}, which is not a member of this worker's cluster",
+                                      view.route[0].address));
+  }
   try {
     next_hop(view.route[0].address, false)->send(MessageType::Forward, request_id, parts);
   } catch (const ProtocolError&) {
@@ -273,7 +284,7 @@ std::shared_ptr<wire::Connection> WorkerSession::next_hop(const std::string& add
   }
   std::shared_ptr<wire::Connection> conn = wire::Connection::connect(address, s_.options_.timeout_ms);
   conn->set_timeout(s_.options_.timeout_ms);
-  wire::client_handshake(*conn, wire::Role::Peer, s_.options_.key, {}, s_.options_.plain_frames);
+  wire::client_handshake(*conn, wire::Role::Peer, s_.options_.key, {}, s_.options_.plain_frames, s_.options_.timeout_ms);
   s_.keep_alive(conn);
   std::lock_guard<std::mutex> lock(s_.mutex_);
   s_.next_hops_[address] = conn;
