@@ -144,7 +144,9 @@ int HttpFront::bind(const std::string& host, int port) {
 
 void HttpFront::start() {
   acceptor_ = std::thread([this] { accept_loop(); });
-  for (int i = 0; i < limits_.handler_threads; ++i) handlers_.emplace_back([this] { handler_loop(); });
+  for (int i = 0; i < limits_.handler_threads; ++i) handlers_.emplace_back([this] { handler_loop(false); });
+  if (quick_)
+    for (int i = 0; i < limits_.quick_threads; ++i) handlers_.emplace_back([this] { handler_loop(true); });
 }
 
 void HttpFront::stop() {
@@ -155,13 +157,16 @@ void HttpFront::stop() {
   }
   wake();
   ready_cv_.notify_all();
+  quick_cv_.notify_all();
   if (acceptor_.joinable()) acceptor_.join();
   for (auto& t : handlers_)
     if (t.joinable()) t.join();
   handlers_.clear();
   for (auto& c : ready_) release(*c);
+  for (auto& c : quick_ready_) release(*c);
   for (auto& c : returned_) release(*c);
   ready_.clear();
+  quick_ready_.clear();
   returned_.clear();
 }
 
@@ -367,27 +372,31 @@ bool HttpFront::advance(std::unique_ptr<Conn>& c, std::string_view bytes) {
     [[maybe_unused]] ssize_t n = ::send(c->fd, kContinue.data(), kContinue.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
   }
   if (state != RequestReader::State::Complete) return true;
+  const bool quick = quick_ && quick_(c->reader.request());
   std::unique_lock lock(mutex_);
-  if (ready_.size() >= limits_.max_queued) {
+  auto& queue = quick ? quick_ready_ : ready_;
+  if (queue.size() >= limits_.max_queued) {
     lock.unlock();
     refuse(c, 503, "The server is overloaded; try again later.");
     return false;
   }
-  ready_.push_back(std::move(c));
+  queue.push_back(std::move(c));
   lock.unlock();
-  ready_cv_.notify_one();
+  (quick ? quick_cv_ : ready_cv_).notify_one();
   return false;
 }
 
-void HttpFront::handler_loop() {
+void HttpFront::handler_loop(bool quick) {
+  auto& queue = quick ? quick_ready_ : ready_;
+  auto& cv = quick ? quick_cv_ : ready_cv_;
   for (;;) {
     std::unique_ptr<Conn> c;
     {
       std::unique_lock lock(mutex_);
-      ready_cv_.wait(lock, [&] { return stopping_ || !ready_.empty(); });
+      cv.wait(lock, [&] { return stopping_ || !queue.empty(); });
       if (stopping_) return;
-      c = std::move(ready_.front());
-      ready_.pop_front();
+      c = std::move(queue.front());
+      queue.pop_front();
     }
     serve(*c);
     if (c->fd < 0) continue;

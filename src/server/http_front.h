@@ -43,6 +43,7 @@ struct HttpLimits {
   int max_per_address = 256;
   int max_requests_per_connection = 1000;
   int handler_threads = 32;
+  int quick_threads = 2;             // for the quick routes alone (set_quick)
   size_t max_queued = 1024;          // complete requests waiting for a handler
 };
 
@@ -60,6 +61,12 @@ class HttpFront {
   ~HttpFront();
   HttpFront(const HttpFront&) = delete;
   HttpFront& operator=(const HttpFront&) = delete;
+
+  // Requests this says yes to (health, metrics, cluster status: answered
+  // from memory, never waiting on generation) go to their own handler
+  // threads, so they never queue behind streams that hold every other
+  // handler. Set before start().
+  void set_quick(std::function<bool(const httplib::Request&)> quick) { quick_ = std::move(quick); }
 
   // Binds (port 0: any free one) and returns the port; throws shoal::Error.
   int bind(const std::string& host, int port);
@@ -88,7 +95,7 @@ class HttpFront {
   // answer). Takes the connection.
   void refuse(std::unique_ptr<Conn>& c, int status, const std::string& message);
   void release(Conn& c);  // closes the socket, frees the counts
-  void handler_loop();
+  void handler_loop(bool quick);
   void serve(Conn& c);
   void wake();
 
@@ -96,6 +103,7 @@ class HttpFront {
   Route route_;
   Refusal refusal_;
   Logger logger_;
+  std::function<bool(const httplib::Request&)> quick_;
   int listen_fd_ = -1;
   int wake_fd_ = -1;  // eventfd: connections handed back, or stop
   std::atomic<bool> stopping_{false};
@@ -111,6 +119,8 @@ class HttpFront {
   std::map<std::string, int> per_address_;
   std::condition_variable ready_cv_;
   std::deque<std::unique_ptr<Conn>> ready_;     // complete requests for the handlers
+  std::condition_variable quick_cv_;
+  std::deque<std::unique_ptr<Conn>> quick_ready_;  // complete quick requests, for their own handlers
   std::vector<std::unique_ptr<Conn>> returned_;  // kept-alive connections back to the acceptor
 };
 

@@ -70,6 +70,11 @@ HttpServer::HttpServer(ServerOptions options, ServerState& state) : ctx_(std::mo
         metrics.count_http(status);
         spdlog::debug("{} {} -> {}", req.method, req.path, status);
       });
+  // Status never waits behind generation: a load balancer asks /health
+  // while every generation handler is busy.
+  front_->set_quick([](const httplib::Request& req) {
+    return req.method == "GET" && (req.path == "/health" || req.path == "/metrics" || req.path == "/v1/cluster");
+  });
   add_routes();
 }
 
