@@ -72,6 +72,7 @@ int run(RunOptions& o) {
     std::fflush(stdout);
   }
   Generator generator(engine.pipeline(), tok, engine.n_ctx());
+  generator.set_recovery([&engine](const std::exception& e) { return engine.rebuild_stages(&e); });
   GenerationResult r = generator.generate(prompt, gen, [](const std::string& piece) {
     std::fputs(piece.c_str(), stdout);
     std::fflush(stdout);

@@ -85,4 +85,10 @@ std::unique_ptr<Stage> Engine::make_local_stage(int begin, int end) {
                                       options_.kv_types);
 }
 
+bool Engine::rebuild_stages(const std::exception* cause) {
+  if (!supervisor_) return false;
+  pipeline_->replace_stages(supervisor_->rebuild(*this, cause));
+  return true;
+}
+
 }  // namespace shoal

@@ -71,6 +71,12 @@ class Engine {
   // The cluster's supervisor, if the stages have one (set by the builder).
   void set_supervisor(std::shared_ptr<StageSupervisor> s) { supervisor_ = std::move(s); }
   StageSupervisor* supervisor() const { return supervisor_.get(); }
+  // A stage failed (`cause`; null: the cluster's membership changed): the
+  // supervisor re-plans over what is there and the pipeline gets the new
+  // stages, which hold no KV yet (the caller replays). False without a
+  // supervisor; throws StagesUnavailable when what is left cannot hold the
+  // model.
+  bool rebuild_stages(const std::exception* cause);
   int n_ctx() const { return n_ctx_; }
   int n_batch() const { return n_batch_; }
   int threads() const { return pool_->size(); }

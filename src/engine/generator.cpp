@@ -5,6 +5,7 @@
 
 #include "engine/sequence_decoder.h"
 #include "util/error.h"
+#include "util/log.h"
 
 namespace shoal {
 namespace {
@@ -16,17 +17,45 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 Generator::Generator(Pipeline& pipeline, const Tokenizer& tokenizer, int n_ctx, int seq)
     : pipeline_(pipeline), tokenizer_(tokenizer), n_ctx_(n_ctx), seq_(seq) {}
 
+const float* Generator::feed_chunks(std::span<const TokenId> tokens, int start_pos) {
+  const float* logits = nullptr;
+  const size_t chunk = static_cast<size_t>(pipeline_.max_tokens());
+  for (size_t i = 0; i < tokens.size(); i += chunk) {
+    const size_t n = std::min(chunk, tokens.size() - i);
+    batch_.clear();
+    for (size_t j = 0; j < n; ++j)
+      batch_.add(tokens[i + j], start_pos + static_cast<int>(i + j), seq_, i + j + 1 == tokens.size());
+    logits = pipeline_.forward(batch_);
+  }
+  return logits;
+}
+
+void Generator::replay(size_t n) {
+  const size_t chunk = static_cast<size_t>(pipeline_.max_tokens());
+  for (size_t i = 0; i < n; i += chunk) {
+    batch_.clear();
+    for (size_t j = i; j < std::min(n, i + chunk); ++j) batch_.add(cached_[j], static_cast<int>(j), seq_, false);
+    pipeline_.forward(batch_);
+  }
+}
+
 const float* Generator::feed(std::span<const TokenId> tokens, int start_pos) {
   if (tokens.empty()) fail("nothing to feed");
   const float* logits = nullptr;
-  const size_t chunk = static_cast<size_t>(pipeline_.max_tokens());
   try {
-    for (size_t i = 0; i < tokens.size(); i += chunk) {
-      const size_t n = std::min(chunk, tokens.size() - i);
-      batch_.clear();
-      for (size_t j = 0; j < n; ++j)
-        batch_.add(tokens[i + j], start_pos + static_cast<int>(i + j), seq_, i + j + 1 == tokens.size());
-      logits = pipeline_.forward(batch_);
+    // A lost worker or a frame that failed its integrity check: new stages,
+    // this sequence replayed into them, and the step again (a few times at
+    // most: a worker may go during the replay too).
+    for (int attempt = 0;; ++attempt) {
+      try {
+        logits = feed_chunks(tokens, start_pos);
+        break;
+      } catch (const std::exception& e) {
+        if (!recover_ || attempt >= 8) throw;
+        spdlog::warn("a stage failed ({}); re-planning and replaying {} tokens", e.what(), start_pos);
+        if (!recover_(e)) throw;
+        replay(std::min(cached_.size(), static_cast<size_t>(start_pos)));
+      }
     }
   } catch (...) {
     // Some chunks may be in the KV and `cached_` does not say which: start

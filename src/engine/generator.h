@@ -39,6 +39,14 @@ class Generator {
   // pipeline's batch; returns the logits after the last one ([n_vocab]).
   const float* feed(std::span<const TokenId> tokens, int start_pos);
 
+  // With a recovery (shoal run and chat on a cluster): when a step fails, it
+  // is called with the cause and must leave the pipeline with new stages
+  // (Engine::rebuild_stages); the sequence's tokens are replayed into them
+  // and the step runs again, so the text goes on as if nothing happened
+  // (the same bits). Without one, or when it throws, the failure is the
+  // caller's.
+  void set_recovery(std::function<bool(const std::exception& cause)> recover) { recover_ = std::move(recover); }
+
   // Generates a continuation of the prompt. The KV cache of the longest
   // prefix shared with what the sequence already holds is reused (a chat
   // that goes on re-reads only its new turn). on_text receives released
@@ -53,6 +61,11 @@ class Generator {
   int seq_;
   Batch batch_;
   std::vector<TokenId> cached_;  // tokens whose KV the sequence holds, in order
+  std::function<bool(const std::exception&)> recover_;
+  // The tokens before `n` again, into stages that hold nothing.
+  void replay(size_t n);
+  // One pass of feed() over the chunks; throws what the pipeline throws.
+  const float* feed_chunks(std::span<const TokenId> tokens, int start_pos);
 };
 
 }  // namespace shoal

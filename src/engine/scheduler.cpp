@@ -140,6 +140,7 @@ void Scheduler::cancel(uint64_t id) {
 void Scheduler::request_rebuild() {
   {
     std::lock_guard lock(mutex_);
+    if (!rebuild_requested_) rebuild_requested_at_ = Clock::now();
     rebuild_requested_ = true;
   }
   wake_.notify_one();
@@ -160,7 +161,13 @@ void Scheduler::loop() {
                rebuild_requested_;
       });
       if (stop_) break;
-      if (rebuild_requested_) {
+      // A change of membership (a worker back or new, or one gone quiet
+      // between requests) re-plans at a quiet moment: running streams would
+      // otherwise pause while the moved layers load and every one of them is
+      // replayed. A stage that is really gone fails the next step and is
+      // rebuilt at once; a busy server takes the newcomer within kQuietWait.
+      if (rebuild_requested_ &&
+          (stats_.active == 0 || Clock::now() - rebuild_requested_at_ > kQuietWait)) {
         rebuild_requested_ = false;
         lock.unlock();
         rebuild(nullptr);
@@ -431,22 +438,25 @@ void Scheduler::finish_unstarted(Queued& q, const char* reason) {
 bool Scheduler::rebuild(std::exception_ptr cause) {
   StageSupervisor* sup = engine_.supervisor();
   if (!sup) return true;
+  {
+    // This re-plan takes in every change known now.
+    std::lock_guard lock(mutex_);
+    rebuild_requested_ = false;
+  }
   const auto t0 = Clock::now();
   std::string reason;
   // A worker may be lost during the replay too: then again, a few times.
   for (int attempt = 0; attempt < 8; ++attempt) {
     try {
-      std::vector<std::unique_ptr<Stage>> stages;
       if (cause) {
         try {
           std::rethrow_exception(cause);
         } catch (const std::exception& e) {
-          stages = sup->rebuild(engine_, &e);
+          engine_.rebuild_stages(&e);
         }
       } else {
-        stages = sup->rebuild(engine_, nullptr);
+        engine_.rebuild_stages(nullptr);
       }
-      engine_.pipeline().replace_stages(std::move(stages));
     } catch (const std::exception& e) {
       reason = e.what();
       break;

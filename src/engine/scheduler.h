@@ -127,6 +127,8 @@ class Scheduler {
   uint64_t next_id_ = 1;
   bool stop_ = false;
   bool rebuild_requested_ = false;
+  std::chrono::steady_clock::time_point rebuild_requested_at_{};
+  static constexpr std::chrono::seconds kQuietWait{20};
   std::string unavailable_;  // non-empty: requests are refused with it
   std::function<void(const ClusterEvent&)> observer_;
   SchedulerStats stats_;
