@@ -118,8 +118,8 @@ def workers(shoal_bin, tmp_path):
     """workers(n, ...) starts n workers; all are stopped after the test."""
     started = []
 
-    def start(n=1, *args, key_file=None, threads=1):
-        new = [Worker(shoal_bin, tmp_path, *args, key_file=key_file, threads=threads) for _ in range(n)]
+    def start(n=1, *args, key_file=None, threads=1, port=0):
+        new = [Worker(shoal_bin, tmp_path, *args, key_file=key_file, threads=threads, port=port) for _ in range(n)]
         started.extend(new)
         return new
 

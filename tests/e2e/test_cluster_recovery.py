@@ -8,6 +8,7 @@ loss took to notice and the cluster to recover.
 
 Every wait is bounded; workers and servers are stopped after each test."""
 import json
+import os
 import random
 import secrets
 import signal
@@ -347,3 +348,78 @@ def test_chaos_every_request_is_right_or_a_clear_503(serve_cluster, workers):
     assert counts["wrong"] == 0 and counts["other"] == 0, counts
     assert counts["same"] + counts["503"] == 100
     assert s.alive()
+
+
+def test_shoal_run_recovers_from_a_killed_worker_with_the_same_text(shoal_bin, smollm2, workers):
+    """`shoal run` heals as `shoal serve` does: a worker killed mid-generation
+    is planned around, the sequence replayed, and the text is the one an
+    undisturbed run prints."""
+    ws = workers(2, "--worker-timeout", TIMEOUT)
+    args = [shoal_bin, "run", "-m", smollm2, "-p", PROMPT, "-n", 200, "--temp", 0, "--ignore-eos", "--no-echo",
+            "-t", 1, "-c", 512, "--worker-timeout", TIMEOUT, "--rpc", ",".join(w.address for w in ws)]
+    expected = run_shoal(*args, timeout=300)
+    assert expected.returncode == 0, expected.stderr
+    p = subprocess.Popen([str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        got = b""
+        while len(got) < 40:  # generation has begun (raw reads: communicate() reads the same descriptor)
+            piece = os.read(p.stdout.fileno(), 40 - len(got))
+            assert piece, p.stderr.read().decode()
+            got += piece
+        ws[1].proc.kill()
+        out, err = p.communicate(timeout=300)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 0, err.decode()
+    assert (got + out).decode() == expected.stdout
+    assert "re-planning and replaying" in err.decode()
+
+
+def test_a_returning_worker_does_not_stall_running_streams(serve_cluster, workers):
+    """A worker that comes back while streams run joins at the next quiet
+    moment: the streams see no re-plan, no replay (their longest pause is
+    printed beside their median), and the worker takes layers once they end."""
+    ws = workers(3, "--worker-timeout", TIMEOUT)
+    s = serve_cluster(ws, "--parallel", 4)
+    victim = ws[2]
+    victim.proc.kill()
+    wait_for("the killed worker is lost", lambda: member_states(s)[victim.address] == "lost", timeout=TIMEOUT * 3)
+    complete(s, n=4)  # re-planned around it
+    gaps, texts = [[] for _ in range(4)], [None] * 4
+    back = threading.Event()
+
+    def stream(i):
+        last = time.monotonic()
+        out = ""
+        for chunk in s.client().completions.create(model=s.model, prompt=PROMPT, max_tokens=400, temperature=0,
+                                                   stream=True, extra_body={"ignore_eos": True}):
+            now = time.monotonic()
+            if back.is_set():
+                gaps[i].append(now - last)
+            last = now
+            out += chunk.choices[0].text
+        texts[i] = out
+
+    threads = [threading.Thread(target=stream, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    time.sleep(1.0)
+    restarted = workers.restart(victim)
+    back.set()
+    wait_for("the returning worker answers", lambda: member_states(s)[restarted.address] in ("rejoining", "active"),
+             timeout=TIMEOUT * 4 + 10)
+    streaming = any(t.is_alive() for t in threads)
+    state_while_streaming = member_states(s)[restarted.address]
+    for t in threads:
+        t.join(timeout=300)
+    assert all(texts) and len(set(texts)) == 1
+    # Answering while the streams still ran, it waited for them to end.
+    assert streaming, "the streams ended before the worker answered: nothing was measured"
+    assert state_while_streaming == "rejoining"
+    wait_for("the returning worker is active", lambda: member_states(s)[restarted.address] == "active", timeout=30)
+    all_gaps = sorted(g for gs in gaps for g in gs)
+    print(f"\nstreams while a worker returned: longest pause {max(all_gaps) * 1e3:.0f} ms, "
+          f"median {all_gaps[len(all_gaps) // 2] * 1e3:.1f} ms")
+    assert complete(s, n=400) == texts[0]  # and the same text over the new split
