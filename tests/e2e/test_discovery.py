@@ -88,3 +88,21 @@ def test_rpc_auto_finds_key_holders_and_takes_a_late_one_at_the_next_replan(shoa
         print(f"\n--rpc auto: {sorted(members())} in use; {stranger} (other key) ignored")
     finally:
         net.close()
+
+
+def test_a_worker_on_every_address_is_one_candidate(shoal_bin, tmp_path, netns):
+    """A worker listening on 0.0.0.0 beacons from loopback and from its LAN
+    address; a primary on the same host hears both and lists it once."""
+    key = tmp_path / "cluster.key"
+    key.write_text(secrets.token_hex(32))
+    net = netns(2)
+    try:
+        w = net.popen(1, [shoal_bin, "worker", "--host", "0.0.0.0", "--port", 50052, "-t", 1, "--key-file", key,
+                          "--no-cache", "--advertise"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        assert "listening on" in w.stdout.readline()
+        r = net.run(1, [shoal_bin, "ping", "--discover", "--key-file", key, "--discover-wait", 2], timeout=30)
+        assert r.returncode == 0, r.stderr
+        assert "1 worker(s) advertising" in r.stdout, r.stdout
+        print(f"\n{r.stdout.strip()}")
+    finally:
+        net.close()

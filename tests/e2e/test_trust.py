@@ -11,6 +11,7 @@ stranger; an open worker needs two explicit flags.
 
 Everything runs on loopback (127.0.0.1 and, for a second source address,
 127.0.0.2); every loop is bounded in count and time."""
+import contextlib
 import json
 import secrets
 import select
@@ -273,38 +274,53 @@ def capture_beacon(shoal_bin, key, tmp_path):
     return datagram
 
 
-def test_a_replayed_beacon_is_ignored_and_a_keyed_fake_costs_one_deadline(shoal_bin, smollm2, key, tmp_path):
+@contextlib.contextmanager
+def sending_beacons(make, to_port, source="127.0.0.2", every=0.1, limit=40):
+    """Sends make() from `source` to the primary's beacon port every `every`
+    seconds while the block runs (at most `limit` seconds)."""
+    stop = threading.Event()
+
+    def send():
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.bind((source, 0))
+            end = time.monotonic() + limit
+            while not stop.is_set() and time.monotonic() < end:
+                s.sendto(make(), ("127.0.0.1", to_port))
+                time.sleep(every)
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        sender.join()
+
+
+def auto_primary(shoal_bin, smollm2, tmp_path, key, discover):
+    """`shoal serve --rpc auto` listening for beacons on `discover` for 1 s."""
+    return Server(shoal_bin, smollm2, tmp_path, "-c", 256, "--key-file", key, "--rpc", "auto", "--discover-port",
+                  discover, "--discover-wait", 1, "--worker-timeout", TIMEOUT, threads=1)
+
+
+def test_a_replayed_beacon_is_ignored(shoal_bin, smollm2, key, tmp_path):
     beacon = capture_beacon(shoal_bin, key, tmp_path)
     body = json.loads(beacon.rsplit(b"\n", 1)[0])
     assert body["host"] == "127.0.0.1"
-    # A fake on the second loopback address, at the port the beacon names.
+    # A fake on the second loopback address, at the port the beacon names;
+    # the copy is sent from there, the copier's own address.
     fake = FakeWorker("127.0.0.2", body["port"])
     discover = free_port()
-    stop = threading.Event()
-
-    def replay():
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            s.bind(("127.0.0.2", 0))  # the copier's own address
-            end = time.monotonic() + 30
-            while not stop.is_set() and time.monotonic() < end:
-                s.sendto(beacon, ("127.0.0.1", discover))
-                time.sleep(0.1)
-
-    replayer = threading.Thread(target=replay)
-    replayer.start()
     try:
-        t0 = time.monotonic()
-        server = Server(shoal_bin, smollm2, tmp_path, "-c", 256, "--key-file", key, "--rpc", "auto",
-                        "--discover-port", discover, "--discover-wait", 1, "--worker-timeout", TIMEOUT, threads=1)
-        with server:
-            print(f"\nready {time.monotonic() - t0:.2f} s after start with a replayed beacon on the air")
-            assert fake.accepted == 0  # the primary never even connected to it
-            status, c = server.get_json("/v1/cluster")
-            assert status == 200 and not c["workers"], c["workers"]
-            assert complete(server, "Hello", max_tokens=4)
+        with sending_beacons(lambda: beacon, discover):
+            t0 = time.monotonic()
+            with auto_primary(shoal_bin, smollm2, tmp_path, key, discover) as server:
+                print(f"\nready {time.monotonic() - t0:.2f} s after start with a replayed beacon on the air")
+                assert fake.accepted == 0  # the primary never even connected to it
+                status, c = server.get_json("/v1/cluster")
+                assert status == 200 and not c["workers"], c["workers"]
+                assert complete(server, "Hello", max_tokens=4)
     finally:
-        stop.set()
-        replayer.join()
         fake.stop()
 
 
@@ -321,41 +337,26 @@ def test_a_keyed_beacon_for_a_fake_costs_one_deadline_then_nothing(shoal_bin, sm
     fake = FakeWorker("127.0.0.2")
     discover = free_port()
     key_text = key.read_text().strip()
-    stop = threading.Event()
-
-    def advertise():
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            s.bind(("127.0.0.2", 0))
-            end = time.monotonic() + 40
-            while not stop.is_set() and time.monotonic() < end:
-                s.sendto(keyed_beacon(key_text, "127.0.0.2", fake.port), ("127.0.0.1", discover))
-                time.sleep(0.2)
-
-    sender = threading.Thread(target=advertise)
-    sender.start()
     try:
-        t0 = time.monotonic()
-        server = Server(shoal_bin, smollm2, tmp_path, "-c", 256, "--key-file", key, "--rpc", "auto",
-                        "--discover-port", discover, "--discover-wait", 1, "--worker-timeout", TIMEOUT, threads=1)
-        with server:
-            ready = time.monotonic() - t0
-            print(f"\nready {ready:.2f} s after start with a keyed fake advertised")
-            status, c = server.get_json("/v1/cluster")
-            [m] = c["workers"]
-            assert m["address"] == fake.address and m["state"] == "dropped", m
-            assert "HEARTBEAT" in m["last_error"], m
-            assert fake.accepted == 1
-            assert complete(server, "Hello", max_tokens=4)
-            time.sleep(3)  # beacons keep coming: it is not tried again
-            assert fake.accepted == 1
-            # SIGTERM with discovery running and a dropped candidate.
+        with sending_beacons(lambda: keyed_beacon(key_text, "127.0.0.2", fake.port), discover, every=0.2):
             t0 = time.monotonic()
-            server.proc.send_signal(signal.SIGTERM)
-            server.proc.wait(timeout=10)
-            assert time.monotonic() - t0 < 2.0
+            server = auto_primary(shoal_bin, smollm2, tmp_path, key, discover)
+            with server:
+                print(f"\nready {time.monotonic() - t0:.2f} s after start with a keyed fake advertised")
+                status, c = server.get_json("/v1/cluster")
+                [m] = c["workers"]
+                assert m["address"] == fake.address and m["state"] == "dropped", m
+                assert "HEARTBEAT" in m["last_error"], m
+                assert fake.accepted == 1
+                assert complete(server, "Hello", max_tokens=4)
+                time.sleep(3)  # beacons keep coming: it is not tried again
+                assert fake.accepted == 1
+                # SIGTERM with discovery running and a dropped candidate.
+                t0 = time.monotonic()
+                server.proc.send_signal(signal.SIGTERM)
+                server.proc.wait(timeout=10)
+                assert time.monotonic() - t0 < 2.0
     finally:
-        stop.set()
-        sender.join()
         fake.stop()
 
 
