@@ -55,9 +55,11 @@ def free_port(host="127.0.0.1"):
 
 class FakeWorker:
     """A TCP listener that takes connections and answers each with nothing
-    but a HEARTBEAT every 0.2 s: a keyless stranger posing as a worker."""
+    but a HEARTBEAT every 0.2 s (or with nothing at all): a keyless stranger
+    posing as a worker."""
 
-    def __init__(self, host="127.0.0.1", port=0):
+    def __init__(self, host="127.0.0.1", port=0, heartbeats=True):
+        self.heartbeats = heartbeats
         self.sock = socket.create_server((host, port))
         self.port = self.sock.getsockname()[1]
         self.address = f"{host}:{self.port}"
@@ -77,7 +79,7 @@ class FakeWorker:
                 self.accepted += 1
             except socket.timeout:
                 pass
-            for c in list(conns):
+            for c in list(conns) if self.heartbeats else []:
                 try:
                     c.sendall(header(HEARTBEAT, 0))
                 except OSError:
@@ -333,8 +335,9 @@ def keyed_beacon(key_text, host, port, worker_id="feedfacefeedface"):
     return f"{body}\n{tag}".encode()
 
 
-def test_a_keyed_beacon_for_a_fake_costs_one_deadline_then_nothing(shoal_bin, smollm2, key, tmp_path):
-    fake = FakeWorker("127.0.0.2")
+@pytest.mark.parametrize("heartbeats,why", [(True, "HEARTBEAT before the handshake"), (False, "silent")])
+def test_a_keyed_beacon_for_a_fake_costs_one_deadline_then_nothing(shoal_bin, smollm2, key, tmp_path, heartbeats, why):
+    fake = FakeWorker("127.0.0.2", heartbeats=heartbeats)
     discover = free_port()
     key_text = key.read_text().strip()
     try:
@@ -346,7 +349,7 @@ def test_a_keyed_beacon_for_a_fake_costs_one_deadline_then_nothing(shoal_bin, sm
                 status, c = server.get_json("/v1/cluster")
                 [m] = c["workers"]
                 assert m["address"] == fake.address and m["state"] == "dropped", m
-                assert "HEARTBEAT" in m["last_error"], m
+                assert why in m["last_error"], m
                 assert fake.accepted == 1
                 assert complete(server, "Hello", max_tokens=4)
                 time.sleep(3)  # beacons keep coming: it is not tried again
