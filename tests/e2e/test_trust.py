@@ -118,7 +118,8 @@ def test_strangers_holding_handshakes_cannot_lock_the_primary_out(shoal_bin, wor
         end = time.monotonic() + 15
         while not stop.is_set() and time.monotonic() < end:
             try:
-                s = socket.create_connection(("127.0.0.1", w.port), timeout=5)
+                # From another address than the primary's, as strangers on a LAN would be.
+                s = socket.create_connection(("127.0.0.1", w.port), timeout=5, source_address=("127.0.0.2", 0))
             except OSError:
                 time.sleep(0.05)
                 continue

@@ -123,6 +123,31 @@ void WorkerServer::authenticated(const wire::Connection* conn) {
   });
 }
 
+namespace {
+// "host:port" → host (the peer names are numeric).
+std::string host_of(const std::string& peer) { return peer.substr(0, peer.rfind(':')); }
+}  // namespace
+
+void WorkerServer::evict_one_pending() {
+  std::map<std::string, int> per_host;
+  for (const auto& w : pending_)
+    if (auto c = w.lock()) ++per_host[host_of(c->peer())];
+  std::string busiest;
+  int most = 0;
+  for (const auto& [host, n] : per_host)
+    if (n > most) busiest = host, most = n;
+  for (auto it = pending_.begin(); it != pending_.end(); ++it) {
+    auto c = it->lock();
+    if (c && host_of(c->peer()) != busiest) continue;
+    if (c) {
+      spdlog::debug("handshake slots full: closing the oldest of {}, {}", busiest, c->peer());
+      c->shutdown();
+    }
+    pending_.erase(it);
+    return;
+  }
+}
+
 bool WorkerServer::start_session(std::shared_ptr<wire::Connection> conn) {
   // Evicted connections leave their slot when their thread notices; past
   // twice the cap, newcomers wait their turn like everyone else.
@@ -133,13 +158,7 @@ bool WorkerServer::start_session(std::shared_ptr<wire::Connection> conn) {
   {
     std::lock_guard<std::mutex> lock(threads_mutex_);
     std::erase_if(pending_, [](const auto& w) { return w.expired(); });
-    while (static_cast<int>(pending_.size()) >= options_.max_handshakes) {
-      if (auto oldest = pending_.front().lock()) {
-        spdlog::debug("handshake slots full: closing the oldest, {}", oldest->peer());
-        oldest->shutdown();
-      }
-      pending_.pop_front();
-    }
+    while (static_cast<int>(pending_.size()) >= options_.max_handshakes) evict_one_pending();
     pending_.push_back(conn);
     std::erase_if(session_conns_, [](const auto& w) { return w.expired(); });
     session_conns_.push_back(conn);

@@ -100,10 +100,13 @@ class WorkerServer {
   int live_threads_ = 0;
   std::vector<std::weak_ptr<wire::Connection>> session_conns_;
   // Connections still in their handshake, oldest first: when every
-  // handshake slot is taken, the oldest is closed to make room, so strangers
-  // holding slots cannot lock the primary out (its handshake takes a round
-  // trip or two; theirs never ends).
+  // handshake slot is taken, the oldest of the host holding the most slots
+  // is closed to make room, so strangers holding slots cannot lock the
+  // primary out (its handshake takes a round trip or two; theirs never
+  // ends), and one busy host cannot push out anyone else's.
   std::deque<std::weak_ptr<wire::Connection>> pending_;
+  // mutex threads_mutex_ held: closes one pending handshake as above.
+  void evict_one_pending();
   // A session's handshake is over: it no longer counts as pending.
   void authenticated(const wire::Connection* conn);
   std::thread heartbeat_thread_;
