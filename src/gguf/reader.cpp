@@ -13,6 +13,13 @@ constexpr uint32_t kMagic = 0x46554747;  // "GGUF" little-endian
 constexpr int kMaxDims = 4;
 constexpr int kMaxArrayDepth = 4;        // nested arrays deeper than this are refused
 constexpr uint64_t kMaxStringBytes = 1ull << 30;
+// The memory a file's metadata may take once read, whatever the file's size.
+// Values are held as `Value`s (48 bytes each, so a u8 array grows 48x, an
+// array of empty strings 6x): without a bound, a 100 MB crafted array would
+// ask for 4.8 GB. The largest real tokenizers take a few tens of MiB
+// (qwen2.5: 151k tokens, their types and 151k merges, about 25 MiB counted
+// this way; gemma3: 262k tokens, scores and types, about 45 MiB).
+constexpr uint64_t kMaxMetadataBytes = 256ull << 20;
 
 // Bounds-checked little-endian reads over the file bytes; every failure
 // names the offset where the missing or bad data starts.
@@ -30,6 +37,14 @@ class Cursor {
     std::memcpy(&v, data_ + pos_, sizeof(T));
     pos_ += sizeof(T);
     return v;
+  }
+
+  // The length a string at the cursor declares (0 if truncated: read_string
+  // reports that), without reading it.
+  uint64_t peek_length() const {
+    uint64_t len = 0;
+    if (remaining() >= sizeof len) std::memcpy(&len, data_ + pos_, sizeof len);
+    return len;
   }
 
   std::string read_string(const char* what) {
@@ -59,6 +74,20 @@ class Cursor {
   const std::string& name_;
 };
 
+// What the metadata read so far costs in memory; charged before each
+// allocation, so a file past the bound is refused before it is made.
+struct MetadataBudget {
+  uint64_t used = 0;
+  std::string key;  // the entry being read, for the error
+
+  void charge(const Cursor& c, size_t at, uint64_t count, uint64_t each) {
+    if (count > (kMaxMetadataBytes - used) / each)
+      c.error(at, "metadata '{}' would take the metadata past {} MiB of memory (the reader's bound)", key,
+              kMaxMetadataBytes >> 20);
+    used += count * each;
+  }
+};
+
 // Smallest encoded size of one value of a type: used to refuse absurd counts
 // before allocating for them.
 size_t min_encoded_size(ValueType t) {
@@ -72,7 +101,7 @@ size_t min_encoded_size(ValueType t) {
   }
 }
 
-Value read_value(Cursor& c, ValueType type, int depth) {
+Value read_value(Cursor& c, ValueType type, int depth, MetadataBudget& budget) {
   Value v;
   v.type = type;
   switch (type) {
@@ -93,7 +122,11 @@ Value read_value(Cursor& c, ValueType type, int depth) {
       v.data = b == 1;
       break;
     }
-    case ValueType::STRING: v.data = c.read_string("string value"); break;
+    case ValueType::STRING:
+      // Bounded by the file's bytes anyway, but charged so the bound is exact.
+      budget.charge(c, c.pos(), std::min<uint64_t>(c.peek_length(), c.remaining()), 1);
+      v.data = c.read_string("string value");
+      break;
     case ValueType::ARRAY: {
       size_t at = c.pos();
       if (depth >= kMaxArrayDepth) c.error(at, "arrays nested deeper than {}", kMaxArrayDepth);
@@ -104,10 +137,13 @@ Value read_value(Cursor& c, ValueType type, int depth) {
       if (count > c.remaining() / min_encoded_size(element_type))
         c.error(at, "array of {} {} values cannot fit in the {} bytes that remain", count,
                 value_type_name(element_type), c.remaining());
+      // The Array and its shared_ptr control block, then every item.
+      budget.charge(c, at, 1, sizeof(Array) + 32);
+      budget.charge(c, at, count, sizeof(Value));
       auto array = std::make_shared<Array>();
       array->element_type = element_type;
       array->items.reserve(count);
-      for (uint64_t i = 0; i < count; ++i) array->items.push_back(read_value(c, element_type, depth + 1));
+      for (uint64_t i = 0; i < count; ++i) array->items.push_back(read_value(c, element_type, depth + 1, budget));
       v.data = std::move(array);
       break;
     }
@@ -160,13 +196,19 @@ void File::parse_all() {
   if (n_kv > c.remaining() / 13) c.error(at + 8, "metadata count {} cannot fit in the file", n_kv);
   if (n_tensors > c.remaining() / 32) c.error(at, "tensor count {} cannot fit in the file", n_tensors);
 
+  MetadataBudget budget;
   for (uint64_t i = 0; i < n_kv; ++i) {
     size_t key_at = c.pos();
+    // The entry, its index node, and the key twice (entry and index).
+    budget.key = "#" + std::to_string(i);
+    budget.charge(c, key_at, 1, sizeof(metadata_[0]) + sizeof(*metadata_index_.begin()) + 32);
+    budget.charge(c, key_at, std::min<uint64_t>(c.peek_length(), c.remaining()), 2);
     std::string key = c.read_string("metadata key");
+    budget.key = key;
     uint32_t raw_type = c.read<uint32_t>("metadata value type");
     if (raw_type >= static_cast<uint32_t>(ValueType::COUNT))
       c.error(key_at, "metadata key '{}' has unknown value type {}", key, raw_type);
-    Value value = read_value(c, static_cast<ValueType>(raw_type), 0);
+    Value value = read_value(c, static_cast<ValueType>(raw_type), 0, budget);
     if (metadata_index_.count(key)) c.error(key_at, "duplicate metadata key '{}'", key);
     metadata_index_[key] = metadata_.size();
     metadata_.emplace_back(std::move(key), std::move(value));

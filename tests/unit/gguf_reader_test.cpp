@@ -114,5 +114,60 @@ TEST(GgufReader, SurvivesBitFlips) {
   }
 }
 
+// A GGUF v3 file with no tensors and one metadata entry, `key`, an array
+// of `count` elements of `type`, each `element` (its encoded bytes).
+std::vector<uint8_t> one_array_file(const std::string& key, ValueType type, uint64_t count,
+                                    const std::vector<uint8_t>& element) {
+  std::vector<uint8_t> out;
+  auto put = [&](auto v) {
+    const auto* p = reinterpret_cast<const uint8_t*>(&v);
+    out.insert(out.end(), p, p + sizeof v);
+  };
+  put(uint32_t{0x46554747});
+  put(uint32_t{3});
+  put(uint64_t{0});  // tensors
+  put(uint64_t{1});  // metadata entries
+  put(uint64_t{key.size()});
+  out.insert(out.end(), key.begin(), key.end());
+  put(static_cast<uint32_t>(ValueType::ARRAY));
+  put(static_cast<uint32_t>(type));
+  put(count);
+  out.reserve(out.size() + count * element.size());
+  for (uint64_t i = 0; i < count; ++i) out.insert(out.end(), element.begin(), element.end());
+  return out;
+}
+
+TEST(GgufReader, RefusesMetadataPastItsMemoryBound) {
+  // 100M u8 values: 100 MB of file, 4.8 GB as Values. Refused before any of
+  // it is allocated, naming the key.
+  auto bytes = one_array_file("huge", ValueType::UINT8, 100'000'000, {7});
+  std::string msg = parse_error(bytes);
+  EXPECT_NE(msg.find("'huge'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("256 MiB"), std::string::npos) << msg;
+  // Empty strings (8 bytes each in the file, 48 in memory) and empty nested
+  // arrays (12 bytes each) hit the same bound.
+  std::vector<uint8_t> empty_string(8, 0);
+  msg = parse_error(one_array_file("strings", ValueType::STRING, 10'000'000, empty_string));
+  EXPECT_NE(msg.find("'strings'"), std::string::npos) << msg;
+  std::vector<uint8_t> empty_array(12, 0);  // u8, 0 elements
+  msg = parse_error(one_array_file("nested", ValueType::ARRAY, 5'000'000, empty_array));
+  EXPECT_NE(msg.find("'nested'"), std::string::npos) << msg;
+}
+
+TEST(GgufReader, LoadsTokenizerSizedArrays) {
+  // More than any real vocabulary (qwen2.5: 151k tokens, as many merges).
+  std::string piece = "\xc4\xa0tokenpiece";  // "Ġtokenpiece", 12 bytes
+  std::vector<uint8_t> token = {12, 0, 0, 0, 0, 0, 0, 0};
+  token.insert(token.end(), piece.begin(), piece.end());
+  auto bytes = one_array_file("tokenizer.ggml.tokens", ValueType::STRING, 300'000, token);
+  auto f = File::parse(bytes.data(), bytes.size(), "tokens.gguf");
+  auto tokens = f->get_strings("tokenizer.ggml.tokens");
+  ASSERT_EQ(tokens.size(), 300'000u);
+  EXPECT_EQ(tokens.back(), piece);
+  bytes = one_array_file("tokenizer.ggml.scores", ValueType::FLOAT32, 300'000, {0, 0, 0x80, 0x3f});
+  f = File::parse(bytes.data(), bytes.size(), "scores.gguf");
+  EXPECT_EQ(f->get_array("tokenizer.ggml.scores").items.at(299'999).as_float("score"), 1.0);
+}
+
 }  // namespace
 }  // namespace shoal::gguf
