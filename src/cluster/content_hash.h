@@ -1,7 +1,13 @@
 #pragma once
 // Content hashes name tensors on the wire and in the worker's cache:
-// XXH3-128 of a tensor's bytes. Two files holding the same bytes under
-// different names share their hashes.
+// SHA-256 of a tensor's bytes. The name is trusted — a cached tensor, or one
+// a stage in memory holds, is used for any request naming its hash — so it
+// must be collision-resistant: under XXH3-128 (before protocol v7) whoever
+// could put bytes in a worker's cache could craft a tensor that a later
+// model's tensor would be mistaken for. Two files holding the same bytes
+// under different names share their hashes.
+#include <array>
+#include <compare>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -9,12 +15,11 @@
 namespace shoal {
 
 struct ContentHash {
-  uint64_t low = 0;
-  uint64_t high = 0;
+  std::array<uint8_t, 32> bytes{};  // the SHA-256 digest, in its usual byte order
 
   bool operator==(const ContentHash&) const = default;
-  bool operator<(const ContentHash& o) const { return high != o.high ? high < o.high : low < o.low; }
-  std::string hex() const;  // 32 lowercase hex digits, high word first
+  auto operator<=>(const ContentHash&) const = default;
+  std::string hex() const;  // 64 lowercase hex digits, as sha256sum prints it
   static ContentHash from_hex(const std::string& hex);  // throws shoal::Error on bad input
 };
 

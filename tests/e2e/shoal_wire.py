@@ -10,7 +10,7 @@ import struct
 import time
 
 MAGIC = 0x4C4F4853
-VERSION = 6
+VERSION = 7
 TAG = 16  # AES-256-GCM tag on every frame of an encrypted link
 HEADER = struct.Struct("<IHHIIQQ")  # magic, version, type, flags, reserved, request id, payload bytes
 HELLO, AUTH, AUTH_OK, ERROR, PING, PONG, STATS, STATS_REPLY = 1, 2, 3, 4, 5, 6, 7, 8

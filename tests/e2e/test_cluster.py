@@ -1,6 +1,7 @@
 """One model across machines, on loopback: the distributed run gives the
 same bits as the local run (text and every step's logits), the weight cache
 and models dir spare the transfer, and the wire dtypes cost what they cost."""
+import hashlib
 import re
 
 import numpy as np
@@ -140,6 +141,31 @@ def test_second_load_sends_no_weight_bytes(shoal_bin, smollm2, workers, tmp_path
     assert stats["weight_bytes_received"] == first, "the second load sent weights again"
     assert stats["tensors_from_cache"] > 0
     assert re.search(r"loaded in [\d.]+ s: 0\.0 MiB sent \(0 tensors\), \d+ tensors from its cache", err), err
+
+
+def test_cache_entries_are_trusted_only_under_their_sha256(shoal_bin, smollm2, workers, tmp_path):
+    """An entry's name is the SHA-256 of its bytes: wrong bytes under the right
+    name are fetched again, and a file under an XXH3-era (32-digit) name, such
+    as a planted collision, is deleted unread. The output stays the local run's."""
+    local = generate(shoal_bin, tmp_path, smollm2, n=4, name="local")[:2]
+    (w,) = workers(1)
+    args = ("--rpc", w.address, "--ts", "0,1")
+    generate(shoal_bin, tmp_path, smollm2, *args, n=4, name="fill")
+    entries = sorted(w.cache.glob("*.bin"), key=lambda e: e.stat().st_size)
+    assert entries and all(len(e.stem) == 64 for e in entries), entries
+    assert all(hashlib.sha256(e.read_bytes()).hexdigest() == e.stem for e in entries[-3:])
+    victim = entries[-1]
+    size = victim.stat().st_size
+    victim.write_bytes(bytes(size))  # the right name, the wrong bytes
+    planted = w.cache / (victim.stem[:32] + ".bin")
+    planted.write_bytes(bytes(size))
+    w = workers.restart(w)
+    text, logits, err = generate(shoal_bin, tmp_path, smollm2, "--rpc", w.address, "--ts", "0,1", n=4, name="again")
+    assert (text, logits) == local
+    assert not planted.exists()
+    assert worker_stats(w)["weight_bytes_received"] == size
+    assert re.search(r"loaded in [\d.]+ s: [\d.]+ MiB sent \(1 tensors\)", err), err
+    assert hashlib.sha256(victim.read_bytes()).hexdigest() == victim.stem
 
 
 def test_worker_reads_its_own_copy_of_the_model(shoal_bin, smollm2, workers, tmp_path):

@@ -77,7 +77,7 @@ TEST_F(LocalModelsTest, WrongHashOrShapeIsAMiss) {
   const gguf::TensorInfo& t = stories_->tensor("blk.0.ffn_down.weight");
   ContentHash h = hash_bytes(t.data, t.bytes);
   ContentHash wrong = h;
-  wrong.low ^= 1;
+  wrong.bytes[0] ^= 1;
   EXPECT_EQ(models.find(t.type, t.shape, wrong).data, nullptr);
   std::vector<int64_t> other_shape = {t.shape[1], t.shape[0]};
   EXPECT_EQ(models.find(t.type, other_shape, h).data, nullptr);

@@ -132,8 +132,8 @@ TEST_F(WeightCacheTest, RestartKeepsEntriesAndLruOrder) {
   }
   // Files that are not entries are neither counted nor touched.
   std::ofstream(dir_.path + "/notes.txt") << "hello";
-  std::ofstream(dir_.path + "/" + std::string(32, 'A') + ".bin") << "upper case is not ours";
-  fs::create_directory(dir_.path + "/" + std::string(32, '0') + ".bin");
+  std::ofstream(dir_.path + "/" + std::string(64, 'A') + ".bin") << "upper case is not ours";
+  fs::create_directory(dir_.path + "/" + std::string(64, '0') + ".bin");
   {
     WeightCache cache(dir_.path, 3 * a.size);
     EXPECT_EQ(cache.entries(), 3u);
@@ -153,7 +153,25 @@ TEST_F(WeightCacheTest, RestartKeepsEntriesAndLruOrder) {
     EXPECT_TRUE(holds(cache, d));
   }
   EXPECT_TRUE(fs::exists(dir_.path + "/notes.txt"));
-  EXPECT_TRUE(fs::exists(dir_.path + "/" + std::string(32, 'A') + ".bin"));
+  EXPECT_TRUE(fs::exists(dir_.path + "/" + std::string(64, 'A') + ".bin"));
+}
+
+TEST_F(WeightCacheTest, EntriesOfTheXxh3EraAreDeletedUnread) {
+  // Before protocol v7 entries were named by XXH3-128 (32 hex digits), a
+  // name anyone could make collide. Such a file, whatever it holds, is
+  // neither indexed nor found: it is deleted when the cache opens.
+  Tensor a = layer(0);
+  const std::string legacy = dir_.path + "/" + a.hash.hex().substr(0, 32) + ".bin";
+  std::ofstream(legacy, std::ios::binary).write(reinterpret_cast<const char*>(a.data), a.size);
+  WeightCache cache(dir_.path, 1 << 20);
+  EXPECT_EQ(cache.entries(), 0u);
+  EXPECT_EQ(cache.bytes(), 0u);
+  EXPECT_FALSE(fs::exists(legacy));
+  EXPECT_EQ(cache.find(a.hash, a.size).data, nullptr);
+  // The name is the SHA-256 of the bytes, 64 digits.
+  EXPECT_EQ(a.hash.hex().size(), 64u);
+  cache.put(a.hash, a.data, a.size);
+  EXPECT_TRUE(fs::exists(entry_path(dir_.path, a)));
 }
 
 TEST_F(WeightCacheTest, EntryLargerThanMaxIsNotStored) {

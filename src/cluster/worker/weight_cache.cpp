@@ -30,10 +30,20 @@ constexpr const char* kTempPrefix = ".tmp-";
 // belong to another process putting into the same dir right now.
 constexpr int64_t kStaleTempNs = 3600LL * 1000 * 1000 * 1000;
 
-bool is_entry_name(const std::string& name) {
-  return name.size() == 36 && name.compare(32, 4, ".bin") == 0 &&
-         name.find_first_not_of("0123456789abcdef") == 32;
+// An entry is "<SHA-256 hex>.bin" (64 digits).
+constexpr size_t kHexDigits = 64;
+
+bool is_hex_bin(const std::string& name, size_t digits) {
+  return name.size() == digits + 4 && name.compare(digits, 4, ".bin") == 0 &&
+         name.find_first_not_of("0123456789abcdef") == digits;
 }
+
+bool is_entry_name(const std::string& name) { return is_hex_bin(name, kHexDigits); }
+
+// Before protocol v7 entries were named by XXH3-128 (32 digits). Such a name
+// proves nothing about the bytes, and no request names one any more: they
+// are deleted, never read, so their space comes back.
+bool is_legacy_entry_name(const std::string& name) { return is_hex_bin(name, 32); }
 
 int64_t now_ns() {
   timespec ts{};
@@ -157,8 +167,14 @@ struct WeightCache::Impl {
         if (now - mtime_ns(st) > kStaleTempNs) ::unlink(p.c_str());
         continue;
       }
+      if (is_legacy_entry_name(name)) {
+        spdlog::info("weight cache: deleting {}, named by the hash of an older version", p);
+        ::unlink(p.c_str());
+        continue;
+      }
       if (!is_entry_name(name)) continue;  // not ours: leave it alone
-      found.push_back({ContentHash::from_hex(name.substr(0, 32)), static_cast<uint64_t>(st.st_size), mtime_ns(st)});
+      found.push_back(
+          {ContentHash::from_hex(name.substr(0, kHexDigits)), static_cast<uint64_t>(st.st_size), mtime_ns(st)});
     }
     if (ec) fail("weight cache: cannot read {}: {}", dir, ec.message());
     // Oldest first, so that each push_front leaves the newest at the front.

@@ -1,7 +1,9 @@
 #pragma once
 // The worker's on-disk weight cache: tensor bytes stored under their content
-// hash in --cache-dir, bounded by --cache-max bytes, least recently used out.
-// A second load of the same model finds every tensor here and receives none.
+// hash (SHA-256, as <64 hex digits>.bin) in --cache-dir, bounded by
+// --cache-max bytes, least recently used out. A second load of the same model
+// finds every tensor here and receives none. Entries named by the XXH3-128 of
+// older versions (32 digits) are deleted when the cache is opened.
 #include <cstdint>
 #include <memory>
 #include <string>
