@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "cli/option_range.h"
+
 #include "cluster/wire/cluster_key.h"
 #include "backend/device_choice.h"
 #include "model/kv_cache.h"
@@ -12,12 +14,16 @@ namespace shoal::cli {
 void add_engine_options(CLI::App& cmd, CommonOptions& o) {
   cmd.add_option("-m,--model", o.engine.model_path, "GGUF model file")->required();
   cmd.add_option("-t,--threads", o.engine.threads, "threads (default: physical cores)");
-  cmd.add_option("-c,--ctx-size", o.engine.n_ctx, "context size in tokens (default: min(training, 4096))");
-  cmd.add_option("-b,--batch-size", o.engine.n_batch, "most tokens per forward pass")->capture_default_str();
+  cmd.add_option("-c,--ctx-size", o.engine.n_ctx, "context size in tokens (default: min(training, 4096))")
+      ->check(whole_number_in(8, 1 << 20));  // the Engine's range
+  cmd.add_option("-b,--batch-size", o.engine.n_batch, "most tokens per forward pass")
+      ->capture_default_str()
+      ->check(whole_number_in(1, 4096));
   cmd.add_option("--ubatch-size", o.engine.n_ubatch,
                  "-ub: on a cluster, a prompt flows through the stages in micro-batches of this many tokens so that "
                  "every machine works at once (0: each stage takes the whole batch in turn)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(whole_number_in(0, 4096));
   cmd.add_flag("-v,--verbose", o.verbosity, "more log output (repeat for debug)");
   cmd.add_option("--chat-template", o.engine.chat_template,
                  "chat format instead of the model's template: " + ChatTemplate::known_names());

@@ -9,6 +9,7 @@
 #include "cli/common_options.h"
 #include "util/error.h"
 #include "util/log.h"
+#include "util/printable.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"shoal: one language model across the machines you own"};
@@ -38,16 +39,18 @@ int main(int argc, char** argv) {
   try {
     app.parse(args);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version leave through CLI11 with status 0; a bad value
+    // is an error like any other: one line, status 1.
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
+    std::fprintf(stderr, "error: %s (--help lists the options)\n", shoal::printable(e.what()).c_str());
+    return 1;
   }
   try {
     for (auto& [sub, run] : commands)
       if (sub->parsed()) return run();
-  } catch (const shoal::Error& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
+    // Messages quote files and arguments: nothing in them may act on the terminal.
+    std::fprintf(stderr, "error: %s\n", shoal::printable(e.what(), true).c_str());
     return 1;
   }
   return 1;

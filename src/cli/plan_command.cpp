@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "cli/common_options.h"
+#include "cli/option_range.h"
 #include "cluster/primary/cost_model.h"
 #include "cluster/primary/described_cluster.h"
 #include "cluster/primary/model_catalogue.h"
@@ -14,6 +15,7 @@
 #include "gguf/reader.h"
 #include "tensor/dtype.h"
 #include "util/log.h"
+#include "util/printable.h"
 
 namespace shoal::cli {
 
@@ -57,25 +59,34 @@ int plan_described(CommonOptions& o, const std::string& cluster_file) {
   resolve_cluster_options(o);
   input.split = o.cluster.split;
   input.relay = o.cluster.relay();
-  std::printf("model: %s; cluster: %s (described, nothing contacted)\n", title.c_str(), cluster_file.c_str());
+  std::printf("model: %s; cluster: %s (described, nothing contacted)\n", printable(title).c_str(),
+              printable(cluster_file).c_str());
   for (const DeviceInfo& d : input.devices)
     std::printf("  %-14s %-22s %.0f GiB usable, decode reads %.0f GB/s%s\n", d.address.c_str(), d.backend.c_str(),
                 d.free_memory / 1073741824.0, d.matvec_gbps,
                 d.rtt_ms > 0 || d.link_gbps > 0
                     ? fmt::format(", link {:.1f} Gbit/s, {:.2f} ms round trip", d.link_gbps * 8, d.rtt_ms).c_str()
                     : "");
+  const size_t n_layers = input.layer_bytes.size();
+  if (input.devices.size() > n_layers)
+    spdlog::warn("{} devices for {} layers: at most {} can hold a layer, the other {} hold none and add nothing",
+                 input.devices.size(), n_layers, n_layers, input.devices.size() - n_layers);
   const Plan plan = make_plan(input);
   std::printf("%s", format_plan(plan, input).c_str());
-  // Whether a device holds its one layer only because it was named.
-  if (plan.split == SplitPolicy::speed) {
+  // Whether a device holds its one layer only because it was named (also
+  // when that leaves nothing for a split by speed to gain: one layer each).
+  if (input.split == SplitPolicy::speed && input.tensor_split.empty()) {
     PlanInput lean = input;
     lean.keep_every_device = false;
     const Plan without = make_plan(lean);
     if (without.predicted_token_ms < (1.0 - kSpeedSplitGain) * plan.predicted_token_ms) {
       std::string left_out;
+      int n_left_out = 0;
       for (const StageAssignment& s : without.stages)
-        if (s.layer_end == s.layer_begin && plan.stages[s.device].layer_end > plan.stages[s.device].layer_begin)
+        if (s.layer_end == s.layer_begin && plan.stages[s.device].layer_end > plan.stages[s.device].layer_begin &&
+            ++n_left_out <= 8)
           left_out += (left_out.empty() ? "" : ", ") + input.devices[s.device].address;
+      if (n_left_out > 8) left_out += fmt::format(" and {} more", n_left_out - 8);
       std::printf("with no layers on %s: %.2f ms/token (%.1f tok/s) — every device named keeps a layer, and these "
                   "only slow a step down\n",
                   left_out.c_str(), without.predicted_token_ms, without.predicted_tok_s);
@@ -105,7 +116,9 @@ Command add_plan_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("plan", "show how a model would be split over this machine and the workers");
   add_engine_options(*cmd, *o);
   add_cluster_options(*cmd, *o);
-  cmd->add_option("--parallel", o->engine.n_seq, "sequence slots")->capture_default_str();
+  cmd->add_option("--parallel", o->engine.n_seq, "sequence slots")
+      ->capture_default_str()
+      ->check(whole_number_in(1, 256));
   cmd->add_option("--cluster", *cluster_file,
                   "a cluster described in a TOML file instead of the workers (examples/clusters/): what would fit, "
                   "how it would split, how fast");

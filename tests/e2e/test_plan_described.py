@@ -1,7 +1,9 @@
 """`shoal plan --cluster`: a cluster described in a TOML file (examples/clusters/)
 is planned without contacting anything: every device is listed with what it
 lends, the split covers every layer, and a model too big says what is missing."""
+import os
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -90,3 +92,124 @@ def test_unknown_catalogue_model_and_quant_are_named(shoal_bin):
     assert r.returncode == 1 and "no quantisation 'q3_x'" in r.stderr, r.stderr
     r = run_shoal(shoal_bin, "run", "-m", "llama-2-7b:q4_0", "-p", "hi", timeout=60)
     assert r.returncode == 1 and r.stderr.strip(), r.stderr
+
+
+def test_an_unknown_key_is_named_with_where_it_is(shoal_bin, tmp_path):
+    """A misspelt key would drop a number silently: it is an error that
+    names the key, its table and its line."""
+    cluster = tmp_path / "typo.toml"
+    cluster.write_text('[[device]]\nname = "pc"\ncatalogue = "rtx-4090"\n\n'
+                       '[[device]]\nname = "pi"\ncatalogue = "raspberry-pi-5-16g"\nreserv_gb = 2\n'
+                       'link = { gbit = 1, rtt_ms = 0.3 }\n')
+    r = run_shoal(shoal_bin, "plan", "-m", "llama-3.1-8b:q4_k_m", "--cluster", cluster, timeout=60)
+    assert r.returncode == 1, r.stderr
+    assert "device 'pi': unknown key 'reserv_gb' in [[device]] 2 (line 8)" in r.stderr, r.stderr
+    cluster.write_text('[[device]]\nname = "pc"\ncatalogue = "rtx-4090"\n\n'
+                       '[[device]]\nname = "pi"\ncatalogue = "raspberry-pi-5-16g"\n'
+                       'link = { gbits = 1, rtt_ms = 0.3 }\n')
+    r = run_shoal(shoal_bin, "plan", "-m", "llama-3.1-8b:q4_k_m", "--cluster", cluster, timeout=60)
+    assert r.returncode == 1 and "unknown key 'gbits' in link (line 8)" in r.stderr, r.stderr
+
+
+def test_a_name_that_is_not_text_is_refused(shoal_bin, tmp_path):
+    cluster = tmp_path / "number.toml"
+    cluster.write_text('[[device]]\nname = 4090\ncatalogue = "rtx-4090"\n')
+    r = run_shoal(shoal_bin, "plan", "-m", "llama-3.1-8b:q4_k_m", "--cluster", cluster, timeout=60)
+    assert r.returncode == 1 and "device 1: 'name' must be text in quotes" in r.stderr, r.stderr
+
+
+HOSTILE = {
+    # TOML escapes that decode to terminal controls: ESC (clear screen, set
+    # the window title), BEL, a C1 CSI.
+    "escape-in-name": '[[device]]\nname = "pc\\u001b[2J\\u001b]0;owned\\u0007"\ncatalogue = "rtx-4090"\n',
+    "c1-in-name": '[[device]]\nname = "pc\\u009b2J"\ncatalogue = "rtx-4090"\n',
+    "escape-in-catalogue": '[[device]]\nname = "pc"\ncatalogue = "rtx\\u001b[31m"\n',
+    "raw-escape": '[[device]]\nname = "pc\x1b[2J"\ncatalogue = "rtx-4090"\n',
+}
+
+
+def plan_bytes(shoal_bin, *args):
+    """stdout and stderr as bytes: a text decode would hide what reached the terminal."""
+    r = subprocess.run([shoal_bin, "plan", *map(str, args)], capture_output=True, timeout=60)
+    return r.returncode, r.stdout + r.stderr
+
+
+def assert_terminal_safe(out):
+    out.decode("utf-8")  # never invalid UTF-8
+    assert not re.search(rb"[\x00-\x08\x0b-\x1f\x7f]|\xc2[\x80-\x9f]", out), out
+
+
+@pytest.mark.parametrize("name", HOSTILE, ids=list(HOSTILE))
+def test_control_characters_never_reach_the_terminal(shoal_bin, tmp_path, name):
+    cluster = tmp_path / "hostile.toml"
+    cluster.write_bytes(HOSTILE[name].encode("utf-8"))
+    rc, out = plan_bytes(shoal_bin, "-m", "llama-3.1-8b:q4_k_m", "--cluster", cluster)
+    assert rc == 1, out
+    assert_terminal_safe(out)
+
+
+def test_cut_utf8_and_a_hostile_file_name_never_reach_the_terminal(shoal_bin, tmp_path):
+    cut = tmp_path / "cut.toml"
+    cut.write_bytes(b'[[device]]\nname = "caf\xc3"\ncatalogue = "rtx-4090"\n')
+    rc, out = plan_bytes(shoal_bin, "-m", "llama-3.1-8b:q4_k_m", "--cluster", cut)
+    assert rc == 1 and b"not valid TOML" in out, out
+    assert_terminal_safe(out)
+    # The path itself is echoed in the plan's header and in errors.
+    for text in (b'[[device]]\nname = "pc"\ncatalogue = "rtx-4090"\n', b'[[device]]\nname = "pc"\n'):
+        hostile = tmp_path / os.fsdecode(b"\x1b[2J\xff.toml")
+        hostile.write_bytes(text)
+        rc, out = plan_bytes(shoal_bin, "-m", "llama-3.1-8b:q4_k_m", "--cluster", hostile)
+        assert_terminal_safe(out)
+        assert b"\\x1b[2J\xef\xbf\xbd.toml" in out, out
+
+
+def test_more_devices_than_layers_is_reported(shoal_bin, tmp_path):
+    """40 named devices for 32 layers: eight hold none, and every device
+    keeping its one layer makes decode more than twice as slow as one would:
+    the plan says both."""
+    text = '[[device]]\nname = "d0"\ncatalogue = "rtx-4090"\n'
+    for i in range(1, 40):
+        text += f'\n[[device]]\nname = "d{i}"\ncatalogue = "rtx-4090"\nlink = {{ gbit = 10, rtt_ms = 0.2 }}\n'
+    cluster = tmp_path / "forty.toml"
+    cluster.write_text(text)
+    r = run_shoal(shoal_bin, "plan", "-m", "llama-2-7b:q4_0", "--cluster", cluster, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "40 devices for 32 layers: at most 32 can hold a layer, the other 8 hold none" in r.stderr, r.stderr
+    m = re.search(r"^with no layers on d\d+(, d\d+)* and \d+ more: ([\d.]+) ms/token", r.stdout, re.M)
+    assert m, r.stdout
+    planned = float(re.search(r"predicted decode: ([\d.]+) ms/token", r.stdout).group(1))
+    assert planned > 2 * float(m.group(2)), r.stdout
+
+
+@pytest.mark.parametrize("args,flag,allowed", [
+    (["-c", "0"], "--ctx-size", "8..1048576"),
+    (["-c", "-5"], "--ctx-size", "8..1048576"),
+    (["--parallel", "-1"], "--parallel", "1..256"),
+    (["--parallel", "0"], "--parallel", "1..256"),
+    (["-b", "0"], "--batch-size", "1..4096"),
+    (["-b", "-3"], "--batch-size", "1..4096"),
+    (["-ub", "-1"], "--ubatch-size", "0..4096"),  # -ub 0 means whole batches: allowed
+    (["-c", "lots"], "--ctx-size", "8..1048576"),
+])
+def test_a_bad_number_exits_1_with_one_line_naming_the_flag(shoal_bin, args, flag, allowed):
+    r = run_shoal(shoal_bin, "plan", "-m", "llama-2-7b:q4_0", "--cluster", EXAMPLES[0], *args, timeout=60)
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {flag}: ") and allowed in lines[0], r.stderr
+
+
+@pytest.mark.parametrize("command", ["run", "bench", "chat", "serve"])
+def test_every_command_refuses_a_zero_batch_before_loading(shoal_bin, command):
+    r = run_shoal(shoal_bin, command, "-m", "/nonexistent.gguf", "-b", "0", timeout=60)
+    assert r.returncode == 1 and "--batch-size: 0 is outside 1..4096" in r.stderr, r.stderr
+    if command == "serve":
+        r = run_shoal(shoal_bin, command, "-m", "/nonexistent.gguf", "--parallel", "0", timeout=60)
+        assert r.returncode == 1 and "--parallel: 0 is outside 1..256" in r.stderr, r.stderr
+
+
+def test_help_and_version_still_exit_0(shoal_bin):
+    assert run_shoal(shoal_bin, "--version", timeout=60).returncode == 0
+    r = run_shoal(shoal_bin, "plan", "--help", timeout=60)
+    assert r.returncode == 0 and "--cluster" in r.stdout, r.stderr
+    r = run_shoal(shoal_bin, "plan", "--no-such-flag", timeout=60)
+    assert r.returncode == 1 and r.stderr.startswith("error: "), r.stderr

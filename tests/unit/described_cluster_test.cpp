@@ -8,6 +8,7 @@
 #include "cluster/primary/described_cluster.h"
 #include "cluster/primary/model_catalogue.h"
 #include "util/error.h"
+#include "util/printable.h"
 
 namespace shoal {
 namespace {
@@ -60,7 +61,7 @@ link = { gbit = 1, rtt_ms = 2 }
 
 TEST(DescribedCluster, MistakesAreNamed) {
   EXPECT_NE(error_of("[[device]\nname = 1").find("c.toml: not valid TOML"), std::string::npos);
-  EXPECT_NE(error_of("title = \"x\"").find("no [[device]] tables"), std::string::npos);
+  EXPECT_NE(error_of("# nothing yet\n").find("no [[device]] tables"), std::string::npos);
   const std::string unknown = error_of("[[device]]\nname = \"a\"\ncatalogue = \"m9-ultra\"");
   EXPECT_NE(unknown.find("device 'a': 'm9-ultra' is not in the catalogue (known: "), std::string::npos) << unknown;
   EXPECT_NE(unknown.find("dgx-spark"), std::string::npos);
@@ -76,6 +77,65 @@ TEST(DescribedCluster, MistakesAreNamed) {
   EXPECT_NE(error_of("[[device]]\ncatalogue = \"dgx-spark\"\nlink = { gbit = 1, rtt_ms = 1 }").find("has no link"),
             std::string::npos);
   EXPECT_NE(error_of("[[device]]\ncatalogue = 5").find("'catalogue' must be a name in quotes"), std::string::npos);
+}
+
+TEST(DescribedCluster, AnUnknownKeyIsNamedWithItsTableAndLine) {
+  const std::string device = error_of("[[device]]\nname = \"a\"\ncatalogue = \"dgx-spark\"\nmemroy_gb = 64\n");
+  EXPECT_NE(device.find("c.toml: device 'a': unknown key 'memroy_gb' in [[device]] 1 (line 4) (known: name, "),
+            std::string::npos)
+      << device;
+  const std::string link = error_of(
+      "[[device]]\ncatalogue = \"dgx-spark\"\n[[device]]\nname = \"b\"\ncatalogue = \"dgx-spark\"\n"
+      "link = { gbit = 10, rtt = 0.2 }\n");
+  EXPECT_NE(link.find("device 'b': unknown key 'rtt' in link (line 6) (known: gbit, rtt_ms)"), std::string::npos)
+      << link;
+  const std::string top = error_of("[[devices]]\nname = \"a\"\ncatalogue = \"dgx-spark\"\n");
+  EXPECT_NE(top.find("c.toml: unknown key 'devices' at the top level (line 1) (known: device)"), std::string::npos)
+      << top;
+  // A catalogue entry copied into the file as it is still loads.
+  EXPECT_EQ(parse_described_cluster("[[device]]\nname = \"x\"\nlabel = \"X\"\nsources = [\"s\"]\nmemory_gb = 8\n"
+                                    "bandwidth_gbps = 10\ndecode_efficiency = 0.5\n",
+                                    "c.toml")
+                .size(),
+            1u);
+}
+
+TEST(DescribedCluster, ANameMustBePrintableText) {
+  for (const char* name : {"name = 7", "name = true", "name = [\"a\"]", "name = { x = 1 }"}) {
+    const std::string e = error_of(fmt::format("[[device]]\ncatalogue = \"dgx-spark\"\n{}\n", name));
+    EXPECT_NE(e.find("c.toml: device 1: 'name' must be text in quotes, e.g. name = \"spark\" (line 3)"),
+              std::string::npos)
+        << name << ": " << e;
+  }
+  EXPECT_NE(error_of("[[device]]\nname = \"\"\ncatalogue = \"dgx-spark\"").find("'name' is empty"), std::string::npos);
+  // An escape sequence spelt in TOML's own escapes: refused, and the message
+  // shows it escaped, never raw.
+  const std::string e = error_of("[[device]]\nname = \"a\\u001b[31mred\"\ncatalogue = \"dgx-spark\"");
+  EXPECT_NE(e.find("'name' = \"a\\x1b[31mred\" holds a control character (line 2)"), std::string::npos) << e;
+  EXPECT_EQ(e.find('\x1b'), std::string::npos);
+  const std::string c1 = error_of("[[device]]\nname = \"a\\u009b2J\"\ncatalogue = \"dgx-spark\"");
+  EXPECT_NE(c1.find("holds a control character"), std::string::npos) << c1;
+  // A catalogue name is echoed escaped.
+  const std::string cat = error_of("[[device]]\ncatalogue = \"\\u001b]0;owned\\u0007\"");
+  EXPECT_NE(cat.find("'\\x1b]0;owned\\x07' is not in the catalogue"), std::string::npos) << cat;
+}
+
+TEST(DescribedCluster, CutUtf8IsRefusedAsToml) {
+  const std::string e = error_of("[[device]]\nname = \"caf\xC3\"\ncatalogue = \"dgx-spark\"\n");
+  EXPECT_NE(e.find("c.toml: not valid TOML"), std::string::npos) << e;
+}
+
+TEST(DescribedPrintable, ControlsAreEscapedAndBadUtf8Replaced) {
+  EXPECT_EQ(printable("plain caf\xC3\xA9 \xE2\x9C\x93"), "plain caf\xC3\xA9 \xE2\x9C\x93");
+  EXPECT_EQ(printable("a\x1b[2Jb\x7f"), "a\\x1b[2Jb\\x7f");
+  EXPECT_EQ(printable("\xC2\x9B"), "\\u009b");                     // C1 CSI
+  EXPECT_EQ(printable("cut \xC3"), "cut \xEF\xBF\xBD");             // a sequence cut short
+  EXPECT_EQ(printable("\xC0\xAF"), "\xEF\xBF\xBD\xEF\xBF\xBD");     // overlong '/'
+  EXPECT_EQ(printable("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // a surrogate
+  EXPECT_EQ(printable("line\n\tnext"), "line\\x0a\\x09next");
+  EXPECT_EQ(printable("line\n\tnext", true), "line\n\tnext");
+  EXPECT_TRUE(is_printable("d\xC3\xA9j\xC3\xA0 vu"));
+  EXPECT_FALSE(is_printable("a\rb"));
 }
 
 TEST(DescribedCluster, EveryExampleAndCatalogueEntryLoads) {

@@ -1,10 +1,13 @@
 #include "cluster/primary/described_cluster.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 
 #include <fmt/format.h>
 #include "cluster/primary/catalogue_toml.h"
+#include "util/printable.h"
 
 namespace shoal {
 
@@ -25,6 +28,47 @@ std::string known_names() {
   return out;
 }
 
+// The keys each table may hold: any other is a misspelling, which would
+// otherwise drop a number silently. label and sources: a catalogue entry
+// copied into the file as it is.
+constexpr std::string_view kTopKeys[] = {"device"};
+constexpr std::string_view kDeviceKeys[] = {
+    "name",           "catalogue",        "link",  "memory_gb", "reserve_gb", "bandwidth_gbps", "decode_efficiency",
+    "prefill_tflops", "step_overhead_ms", "label", "sources"};
+constexpr std::string_view kLinkKeys[] = {"gbit", "rtt_ms"};
+
+std::string at_line(const toml::source_region& where) {
+  return where.begin.line > 0 ? fmt::format(" (line {})", where.begin.line) : "";
+}
+
+// `table` says where in the file, as it spells the table: "in link".
+template <size_t N>
+void check_keys(const toml::table& t, const std::string_view (&known)[N], const std::string& where,
+                const std::string& table) {
+  for (auto&& [key, node] : t) {
+    if (std::find(std::begin(known), std::end(known), key.str()) != std::end(known)) continue;
+    std::string list;
+    for (std::string_view k : known) list += (list.empty() ? "" : ", ") + std::string(k);
+    fail("{}: unknown key '{}' {}{} (known: {})", where, printable(key.str()), table, at_line(key.source()), list);
+  }
+}
+
+// A name printed in the plan: a string, not empty, nothing that would act
+// on the terminal.
+std::string device_name(const toml::table& dev, size_t i, const std::string& source) {
+  const toml::node* node = dev.get("name");
+  if (!node) return fmt::format("device-{}", i + 1);
+  const std::string where = fmt::format("{}: device {}", source, i + 1);
+  if (!node->is_string())
+    fail("{}: 'name' must be text in quotes, e.g. name = \"spark\"{}", where, at_line(node->source()));
+  const std::string& name = node->as_string()->get();
+  if (name.empty()) fail("{}: 'name' is empty{}", where, at_line(node->source()));
+  if (!is_printable(name))
+    fail("{}: 'name' = \"{}\" holds a control character{}: names are printed on the terminal", where,
+         printable(name), at_line(node->source()));
+  return name;
+}
+
 }  // namespace
 
 std::vector<DeviceInfo> parse_described_cluster(const std::string& text, const std::string& source) {
@@ -35,6 +79,7 @@ std::vector<DeviceInfo> parse_described_cluster(const std::string& text, const s
     fail("{}: not valid TOML: {} (line {}, column {})", source, e.description(), e.source().begin.line,
          e.source().begin.column);
   }
+  check_keys(doc, kTopKeys, source, "at the top level");
   return described_devices(doc["device"].as_array(), source);
 }
 
@@ -44,8 +89,9 @@ std::vector<DeviceInfo> described_devices(const toml::array* list, const std::st
   for (size_t i = 0; i < list->size(); ++i) {
     const toml::table* dev = (*list)[i].as_table();
     if (!dev) fail("{}: device {} is not a table", source, i + 1);
-    const std::string label = (*dev)["name"].value_or(fmt::format("device-{}", i + 1));
+    const std::string label = device_name(*dev, i, source);
     const std::string where = fmt::format("{}: device '{}'", source, label);
+    check_keys(*dev, kDeviceKeys, where, fmt::format("in [[device]] {}", i + 1));
     // Explicit numbers, or the catalogue's; explicit ones win.
     toml::table spec;
     std::string kind = "explicit";
@@ -54,7 +100,7 @@ std::vector<DeviceInfo> described_devices(const toml::array* list, const std::st
     if (auto name = (*dev)["catalogue"].value<std::string>()) {
       kind = *name;
       const toml::table* entry = catalogue()[*name].as_table();
-      if (!entry) fail("{}: '{}' is not in the catalogue (known: {})", where, *name, known_names());
+      if (!entry) fail("{}: '{}' is not in the catalogue (known: {})", where, printable(*name), known_names());
       spec = *entry;
     }
     for (auto&& [key, value] : *dev) spec.insert_or_assign(key, value);
@@ -78,6 +124,7 @@ std::vector<DeviceInfo> described_devices(const toml::array* list, const std::st
     if (i > 0) {
       const toml::table* link = (*dev)["link"].as_table();
       if (!link) fail("{}: needs a link to the primary, e.g. link = {{ gbit = 10, rtt_ms = 0.2 }}", where);
+      check_keys(*link, kLinkKeys, where, "in link");
       const toml::table& l = *link;
       d.link_gbps = toml_number(l["gbit"], where, "link.gbit", 0.001, 1e4) / 8.0;  // bytes, as the planner counts
       d.rtt_ms = toml_number(l["rtt_ms"], where, "link.rtt_ms", 0.0, 1e4);
