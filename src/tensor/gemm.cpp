@@ -236,11 +236,15 @@ bool GemmRows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size_
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
+#include "tensor/simd_targets.h"
 #include "tensor/gemm.h"
 #include "tensor/vec_dot.h"
 #include "util/error.h"
 
 namespace shoal {
+
+// Before this file's first dispatch: see simd_targets.h.
+[[maybe_unused]] static const bool kSimdTargetsChecked = drop_unusable_simd_targets();
 
 HWY_EXPORT(GemmRows);
 HWY_EXPORT(GroupsSupported);

@@ -43,9 +43,9 @@ HWY_INLINE __m256i DotBytes(__m256i u, __m256i s) {
 }
 // acc + DotBytes(u, s): one instruction with VNNI (vpdpbusd: four u8 * s8
 // products added into an int32 lane, no int16 step; the same exact sums).
-// Highway 1.0.3 runs its AVX3_DL target only where the CPU has AVX512-VNNI,
-// but that target's compiler flags name AVX-VNNI, and GCC then emits the VEX
-// form, which Zen 4 and Ice Lake lack: written out here in its EVEX form.
+// Highway 1.0.3's AVX3_DL compiler flags name AVX-VNNI, not AVX512-VNNI, so
+// the 512-bit intrinsic is refused there: written out in its EVEX form (the
+// CPUs that run AVX3_DL have both, tensor/simd_targets.h).
 HWY_INLINE __m256i AddDotBytes(__m256i acc, __m256i u, __m256i s) {
 #if HWY_TARGET == HWY_AVX3_DL
   asm("%{evex%} vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));

@@ -73,10 +73,14 @@ void QuantizeQ8_K(const float* HWY_RESTRICT x, void* HWY_RESTRICT dst, int64_t n
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
+#include "tensor/simd_targets.h"
 #include "tensor/vec_dot.h"
 #include "util/error.h"
 
 namespace shoal {
+
+// Before this file's first dispatch: see simd_targets.h.
+[[maybe_unused]] static const bool kSimdTargetsChecked = drop_unusable_simd_targets();
 
 HWY_EXPORT(QuantizeQ8_0);
 HWY_EXPORT(QuantizeQ8_K);

@@ -49,10 +49,14 @@ float VecDot(DType type, const void* weight, const void* activation, int64_t n) 
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
+#include "tensor/simd_targets.h"
 #include "tensor/vec_dot.h"
 #include "util/error.h"
 
 namespace shoal {
+
+// Before this file's first dispatch: see simd_targets.h.
+[[maybe_unused]] static const bool kSimdTargetsChecked = drop_unusable_simd_targets();
 
 HWY_EXPORT(VecDot);
 

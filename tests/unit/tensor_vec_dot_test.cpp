@@ -20,6 +20,7 @@
 #include "tensor/gemm.h"
 #include "tensor/interleave.h"
 #include "tensor/quantize.h"
+#include "tensor/simd_targets.h"
 #include "tensor/vec_dot.h"
 #include "random_blocks.h"
 #include "util/error.h"
@@ -115,6 +116,14 @@ TEST(TensorVecDot, MatchesReferenceOnEveryTarget) {
       }
     }
   }
+}
+
+// AVX3_DL code may hold VEX-encoded VNNI (Highway 1.0.3 builds it with GCC's
+// avxvnni flag), so it is offered only where the CPU has AVX-VNNI; on a
+// Zen 4 or Ice Lake host the test above stopped on an illegal instruction.
+TEST(TensorVecDot, Avx3DlIsOfferedOnlyWithAvxVnni) {
+  const bool offered = (hwy::SupportedTargets() & HWY_AVX3_DL) != 0;
+  EXPECT_TRUE(!offered || cpu_has_avx_vnni()) << "AVX3_DL offered on a CPU without AVX-VNNI";
 }
 
 // The targets this CPU runs of AVX2 and AVX-512 (with and without VNNI).

@@ -335,12 +335,16 @@ void MergeItems(const AttentionArgs& a, int64_t i0, int64_t i1) {
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
+#include "tensor/simd_targets.h"
 #include "tensor/dequantize.h"
 #include "tensor/quantize.h"
 #include "tensor/vec_dot.h"
 #include "util/error.h"
 
 namespace shoal {
+
+// Before this file's first dispatch: see simd_targets.h.
+[[maybe_unused]] static const bool kSimdTargetsChecked = drop_unusable_simd_targets();
 
 HWY_EXPORT(AttendItems);
 HWY_EXPORT(ChunkRange);

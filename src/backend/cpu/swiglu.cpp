@@ -44,9 +44,13 @@ void SwiGlu(const float* gate, const float* up, float* out, int64_t n) {
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
+#include "tensor/simd_targets.h"
 #include "backend/cpu/swiglu.h"
 
 namespace shoal {
+
+// Before this file's first dispatch: see simd_targets.h.
+[[maybe_unused]] static const bool kSimdTargetsChecked = drop_unusable_simd_targets();
 
 HWY_EXPORT(SwiGlu);
 
