@@ -11,21 +11,29 @@
 // Every op computes each output row from its own input row (or, for
 // attention, from its own query and the cache), in a fixed order, so a
 // backend's results never depend on how many tokens are in a batch or how
-// its work is spread (DESIGN.md).
+// its work is spread (docs/design.md).
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "backend/buffer.h"
 #include "tensor/matrix.h"
 
 namespace shoal {
 
-struct ModelConfig;
-struct ModelWeights;
-struct BindRange;
+// A weight matrix the ops of a stage will read, handed to prepare_weights.
+// slice_rows: rows per separately addressed slice (one expert's rows in a
+// stacked expert tensor), 0 when the matrix is read whole.
+struct WeightToPrepare {
+  Matrix* matrix = nullptr;
+  int64_t slice_rows = 0;
+};
+// Host memory a backend made while preparing weights; whoever holds the
+// weights keeps it as long as they are used.
+using PreparedMemory = std::vector<std::unique_ptr<uint8_t[]>>;
 
 struct RopeParams {
   int head_dim = 0;
@@ -95,12 +103,12 @@ class Backend {
   // (before any memory is allocated for them).
   virtual void check_kv_rows(size_t k_row_bytes, size_t v_row_bytes) const {}
 
-  // Once, after binding: makes layers [range) and, with range.with_head,
-  // the head ready for this backend (the CPU repacks rows, a GPU uploads).
-  // The ops then accept those matrices. Returns the bytes it added.
-  virtual uint64_t prepare_weights(ModelWeights& weights, const ModelConfig& config, const BindRange& range) = 0;
+  // Once, after binding: makes these matrices ready for this backend's ops
+  // (the CPU may regroup rows into memory it appends to `keep` and point the
+  // matrix there; a GPU uploads). Returns the bytes it added.
+  virtual uint64_t prepare_weights(std::span<const WeightToPrepare> weights, PreparedMemory& keep) = 0;
   // What prepare_weights would add, for memory planning.
-  virtual uint64_t prepared_bytes(const ModelWeights& weights, const ModelConfig& config, const BindRange& range) = 0;
+  virtual uint64_t prepared_bytes(std::span<const WeightToPrepare> weights) const = 0;
 
   // A stage step: the batch's rows, handed over once; the step's closing
   // download and finish_step synchronise (a mixture of experts also reads

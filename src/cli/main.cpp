@@ -1,4 +1,4 @@
-// shoal: one binary, one subcommand per role (DESIGN.md). Errors from any
+// shoal: one binary, one subcommand per role (docs/design.md). Errors from any
 // input edge arrive here as shoal::Error and leave as one line + exit code 1.
 #include <algorithm>
 #include <cstdio>

@@ -40,7 +40,6 @@ Engine::Engine(const EngineOptions& options, const StageBuilder& build_stages) :
   n_batch_ = std::clamp(options.n_batch, 1, 4096);
   pool_ = std::make_unique<ThreadPool>(options.threads > 0 ? options.threads : ThreadPool::default_threads());
   backend_ = std::make_unique<CpuBackend>(*pool_, n_batch_, config_.max_activation_width());
-  backend_->prepare_weights(weights_, config_, BindRange{0, 0, true});  // the head; layers as stages take them
   const DeviceChoice device = resolve_device(parse_device(options.device));
   gpu_begin_ = config_.n_layer;
   if (device.vulkan && options.gpu_layers != 0) {
@@ -50,13 +49,17 @@ Engine::Engine(const EngineOptions& options, const StageBuilder& build_stages) :
   } else if (options.gpu_layers > 0 && !device.vulkan && options.device == "cpu") {
     spdlog::warn("-ngl {} without --device vulkan: every layer runs on the CPU", options.gpu_layers);
   }
+  // The head (output norm and vocabulary matmul) runs where the GPU layers
+  // do, so a GPU primary keeps its model on the GPU; layers are prepared
+  // as stages take them.
+  prepare_weights(head_backend(), weights_, config_, BindRange{0, 0, true});
 
   std::vector<std::unique_ptr<Stage>> stages;
   if (build_stages)
     stages = build_stages(*this);
   else
     stages = make_local_stages(0, config_.n_layer);
-  pipeline_ = std::make_unique<Pipeline>(config_, weights_, *backend_, std::move(stages), n_batch_,
+  pipeline_ = std::make_unique<Pipeline>(config_, weights_, head_backend(), std::move(stages), n_batch_,
                                          std::min(options.n_ubatch, n_batch_));
   pipeline_->set_max_rollback(KvCache::max_rollback(config_, n_ctx_, n_batch_));
 
@@ -72,7 +75,7 @@ std::vector<std::unique_ptr<Stage>> Engine::make_local_stages(int begin, int end
   const int split = std::clamp(gpu_begin_, begin, end);
   if (split > begin) stages.push_back(make_local_stage(begin, split));
   if (split < end) {
-    gpu_backend_->prepare_weights(weights_, config_, BindRange{split, end, false});
+    prepare_weights(*gpu_backend_, weights_, config_, BindRange{split, end, false});
     stages.push_back(std::make_unique<LocalStage>(*gpu_backend_, config_, weights_, split, end, options_.n_seq, n_ctx_,
                                                   n_batch_, options_.kv_types));
   }
@@ -80,7 +83,7 @@ std::vector<std::unique_ptr<Stage>> Engine::make_local_stages(int begin, int end
 }
 
 std::unique_ptr<Stage> Engine::make_local_stage(int begin, int end) {
-  backend_->prepare_weights(weights_, config_, BindRange{begin, end, false});
+  prepare_weights(*backend_, weights_, config_, BindRange{begin, end, false});
   return std::make_unique<LocalStage>(*backend_, config_, weights_, begin, end, options_.n_seq, n_ctx_, n_batch_,
                                       options_.kv_types);
 }

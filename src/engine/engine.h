@@ -55,9 +55,11 @@ class Engine {
   std::unique_ptr<Stage> make_local_stage(int begin, int end);
   const EngineOptions& options() const { return options_; }
   const ModelWeights& weights() const { return weights_; }
-  CpuBackend& backend() { return *backend_; }
+  CpuBackend& cpu_backend() { return *backend_; }
   // The GPU backend when --device names one that is here; null otherwise.
   Backend* gpu_backend() { return gpu_backend_.get(); }
+  // Where the embedding and the output head run: the GPU backend if there is one.
+  Backend& head_backend() { return gpu_backend_ ? *gpu_backend_ : static_cast<Backend&>(*backend_); }
   // The first layer on the GPU (n_layer when none is).
   int gpu_begin() const { return gpu_begin_; }
   ThreadPool& pool() { return *pool_; }
@@ -91,7 +93,7 @@ class Engine {
   int n_ctx_ = 0;
   int n_batch_ = 0;
   std::unique_ptr<ThreadPool> pool_;
-  std::unique_ptr<CpuBackend> backend_;      // the head, and layers on the CPU
+  std::unique_ptr<CpuBackend> backend_;      // layers on the CPU, and the head without a GPU
   std::unique_ptr<Backend> gpu_backend_;     // layers from gpu_begin_ on, with --device vulkan
   int gpu_begin_ = 0;
   std::unique_ptr<Pipeline> pipeline_;

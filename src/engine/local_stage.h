@@ -21,7 +21,6 @@ class LocalStage : public Stage {
   std::vector<StageDevice> devices() const override;
   void forward(const Batch& batch, float* hidden) override;
   void truncate_sequence(int seq, int n_pos) override { kv_.truncate(seq, n_pos); }
-  void copy_sequence(int src, int dst, int n_pos) override { kv_.copy(src, dst, n_pos); }
 
   size_t kv_bytes() const { return kv_.bytes(); }
 

@@ -19,7 +19,7 @@ void check_coverage(const std::vector<std::unique_ptr<Stage>>& stages, int n_lay
 }
 }  // namespace
 
-Pipeline::Pipeline(const ModelConfig& config, const ModelWeights& weights, CpuBackend& head_backend,
+Pipeline::Pipeline(const ModelConfig& config, const ModelWeights& weights, Backend& head_backend,
                    std::vector<std::unique_ptr<Stage>> stages, int max_tokens, int micro_batch)
     : config_(config),
       weights_(weights),
@@ -27,9 +27,9 @@ Pipeline::Pipeline(const ModelConfig& config, const ModelWeights& weights, CpuBa
       stages_(std::move(stages)),
       max_tokens_(max_tokens),
       micro_batch_(micro_batch),
-      hidden_(static_cast<size_t>(max_tokens) * config.n_embd * sizeof(float)),
-      gathered_(static_cast<size_t>(max_tokens) * config.n_embd * sizeof(float)),
-      logits_(std::make_unique<HostBuffer>(static_cast<size_t>(config.n_vocab) * sizeof(float))) {
+      hidden_(static_cast<size_t>(max_tokens) * config.n_embd),
+      logits_(static_cast<size_t>(config.n_vocab)),
+      head_rows_(head_backend.allocate(static_cast<size_t>(max_tokens) * config.n_embd * sizeof(float))) {
   check_coverage(stages_, config.n_layer);
   stage_seconds_ = std::make_unique<std::atomic<double>[]>(kMaxStages);
   decode_seconds_ = std::make_unique<std::atomic<double>[]>(kMaxStages);
@@ -42,29 +42,49 @@ const float* Pipeline::forward(const Batch& batch) {
   const int n = batch.size();
   if (n == 0) fail("empty batch");
   if (n > max_tokens_) fail("batch of {} tokens exceeds the maximum of {}", n, max_tokens_);
-  const DevicePtr hidden{&hidden_, 0}, gathered{&gathered_, 0};
-  float* hidden_host = CpuBackend::floats(hidden);
-  head_.get_rows(weights_.token_embd, batch.tokens.data(), n, hidden);
-  if (config_.embd_scale != 1.0f) head_.scale(hidden, config_.embd_scale, static_cast<int64_t>(n) * config_.n_embd);
-  run_stages(batch, hidden_host);
+  const int width = config_.n_embd;
+  const DevicePtr rows{head_rows_.get(), 0};
+  head_.begin_step(batch.seq_ids.data(), batch.positions.data(), n);
+  try {
+    head_.get_rows(weights_.token_embd, batch.tokens.data(), n, rows);
+    if (config_.embd_scale != 1.0f) head_.scale(rows, config_.embd_scale, static_cast<int64_t>(n) * width);
+    head_.download(hidden_.data(), rows, static_cast<size_t>(n) * width * sizeof(float));
+    head_.finish_step();
+  } catch (...) {
+    head_.abandon_step();
+    throw;
+  }
+  run_stages(batch, hidden_.data());
 
   // Only rows that need logits go through the head: the vocabulary matmul
-  // is the largest of the step.
-  const int width = config_.n_embd;
+  // is the largest of the step. They move to the front, in order.
   int m = 0;
   for (int t = 0; t < n; ++t)
-    if (batch.logits[t])
-      std::memcpy(CpuBackend::floats(gathered + static_cast<int64_t>(m++) * width), hidden_host + t * width,
-                  width * sizeof(float));
-  const size_t logit_bytes = static_cast<size_t>(m) * config_.n_vocab * sizeof(float);
+    if (batch.logits[t]) {
+      if (m != t) std::memcpy(&hidden_[static_cast<size_t>(m) * width], &hidden_[static_cast<size_t>(t) * width],
+                              width * sizeof(float));
+      ++m;
+    }
+  if (m == 0) return logits_.data();
+  const size_t logit_count = static_cast<size_t>(m) * config_.n_vocab;
   // Grows only when more rows than ever before want logits (teacher forcing).
-  if (logits_->bytes() < logit_bytes) logits_ = std::make_unique<HostBuffer>(logit_bytes);
-  const DevicePtr logits{logits_.get(), 0};
-  if (m == 0) return CpuBackend::floats(logits);
-  head_.rmsnorm(gathered, weights_.output_norm, gathered, m, width, config_.norm_eps);
-  head_.matmul(weights_.output, gathered, logits, m);
-  if (config_.logit_softcap > 0.0f) head_.softcap(logits, config_.logit_softcap, static_cast<int64_t>(m) * config_.n_vocab);
-  return CpuBackend::floats(logits);
+  if (logits_.size() < logit_count) logits_.resize(logit_count);
+  if (!head_logits_ || head_logits_->bytes() < logit_count * sizeof(float))
+    head_logits_ = head_.allocate(logit_count * sizeof(float));
+  const DevicePtr logits{head_logits_.get(), 0};
+  head_.begin_step(batch.seq_ids.data(), batch.positions.data(), m);
+  try {
+    head_.upload(rows, hidden_.data(), static_cast<size_t>(m) * width * sizeof(float));
+    head_.rmsnorm(rows, weights_.output_norm, rows, m, width, config_.norm_eps);
+    head_.matmul(weights_.output, rows, logits, m);
+    if (config_.logit_softcap > 0.0f) head_.softcap(logits, config_.logit_softcap, static_cast<int64_t>(logit_count));
+    head_.download(logits_.data(), logits, logit_count * sizeof(float));
+    head_.finish_step();
+  } catch (...) {
+    head_.abandon_step();
+    throw;
+  }
+  return logits_.data();
 }
 
 void Pipeline::add_stage_time(size_t i, double dt, bool decode) {
@@ -89,7 +109,7 @@ void Pipeline::run_stages(const Batch& batch, float* hidden) {
 // A wavefront: at tick t, stage s runs micro-batch t - s. Each stage sees
 // its micro-batches in order, each micro-batch the stages in order, so
 // every KV row and every activation is what the whole batch would have
-// given (a batch's bits do not depend on how it is cut: DESIGN.md). Within
+// given (a batch's bits do not depend on how it is cut: docs/design.md). Within
 // a tick the workers' steps are sent first, then the primary's own stages
 // run while they compute, then their answers are collected.
 void Pipeline::run_pipelined(const Batch& batch, float* hidden) {
@@ -164,10 +184,6 @@ std::vector<StageSnapshot> Pipeline::snapshot() const {
 
 void Pipeline::truncate_sequence(int seq, int n_pos) {
   for (auto& s : stages_) s->truncate_sequence(seq, n_pos);
-}
-
-void Pipeline::copy_sequence(int src, int dst, int n_pos) {
-  for (auto& s : stages_) s->copy_sequence(src, dst, n_pos);
 }
 
 }  // namespace shoal

@@ -1,14 +1,16 @@
 #pragma once
 // embed → Stage 0 → Stage 1 → … → norm + output head → logits.
-// The primary owns the embedding and the head, which run on its CPU; stages
-// own their layers, on whatever backend or machine they live.
+// The primary owns the embedding and the head, which run on its head
+// backend (the GPU when --device names one, else the CPU); stages own their
+// layers, on whatever backend or machine they live. Activations cross
+// between stages in host memory.
 #include <atomic>
 #include <climits>
 #include <memory>
 #include <mutex>
 #include <vector>
 
-#include "backend/cpu/cpu_backend.h"
+#include "backend/backend.h"
 #include "engine/stage.h"
 #include "model/config.h"
 #include "model/weights.h"
@@ -35,7 +37,7 @@ class Pipeline {
   // micro_batch: a batch of at least twice this many tokens goes through
   // stages that compute elsewhere as a wavefront of micro-batches of this
   // size, so that every machine works at once (0: never).
-  Pipeline(const ModelConfig& config, const ModelWeights& weights, CpuBackend& head_backend,
+  Pipeline(const ModelConfig& config, const ModelWeights& weights, Backend& head_backend,
            std::vector<std::unique_ptr<Stage>> stages, int max_tokens, int micro_batch = 0);
 
   // Runs a batch through every stage. Returns the logits of the rows marked
@@ -47,7 +49,6 @@ class Pipeline {
   void replace_stages(std::vector<std::unique_ptr<Stage>> stages);
 
   void truncate_sequence(int seq, int n_pos);
-  void copy_sequence(int src, int dst, int n_pos);
 
   int max_tokens() const { return max_tokens_; }
   // How far a sequence may be cut back (KvCache::max_rollback for the
@@ -65,7 +66,7 @@ class Pipeline {
  private:
   const ModelConfig& config_;
   const ModelWeights& weights_;
-  CpuBackend& head_;
+  Backend& head_;
   std::vector<std::unique_ptr<Stage>> stages_;
   int max_tokens_;
   int micro_batch_;
@@ -75,9 +76,10 @@ class Pipeline {
   void run_pipelined(const Batch& batch, float* hidden);
   void add_stage_time(size_t stage, double seconds, bool decode);
   std::vector<Batch> micro_;  // reused: the micro-batches of a pipelined batch
-  HostBuffer hidden_;    // [max_tokens][n_embd]
-  HostBuffer gathered_;  // rows that need logits, normed
-  std::unique_ptr<HostBuffer> logits_;  // [rows with logits][n_vocab]
+  std::vector<float> hidden_;             // the stages' rows: [max_tokens][n_embd]
+  std::vector<float> logits_;             // [rows with logits][n_vocab]
+  std::unique_ptr<Buffer> head_rows_;     // on the head's device: embedded rows, then the rows for logits
+  std::unique_ptr<Buffer> head_logits_;   // on the head's device; grows with the rows that want logits
   // Per stage, written by the engine thread only: all steps, single-token steps, their count.
   std::unique_ptr<std::atomic<double>[]> stage_seconds_, decode_seconds_;
   std::unique_ptr<std::atomic<uint64_t>[]> decode_steps_;

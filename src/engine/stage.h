@@ -50,9 +50,8 @@ class Stage {
   // A submitted step the caller gives up on (another stage failed): its
   // answer, when it comes, is ignored. Never throws.
   virtual void cancel() noexcept {}
-  // KV operations on one sequence slot.
+  // Cuts one sequence slot's KV back to its first n_pos positions.
   virtual void truncate_sequence(int seq, int n_pos) = 0;
-  virtual void copy_sequence(int src, int dst, int n_pos) = 0;
 };
 
 }  // namespace shoal

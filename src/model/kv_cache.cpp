@@ -122,18 +122,4 @@ void KvCache::truncate(int seq, int n_pos) {
   lengths_[seq] = n_pos;
 }
 
-void KvCache::copy(int src, int dst, int n_pos) {
-  if (src < 0 || src >= n_seq_ || dst < 0 || dst >= n_seq_) fail("sequence copy {} -> {} out of range", src, dst);
-  n_pos = std::clamp(n_pos, 0, lengths_[src]);
-  if (n_pos > 0 && lengths_[src] - n_pos > rollback_)
-    fail("internal: copying {} of sequence {}'s {} positions loses its sliding window", n_pos, src, lengths_[src]);
-  for (size_t l = 0; l < layers_.size(); ++l) {
-    const KvLayer view = layer(static_cast<int>(l));
-    const size_t rows = static_cast<size_t>(std::min(n_pos, layers_[l].positions));
-    backend_.copy(view.k.bytes(dst * view.k_seq_stride), view.k.bytes(src * view.k_seq_stride), rows * k_row_bytes_);
-    backend_.copy(view.v.bytes(dst * view.v_seq_stride), view.v.bytes(src * view.v_seq_stride), rows * v_row_bytes_);
-  }
-  lengths_[dst] = n_pos;
-}
-
 }  // namespace shoal

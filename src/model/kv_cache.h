@@ -56,7 +56,6 @@ class KvCache {
   void admit(const int32_t* seq_ids, const int32_t* positions, int n_tokens);
   int length(int seq) const { return lengths_.at(seq); }
   void truncate(int seq, int n_pos);  // keep positions [0, n_pos); throws past max_rollback
-  void copy(int src, int dst, int n_pos);  // dst becomes src's first n_pos positions
 
  private:
   struct Layer {

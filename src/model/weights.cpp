@@ -6,9 +6,6 @@
 #include <fmt/ranges.h>
 
 #include "gguf/reader.h"
-#include "tensor/gemm.h"
-#include "tensor/interleave.h"
-#include "util/thread_pool.h"
 #include "util/error.h"
 
 namespace shoal {
@@ -81,54 +78,38 @@ ModelWeights bind_weights(const TensorLookup& lookup, const std::string& source,
 
 namespace {
 
-// Calls fn(matrix) for every matrix group_rows_for_cpu may rewrite.
-template <class Weights, class Fn>
-void for_each_groupable(Weights& w, const ModelConfig& c, const BindRange& r, Fn&& fn) {
-  auto consider = [&](auto& m, int64_t rows_per_slice) {
-    // An expert tensor is cut into slices of rows per expert: a group must not straddle two.
-    if (!m.empty() && !m.interleaved && interleavable(m.type, m.cols) && gemm_reads_groups(m.type) && m.rows >= 8 &&
-        rows_per_slice % 8 == 0)
-      fn(m);
-  };
+// Every matrix the range runs on, with the rows of one expert's slice for
+// stacked expert tensors.
+std::vector<WeightToPrepare> weights_to_prepare(ModelWeights& w, const ModelConfig& c, const BindRange& r) {
+  std::vector<WeightToPrepare> out;
+  const int begin = std::max(0, r.layer_begin);
   const int end = r.layer_end < 0 ? c.n_layer : std::min(r.layer_end, c.n_layer);
-  for (int l = std::max(0, r.layer_begin); l < end; ++l)
+  for (int l = begin; l < end; ++l)
     for (TensorKind k : c.layer_tensors) {
       const TensorSpec& spec = tensor_spec(k);
       const bool experts = c.dim(spec.dims[2]) > 1;
-      consider(w.layers[l][k], experts ? c.dim(spec.dims[1]) : 8);
+      if (!w.layers[l][k].empty()) out.push_back({&w.layers[l][k], experts ? c.dim(spec.dims[1]) : 0});
     }
-  // The head, tied or not: the embedding lookup takes single rows out of
-  // their groups (dequantize_rows), and the head's matmul is the largest of
-  // a decode step.
-  if (r.with_head) consider(w.output, 8);
+  if (!w.rope_freqs.empty() && end > begin) out.push_back({&w.rope_freqs, 0});
+  if (r.with_head) {
+    // The head, tied or not (a tied embedding is the same matrix, and
+    // follows it below).
+    if (!w.output_norm.empty()) out.push_back({&w.output_norm, 0});
+    if (!w.output.empty()) out.push_back({&w.output, 0});
+  }
+  return out;
 }
 
 }  // namespace
 
-uint64_t groupable_bytes(const ModelWeights& w, const ModelConfig& c, const BindRange& r) {
-  uint64_t bytes = 0;
-  for_each_groupable(w, c, r, [&](const Matrix& m) { bytes += m.bytes(); });
+uint64_t prepare_weights(Backend& backend, ModelWeights& w, const ModelConfig& c, const BindRange& r) {
+  const uint64_t bytes = backend.prepare_weights(weights_to_prepare(w, c, r), w.owned);
+  if (r.with_head && c.tied_output) w.token_embd = w.output;  // one copy serves both
   return bytes;
 }
 
-uint64_t group_rows_for_cpu(ModelWeights& w, const ModelConfig& c, const BindRange& r, ThreadPool& pool) {
-  uint64_t bytes = 0;
-  for_each_groupable(w, c, r, [&](Matrix& m) {
-    std::unique_ptr<uint8_t[]> copy(new uint8_t[m.bytes()]);
-    // Whole groups per chunk (the last chunk takes the plain tail).
-    const size_t group_bytes = 8 * m.row_stride();
-    const int64_t groups = m.rows / 8;
-    pool.parallel_for(groups, 1, [&](int64_t g0, int64_t g1) {
-      const int64_t rows = g1 == groups ? m.rows - g0 * 8 : (g1 - g0) * 8;
-      interleave_rows(m.type, m.data + g0 * group_bytes, rows, m.cols, copy.get() + g0 * group_bytes);
-    });
-    m.data = copy.get();
-    m.interleaved = true;
-    bytes += m.bytes();
-    w.owned.push_back(std::move(copy));
-  });
-  if (r.with_head && c.tied_output) w.token_embd = w.output;  // one copy serves both
-  return bytes;
+uint64_t prepared_bytes(const Backend& backend, ModelWeights& w, const ModelConfig& c, const BindRange& r) {
+  return backend.prepared_bytes(weights_to_prepare(w, c, r));
 }
 
 ModelWeights bind_weights(const gguf::File& f, const ModelConfig& c, const BindRange& r) {

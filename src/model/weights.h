@@ -9,13 +9,13 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"
 #include "model/config.h"
 #include "model/tensor_names.h"
 #include "tensor/matrix.h"
 
 namespace shoal {
 
-class ThreadPool;
 namespace gguf { class File; }
 
 // One layer's tensors by kind; those the layer does not have are empty.
@@ -32,7 +32,7 @@ struct ModelWeights {
   Matrix output;              // [n_vocab][n_embd]; token_embd when tied; empty on a worker
   Matrix rope_freqs;          // [rope_dim / 2] f32 or empty
   std::vector<LayerWeights> layers;  // n_layer entries; those outside the bound range are empty
-  std::vector<std::unique_ptr<uint8_t[]>> owned;  // copies made at load (rows in groups of eight)
+  PreparedMemory owned;  // what the backend made at load (the CPU: rows in groups of eight)
 };
 
 // A tensor as the binder sees it: GGUF shape order (shape[0] = row length).
@@ -60,14 +60,11 @@ ModelWeights bind_weights(const TensorLookup& lookup, const std::string& source,
                           const BindRange& range = {});
 ModelWeights bind_weights(const gguf::File& file, const ModelConfig& config, const BindRange& range = {});
 
-// The bytes group_rows_for_cpu would copy: the layer matrices (and the
-// output head, tied to the embedding or not) whose type has a layout in
-// groups of eight rows, when this CPU's matmul reads it; 0 otherwise.
-uint64_t groupable_bytes(const ModelWeights& w, const ModelConfig& config, const BindRange& range);
-// Copies those matrices into groups of eight rows (tensor/interleave.h), in
-// buffers `w` keeps, on the pool's threads (the copy's cost is mostly the
-// first touch of fresh pages); the views then point there. Speed only: the
-// matmul gives the same bits either way. Returns the bytes copied.
-uint64_t group_rows_for_cpu(ModelWeights& w, const ModelConfig& config, const BindRange& range, ThreadPool& pool);
+// Hands the matrices of layers [range) and, with range.with_head, the
+// output norm and head to the backend to prepare (Backend::prepare_weights);
+// `w` keeps what it made. Returns the bytes it added.
+uint64_t prepare_weights(Backend& backend, ModelWeights& w, const ModelConfig& config, const BindRange& range);
+// What prepare_weights would add, for memory planning.
+uint64_t prepared_bytes(const Backend& backend, ModelWeights& w, const ModelConfig& config, const BindRange& range);
 
 }  // namespace shoal

@@ -11,7 +11,7 @@
 //
 // Determinism: the arithmetic of one output element depends only on its
 // weight row and activation row, never on how many tokens share its tile or
-// which rows a thread takes (DESIGN.md). A one-token call (decode) and a
+// which rows a thread takes (docs/design.md). A one-token call (decode) and a
 // 512-token call (prefill) give the same bits for the same token.
 #include <cstddef>
 #include <cstdint>

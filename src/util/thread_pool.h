@@ -1,7 +1,7 @@
 #pragma once
 // One persistent pool of worker threads, created once; the token loop only
 // hands it ranges. Work is split by output rows so that the result of each
-// element never depends on the thread count (DESIGN.md, determinism).
+// element never depends on the thread count (docs/design.md, determinism).
 //
 // Waking a sleeping thread costs tens of microseconds on a VM — more than a
 // small model's whole matmul — so between jobs the workers spin for a short

@@ -1,5 +1,5 @@
-"""Shared fixtures for the end-to-end tests: the shoal binary, the shared
-test data beside the repository, and models fetched by scripts/fetch-models."""
+"""Fixtures for the end-to-end tests: the shoal binary, the small test files
+kept in tests/data, and models fetched by scripts/fetch-models."""
 import os
 import signal
 import subprocess
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SHARED = ROOT.parent / "shared"
+TEST_DATA = ROOT / "tests" / "data"
 
 
 @pytest.fixture(scope="session")
@@ -20,8 +20,8 @@ def shoal_bin():
 
 
 @pytest.fixture(scope="session")
-def shared():
-    return SHARED
+def test_data():
+    return TEST_DATA
 
 
 def fetch(name):

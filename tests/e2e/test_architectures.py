@@ -78,8 +78,8 @@ def with_chat_template(src, dst, template):
     return dst
 
 
-def test_unknown_chat_template_is_a_clear_error(shoal_bin, shared, tmp_path):
-    model = with_chat_template(shared / "models/stories260K.gguf", tmp_path / "odd.gguf",
+def test_unknown_chat_template_is_a_clear_error(shoal_bin, test_data, tmp_path):
+    model = with_chat_template(test_data / "models/stories260K.gguf", tmp_path / "odd.gguf",
                                "{% for m in messages %}### {{ m.content }}{% endfor %}")
     messages = [{"role": "user", "content": "Hi"}]
     with Server(shoal_bin, model, tmp_path) as s:

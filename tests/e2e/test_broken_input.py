@@ -10,8 +10,8 @@ from conftest import run_shoal
 STORIES = "models/stories260K.gguf"
 
 
-def corrupt_copies(shared, tmp_path):
-    data = (shared / STORIES).read_bytes()
+def corrupt_copies(test_data, tmp_path):
+    data = (test_data / STORIES).read_bytes()
     rng = random.Random(7)
     cases = {
         "empty": b"",
@@ -38,10 +38,10 @@ def corrupt_copies(shared, tmp_path):
 
 
 @pytest.mark.parametrize("command", ["inspect", "run"])
-def test_broken_gguf_gives_one_line_error(shoal_bin, shared, tmp_path, command):
+def test_broken_gguf_gives_one_line_error(shoal_bin, test_data, tmp_path, command):
     must_fail = {"empty", "wrong-magic", "version-1", "truncated-header", "truncated-metadata",
                  "truncated-data", "absurd-tensor-count", "absurd-kv-count"}
-    for name, path in corrupt_copies(shared, tmp_path).items():
+    for name, path in corrupt_copies(test_data, tmp_path).items():
         args = [command, "-m", path] if command == "run" else [command, path]
         if command == "run":
             args += ["-p", "Once", "-n", "4", "--temp", "0", "-t", "1"]
@@ -56,17 +56,17 @@ def test_broken_gguf_gives_one_line_error(shoal_bin, shared, tmp_path, command):
             assert str(path) in lines[0], f"{name}: error does not name the file: {lines[0]}"
 
 
-def test_invalid_shared_file_is_refused_by_name(shoal_bin, shared):
-    r = run_shoal(shoal_bin, "inspect", shared / "models/invalid/tinyllamas-stories-260k-q8_0.gguf")
+def test_invalid_shared_file_is_refused_by_name(shoal_bin, test_data):
+    r = run_shoal(shoal_bin, "inspect", test_data / "models/invalid/tinyllamas-stories-260k-q8_0.gguf")
     assert r.returncode == 1
     assert "blk.0.ffn_down.weight" in r.stderr and "not a multiple" in r.stderr
     assert r.stderr.count("\n") == 1
 
 
-def test_missing_file_and_unsupported_architecture(shoal_bin, shared, tmp_path):
+def test_missing_file_and_unsupported_architecture(shoal_bin, test_data, tmp_path):
     r = run_shoal(shoal_bin, "run", "-m", tmp_path / "nope.gguf", "-p", "x")
     assert r.returncode == 1 and r.stderr.startswith("error: cannot open")
     # A vocab-only GGUF of architecture gpt2: refused by name, not crashed on.
-    r = run_shoal(shoal_bin, "run", "-m", shared / "tokenizer-vectors/ggml-vocab-gpt-2.gguf", "-p", "x")
+    r = run_shoal(shoal_bin, "run", "-m", test_data / "tokenizer-vectors/ggml-vocab-gpt-2.gguf", "-p", "x")
     assert r.returncode == 1 and "unsupported architecture 'gpt2'" in r.stderr
     assert "supported: llama, qwen2, qwen3, qwen3moe, gemma3" in r.stderr, r.stderr

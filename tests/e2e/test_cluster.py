@@ -33,11 +33,11 @@ def worker_stats(worker):
 
 
 @pytest.mark.parametrize("model_name", ["stories260K", "smollm2"] + RANDOM_MODELS)
-def test_distributed_runs_are_bit_identical_to_local(shoal_bin, shared, smollm2, workers, tmp_path, model_name):
+def test_distributed_runs_are_bit_identical_to_local(shoal_bin, test_data, smollm2, workers, tmp_path, model_name):
     # SmolLM2 has n_embd 576, not a multiple of 512 (llama.cpp's RPC asserts on such rows).
     # The random models: every architecture's block variants (Q/K norms,
     # post-norms, GeGLU, sliding window, experts, rope factors) on a worker.
-    model = {"stories260K": shared / "models/stories260K.gguf", "smollm2": smollm2}.get(model_name) \
+    model = {"stories260K": test_data / "models/stories260K.gguf", "smollm2": smollm2}.get(model_name) \
         or random_model(model_name)
     text, logits, _ = generate(shoal_bin, tmp_path, model, name="local")
     pool = workers(3)
@@ -69,8 +69,8 @@ def test_kv_cache_types_take_effect_and_stay_identical_across_machines(shoal_bin
     assert (t, l) == (text, logits)
 
 
-def test_plan_is_printed_and_tensor_split_is_obeyed(shoal_bin, shared, workers, tmp_path):
-    model = shared / "models/stories260K.gguf"
+def test_plan_is_printed_and_tensor_split_is_obeyed(shoal_bin, test_data, workers, tmp_path):
+    model = test_data / "models/stories260K.gguf"
     w1, w2 = workers(2)
     _, _, err = generate(shoal_bin, tmp_path, model, "--rpc", f"{w1.address},{w2.address}", "--tensor-split", "0,1,4")
     assert re.search(r"^local\s+CPU\s+none", err, re.M), err
@@ -83,12 +83,12 @@ def test_plan_is_printed_and_tensor_split_is_obeyed(shoal_bin, shared, workers, 
 
 
 @pytest.mark.parametrize("model_name", ["stories260K", "smollm2"] + RANDOM_MODELS)
-def test_pipelined_prompts_are_bit_identical_to_local(shoal_bin, shared, smollm2, workers, tmp_path, model_name):
+def test_pipelined_prompts_are_bit_identical_to_local(shoal_bin, test_data, smollm2, workers, tmp_path, model_name):
     """-b 64 -ub 8: each prompt batch crosses the three stages (primary, two
     workers) as a wavefront of micro-batches, every machine busy at once;
     the text and every step's logits are the local run's and the unpipelined
     cluster's, bit for bit."""
-    model = {"stories260K": shared / "models/stories260K.gguf", "smollm2": smollm2}.get(model_name) \
+    model = {"stories260K": test_data / "models/stories260K.gguf", "smollm2": smollm2}.get(model_name) \
         or random_model(model_name)
     w1, w2 = workers(2)
 
@@ -106,11 +106,11 @@ def test_pipelined_prompts_are_bit_identical_to_local(shoal_bin, shared, smollm2
 
 
 @pytest.mark.parametrize("mode", [[], ["--chain"]])
-def test_the_last_worker_returns_only_the_rows_the_head_reads(shoal_bin, shared, workers, tmp_path, mode):
+def test_the_last_worker_returns_only_the_rows_the_head_reads(shoal_bin, test_data, workers, tmp_path, mode):
     """The worker holding the model's last layer finishes and sends back only
     the rows that want logits (FORWARD's rows out): one a step, not every
     prompt row; the worker before it sends every row on. Same bits as local."""
-    model = shared / "models/stories260K.gguf"
+    model = test_data / "models/stories260K.gguf"
     n = 6
     text, logits, _ = generate(shoal_bin, tmp_path, model, n=n, name="local")
     w1, w2 = workers(2)
@@ -181,11 +181,11 @@ def test_worker_reads_its_own_copy_of_the_model(shoal_bin, smollm2, workers, tmp
 
 
 @pytest.mark.parametrize("dtype,bound", [("f16", 0.05), ("bf16", 0.5), ("q8_0", 0.5)])
-def test_wire_dtype_accuracy_cost(shoal_bin, shared, workers, tmp_path, dtype, bound):
+def test_wire_dtype_accuracy_cost(shoal_bin, test_data, workers, tmp_path, dtype, bound):
     """The cost of each lossy wire format, as the largest logit difference
     from the f32 run over 24 greedy steps (teacher forcing is not needed:
     we compare step by step only while the texts agree)."""
-    model = shared / "models/stories260K.gguf"
+    model = test_data / "models/stories260K.gguf"
     (w,) = workers(1)
     ref_text, ref, _ = generate(shoal_bin, tmp_path, model, "--rpc", w.address, name="f32")
     text, got, _ = generate(shoal_bin, tmp_path, model, "--rpc", w.address, "--wire-dtype", dtype, name=dtype)

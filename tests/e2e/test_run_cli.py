@@ -5,8 +5,8 @@ import json
 from conftest import run_shoal
 
 
-def test_run_echoes_prompt_and_is_greedy_deterministic(shoal_bin, shared):
-    args = ["run", "-m", shared / "models/stories260K.gguf", "-p", "Once upon a time", "-n", "32", "--temp", "0"]
+def test_run_echoes_prompt_and_is_greedy_deterministic(shoal_bin, test_data):
+    args = ["run", "-m", test_data / "models/stories260K.gguf", "-p", "Once upon a time", "-n", "32", "--temp", "0"]
     a = run_shoal(shoal_bin, *args, "-t", "1")
     b = run_shoal(shoal_bin, *args, "-t", "2")
     assert a.returncode == 0, a.stderr
@@ -16,9 +16,9 @@ def test_run_echoes_prompt_and_is_greedy_deterministic(shoal_bin, shared):
     assert "tok/s" in a.stderr and "tok/s" not in a.stdout
 
 
-def test_run_matches_golden_text(shoal_bin, shared):
-    golden = json.loads((shared / "golden/stories260K.once-upon-a-time.json").read_text())
-    r = run_shoal(shoal_bin, "run", "-m", shared / "models/stories260K.gguf", "-p", golden["prompt"],
+def test_run_matches_golden_text(shoal_bin, test_data):
+    golden = json.loads((test_data / "golden/stories260K.once-upon-a-time.json").read_text())
+    r = run_shoal(shoal_bin, "run", "-m", test_data / "models/stories260K.gguf", "-p", golden["prompt"],
                   "-n", str(len(golden["steps"])), "--temp", "0", "--no-echo", "--ignore-eos")
     assert r.returncode == 0, r.stderr
     # Greedy text equals the reference's until its first near-tie step.
@@ -56,8 +56,8 @@ def test_inspect_shows_metadata_and_tensors(shoal_bin, smollm2):
     assert "Q4_1" in r.stdout and "Q8_0" in r.stdout
 
 
-def test_bench_prints_llama_bench_rows(shoal_bin, shared):
-    model = shared / "models/stories260K.gguf"
+def test_bench_prints_llama_bench_rows(shoal_bin, test_data):
+    model = test_data / "models/stories260K.gguf"
     r = run_shoal(shoal_bin, "bench", "-m", model, "-t", "2", "-p", "32", "-n", "8", "-r", "2")
     assert r.returncode == 0, r.stderr
     assert "| pp32 |" in r.stdout and "| tg8 |" in r.stdout
@@ -68,12 +68,12 @@ def test_bench_prints_llama_bench_rows(shoal_bin, shared):
         assert x["n_threads"] == 2 and x["avg_ts"] > 0 and "stddev_ts" in x
 
 
-def test_kv_cache_types_are_checked(shoal_bin, shared, smollm2):
+def test_kv_cache_types_are_checked(shoal_bin, test_data, smollm2):
     # An unknown type: the command line names the choices (llama.cpp's spelling).
     r = run_shoal(shoal_bin, "run", "-m", smollm2, "-p", "Hi", "-n", 1, "-ctk", "q4_0")
     assert r.returncode != 0 and "q4_0" in r.stderr and "q8_0" in r.stderr, r.stderr
     # q8_0 blocks of 32 cannot hold stories260K's 8-value heads: a clear refusal, nothing run.
-    r = run_shoal(shoal_bin, "run", "-m", shared / "models/stories260K.gguf", "-p", "Hi", "-n", 1, "-ctv", "q8_0")
+    r = run_shoal(shoal_bin, "run", "-m", test_data / "models/stories260K.gguf", "-p", "Hi", "-n", 1, "-ctv", "q8_0")
     assert r.returncode == 1 and "multiple of 32" in r.stderr, r.stderr
     # A q8_0 cache runs and still answers.
     r = run_shoal(shoal_bin, "run", "-m", smollm2, "--chat", "--system", SYSTEM, "-p", "What is the capital of France?",

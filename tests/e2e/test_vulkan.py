@@ -21,8 +21,8 @@ PROMPT = "Once upon a time"
 N = 40
 
 
-def stories(shared):
-    return shared / "models/stories260K.gguf"
+def stories(test_data):
+    return test_data / "models/stories260K.gguf"
 
 
 def run(shoal_bin, tmp_path, model, *extra, name="run"):
@@ -47,52 +47,52 @@ def test_devices_lists_the_cpu_and_lavapipe(shoal_bin):
     assert re.search(r"^vulkan:0 +llvmpipe .*GiB memory", r.stdout, re.M), r.stdout
 
 
-def test_run_on_vulkan_and_with_ngl_agrees_with_the_cpu(shoal_bin, shared, tmp_path):
-    text, logits, _ = run(shoal_bin, tmp_path, stories(shared), name="cpu")
-    gpu_text, gpu_logits, err = run(shoal_bin, tmp_path, stories(shared), "--device", "vulkan", "-v", name="gpu")
+def test_run_on_vulkan_and_with_ngl_agrees_with_the_cpu(shoal_bin, test_data, tmp_path):
+    text, logits, _ = run(shoal_bin, tmp_path, stories(test_data), name="cpu")
+    gpu_text, gpu_logits, err = run(shoal_bin, tmp_path, stories(test_data), "--device", "vulkan", "-v", name="gpu")
     assert "stage: llvmpipe" in err, err
     assert gpu_text == text
     assert_near(gpu_logits, logits)
     assert not np.array_equal(gpu_logits, logits), "the same bits: was the GPU used at all?"
-    split_text, split_logits, err = run(shoal_bin, tmp_path, stories(shared), "--device", "vulkan", "-ngl", "2", "-v",
+    split_text, split_logits, err = run(shoal_bin, tmp_path, stories(test_data), "--device", "vulkan", "-ngl", "2", "-v",
                                         name="split")
     assert re.search(r"stage: CPU layers 0-2", err) and re.search(r"stage: llvmpipe.* layers 3-4", err), err
     assert split_text == text
     assert_near(split_logits, logits)
 
 
-def test_bench_on_vulkan_names_the_device(shoal_bin, shared):
-    r = run_shoal(shoal_bin, "bench", "-m", stories(shared), "--device", "vulkan", "-p", "16", "-n", "8", "-r", "1")
+def test_bench_on_vulkan_names_the_device(shoal_bin, test_data):
+    r = run_shoal(shoal_bin, "bench", "-m", stories(test_data), "--device", "vulkan", "-p", "16", "-n", "8", "-r", "1")
     assert r.returncode == 0, r.stderr
     assert "Vulkan device: llvmpipe" in r.stdout
     assert re.search(r"\| Vulkan \| 2 \| pp16 \| [\d.]+", r.stdout), r.stdout
     assert re.search(r"\| Vulkan \| 2 \| tg8 \| [\d.]+", r.stdout), r.stdout
 
 
-def test_a_missing_device_falls_back_to_the_cpu_in_one_line(shoal_bin, shared, tmp_path):
-    text, logits, _ = run(shoal_bin, tmp_path, stories(shared), name="cpu")
-    t, l, err = run(shoal_bin, tmp_path, stories(shared), "--device", "vulkan:7", name="missing")
+def test_a_missing_device_falls_back_to_the_cpu_in_one_line(shoal_bin, test_data, tmp_path):
+    text, logits, _ = run(shoal_bin, tmp_path, stories(test_data), name="cpu")
+    t, l, err = run(shoal_bin, tmp_path, stories(test_data), "--device", "vulkan:7", name="missing")
     assert len(re.findall(r"no Vulkan device 7", err)) == 1, err
     assert (t, l.tobytes()) == (text, logits.tobytes())
-    r = run_shoal(shoal_bin, "run", "-m", stories(shared), "-p", "x", "--device", "cuda")
+    r = run_shoal(shoal_bin, "run", "-m", stories(test_data), "-p", "x", "--device", "cuda")
     assert r.returncode != 0 and "expected cpu, vulkan or vulkan:N" in r.stderr
 
 
-def test_mixed_cluster_through_serve(shoal_bin, shared, workers, tmp_path):
+def test_mixed_cluster_through_serve(shoal_bin, test_data, workers, tmp_path):
     """A CPU primary, a worker lending its GPU and a CPU worker."""
-    local_text, local_logits, _ = run(shoal_bin, tmp_path, stories(shared), name="local")
+    local_text, local_logits, _ = run(shoal_bin, tmp_path, stories(test_data), name="local")
     gpu_worker, = workers(1, "--device", "vulkan")
     cpu_worker, = workers(1)
     rpc = f"{gpu_worker.address},{cpu_worker.address}"
     split = ["--rpc", rpc, "--tensor-split", "1,2,2"]  # stories260K's 5 layers: 0 | 1-2 | 3-4
 
-    text, logits, err = run(shoal_bin, tmp_path, stories(shared), *split, name="mixed")
+    text, logits, err = run(shoal_bin, tmp_path, stories(test_data), *split, name="mixed")
     assert re.search(rf"^{re.escape(gpu_worker.address)}\s+llvmpipe.*\s1-2 \(2\)", err, re.M), err
     assert len(re.findall("no longer bit-identical", err)) == 1, err
     assert text == local_text
     assert_near(logits, local_logits)
 
-    with Server(shoal_bin, stories(shared), tmp_path, *split) as s:
+    with Server(shoal_bin, stories(test_data), tmp_path, *split) as s:
         client = s.client()
         c = client.completions.create(model="stories260K", prompt=PROMPT, temperature=0, max_tokens=N)
         assert c.choices[0].text + "\n" == local_text

@@ -20,11 +20,11 @@ PROMPT = "Once upon a time"
 
 
 @pytest.fixture
-def keyed(shoal_bin, shared, workers, tmp_path):
+def keyed(shoal_bin, test_data, workers, tmp_path):
     key = tmp_path / "cluster.key"
     key.write_text(secrets.token_hex(32))
     (w,) = workers(1, key_file=key)
-    model = shared / "models/stories260K.gguf"
+    model = test_data / "models/stories260K.gguf"
     local = run_shoal(shoal_bin, "run", "-m", model, "-p", PROMPT, "-n", "24", "--temp", "0")
     assert local.returncode == 0
 
@@ -159,7 +159,7 @@ def test_probes_answer_and_bad_probes_are_refused(keyed):
     good_run()
 
 
-def test_primary_reports_a_worker_of_another_version(shoal_bin, shared):
+def test_primary_reports_a_worker_of_another_version(shoal_bin, test_data):
     """A fake worker speaking the next protocol version: the primary stops at
     once with both versions named."""
     server = socket.create_server(("127.0.0.1", 0))
@@ -176,7 +176,7 @@ def test_primary_reports_a_worker_of_another_version(shoal_bin, shared):
     t = threading.Thread(target=fake_worker, daemon=True)
     t.start()
     start = time.monotonic()
-    r = run_shoal(shoal_bin, "run", "-m", shared / "models/stories260K.gguf", "-p", "x", "-n", "2",
+    r = run_shoal(shoal_bin, "run", "-m", test_data / "models/stories260K.gguf", "-p", "x", "-n", "2",
                   "--rpc", f"127.0.0.1:{port}", timeout=30)
     assert r.returncode == 1
     assert "version mismatch" in r.stderr and f"v{VERSION}" in r.stderr and f"v{VERSION + 1}" in r.stderr, r.stderr
@@ -195,7 +195,7 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def test_flood_of_strangers_under_tight_limits(shoal_bin, shared, tmp_path):
+def test_flood_of_strangers_under_tight_limits(shoal_bin, test_data, tmp_path):
     """A worker with 64 file descriptors and 1.5 GB of address space, hit by
     a 256 MiB frame header before authentication and 1,000 connections that
     say nothing: it refuses what it cannot take, stays idle (< 5 % CPU) while
@@ -249,7 +249,7 @@ def test_flood_of_strangers_under_tight_limits(shoal_bin, shared, tmp_path):
             s.close()
 
         # The strangers gone (or timed out), a real primary is served.
-        model = shared / "models/stories260K.gguf"
+        model = test_data / "models/stories260K.gguf"
         local = run_shoal(shoal_bin, "run", "-m", model, "-p", PROMPT, "-n", "16", "--temp", "0")
         deadline = time.monotonic() + 10
         while True:

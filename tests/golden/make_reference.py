@@ -16,7 +16,7 @@ the prompt fed in 16-token batches instead of one, and with an f16 instead
 of f32 KV cache (a tiny perturbation: shows how much the model amplifies
 rounding), along the same (golden) token path.
 
-JSON format: as ../../../shared/golden/README.md describes (model, prompt,
+JSON format: as tests/data/golden/README.md describes (model, prompt,
 prompt_tokens, steps[{token, piece, top[[id, logit] x10]}], text), plus
 "reference". Greedy, up to 32 steps; a step that picks an end-of-generation
 token (e.g. <|im_end|>) is recorded and ends the run, as generation would.

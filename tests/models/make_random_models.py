@@ -4,7 +4,7 @@
 Usage: tests/models/make_random_models.py [--dir DIR] [--list] [NAME ...]
 
 Each model has a few layers of width 256 (8 experts, top 2, for MoE) and the
-512-token SentencePiece vocabulary of ../shared/models/stories260K.gguf. The
+512-token SentencePiece vocabulary of tests/data/models/stories260K.gguf. The
 weights are uniform random numbers from a fixed seed per tensor, stored F32,
 so the references that llama.cpp computes on them (tests/golden/random-*.json,
 made by tests/golden/make_reference.py) check the architecture, not
@@ -26,7 +26,7 @@ import numpy as np
 from gguf_files import finish, make_pinned
 
 ROOT = Path(__file__).resolve().parents[2]
-TOKENIZER_SOURCE = ROOT.parent / "shared" / "models" / "stories260K.gguf"
+TOKENIZER_SOURCE = ROOT / "tests" / "data" / "models" / "stories260K.gguf"
 
 QWEN3_TEMPLATE = """{%- for message in messages %}
 {%- if message.role == "assistant" and '</think>' in message.content %}

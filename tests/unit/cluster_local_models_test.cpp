@@ -19,7 +19,7 @@ namespace shoal {
 namespace {
 namespace fs = std::filesystem;
 
-const std::string kModels = std::string(SHOAL_SHARED_DIR) + "/models";
+const std::string kModels = std::string(SHOAL_TEST_DATA_DIR) + "/models";
 
 struct TempDir : shoal::testing::TempDir {
   TempDir() : shoal::testing::TempDir("shoal-models") {}

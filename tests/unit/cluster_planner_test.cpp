@@ -334,7 +334,7 @@ TEST(PlannerTest, FormatShowsEveryDeviceAndItsLayers) {
 }
 
 TEST(PlanInputTest, Stories260KLayerBytesAreTheSumOfTheLayersTensors) {
-  const auto file = gguf::File::open(std::string(SHOAL_SHARED_DIR) + "/models/stories260K.gguf");
+  const auto file = gguf::File::open(std::string(SHOAL_TEST_DATA_DIR) + "/models/stories260K.gguf");
   const ModelConfig config = ModelConfig::from_gguf(*file);
   ASSERT_EQ(config.n_layer, 5);
   const PlanInput in = plan_input_for_model(*file, config, 256, 2, 32, KvTypes{});
@@ -373,7 +373,8 @@ TEST(PlanInputTest, Stories260KLayerBytesAreTheSumOfTheLayersTensors) {
 TEST(PlanInputTest, CountsEveryExpertAndWindowedKv) {
   const std::string moe = testing::random_model_path("random-qwen3moe");
   const std::string gemma = testing::random_model_path("random-gemma3");
-  if (!testing::file_exists(moe) || !testing::file_exists(gemma)) GTEST_SKIP() << "random models not made";
+  SHOAL_NEED_FILE(moe);
+  SHOAL_NEED_FILE(gemma);
   {
     const auto file = gguf::File::open(moe);
     const ModelConfig config = ModelConfig::from_gguf(*file);
@@ -399,7 +400,7 @@ TEST(PlanInputTest, CountsEveryExpertAndWindowedKv) {
 // an expert tensor only the rows a token is routed to.
 TEST(ProbeShapeTest, ListsTheFirstLayersMatricesAndTheRoutedExperts) {
   const std::string moe = testing::random_model_path("random-qwen3moe");
-  if (!testing::file_exists(moe)) GTEST_SKIP() << "random models not made";
+  SHOAL_NEED_FILE(moe);
   const auto file = gguf::File::open(moe);
   const ModelConfig config = ModelConfig::from_gguf(*file);
   const ProbeShape shape = probe_shape_for(*file, config);

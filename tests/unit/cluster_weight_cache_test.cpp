@@ -31,7 +31,7 @@ struct Tensor {
 
 class WeightCacheTest : public ::testing::Test {
  protected:
-  void SetUp() override { model_ = gguf::File::open(std::string(SHOAL_SHARED_DIR) + "/models/stories260K.gguf"); }
+  void SetUp() override { model_ = gguf::File::open(std::string(SHOAL_TEST_DATA_DIR) + "/models/stories260K.gguf"); }
 
   Tensor tensor(const std::string& name) const {
     const gguf::TensorInfo& t = model_->tensor(name);

@@ -1,4 +1,4 @@
-// DESIGN.md: the same bits for any thread count and any batch composition.
+// docs/design.md: the same bits for any thread count and any batch composition.
 // Logits are compared with exact equality (memcmp), never a tolerance.
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@ namespace shoal::testing {
 namespace {
 
 std::vector<std::string> models() {
-  std::vector<std::string> m = {shared_dir() + "/models/stories260K.gguf"};
+  std::vector<std::string> m = {test_data_dir() + "/models/stories260K.gguf"};
   std::string smol = models_dir() + "/SmolLM2-135M-Instruct.Q4_1.gguf";
   if (file_exists(smol)) m.push_back(smol);
   for (const std::string& path : random_model_paths()) m.push_back(path);  // every architecture's blocks
@@ -81,7 +81,7 @@ TEST(Determinism, RowsWithoutLogitsChangeNoOtherRow) {
 // either way the logits are those of a fresh run.
 TEST(Determinism, SlidingWindowPrefixReuseMatchesAFreshRun) {
   const std::string path = random_model_path("random-gemma3");
-  if (!file_exists(path)) GTEST_SKIP() << path << " not made (tests/models/make_random_models.py)";
+  SHOAL_NEED_FILE(path);
   auto engine = load_engine(path, 2, 4);
   ASSERT_EQ(engine->pipeline().max_rollback(), 4);  // ring 8 + 4, window 8
   std::vector<TokenId> history = engine->tokenizer().encode(
@@ -115,7 +115,7 @@ TEST(Determinism, SlidingWindowPrefixReuseMatchesAFreshRun) {
 }
 
 TEST(Determinism, SequencesInOneBatchMatchSequencesAlone) {
-  const std::string path = shared_dir() + "/models/stories260K.gguf";
+  const std::string path = test_data_dir() + "/models/stories260K.gguf";
   auto alone = load_engine(path, 2, 64, 1);
   auto together = load_engine(path, 2, 64, 3);
   const Tokenizer& tok = alone->tokenizer();

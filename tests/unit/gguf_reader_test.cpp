@@ -14,7 +14,7 @@
 namespace shoal::gguf {
 namespace {
 
-const std::string kShared = SHOAL_SHARED_DIR;
+const std::string kTestData = SHOAL_TEST_DATA_DIR;
 
 std::vector<uint8_t> read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -31,7 +31,7 @@ std::string parse_error(const std::vector<uint8_t>& bytes) {
 }
 
 TEST(GgufReader, ReadsStories260K) {
-  auto f = File::open(kShared + "/models/stories260K.gguf");
+  auto f = File::open(kTestData + "/models/stories260K.gguf");
   EXPECT_EQ(f->version(), 3u);
   EXPECT_EQ(f->get_string("general.architecture"), "llama");
   EXPECT_EQ(f->get_int("llama.block_count"), 5);
@@ -47,20 +47,20 @@ TEST(GgufReader, ReadsStories260K) {
 }
 
 TEST(GgufReader, ReadsF16TinyRandom) {
-  auto f = File::open(kShared + "/models/llama-2-tiny-random.gguf");
+  auto f = File::open(kTestData + "/models/llama-2-tiny-random.gguf");
   EXPECT_EQ(f->tensor("blk.0.attn_q.weight").type, DType::F16);
   EXPECT_EQ(f->get_strings("tokenizer.ggml.tokens").size(), 32000u);
 }
 
 TEST(GgufReader, RefusesRowsThatAreNotWholeBlocks) {
-  std::string msg = parse_error(read_bytes(kShared + "/models/invalid/tinyllamas-stories-260k-q8_0.gguf"));
+  std::string msg = parse_error(read_bytes(kTestData + "/models/invalid/tinyllamas-stories-260k-q8_0.gguf"));
   EXPECT_NE(msg.find("ffn_down"), std::string::npos) << msg;
   EXPECT_NE(msg.find("not a multiple"), std::string::npos) << msg;
   EXPECT_NE(msg.find("byte offset"), std::string::npos) << msg;
 }
 
 TEST(GgufReader, RefusesBadMagicAndVersion) {
-  auto bytes = read_bytes(kShared + "/models/stories260K.gguf");
+  auto bytes = read_bytes(kTestData + "/models/stories260K.gguf");
   auto bad = bytes;
   bad[0] = 'X';
   EXPECT_NE(parse_error(bad).find("bad magic"), std::string::npos);
@@ -73,7 +73,7 @@ TEST(GgufReader, RefusesBadMagicAndVersion) {
 }
 
 TEST(GgufReader, RefusesAbsurdCounts) {
-  auto bytes = read_bytes(kShared + "/models/stories260K.gguf");
+  auto bytes = read_bytes(kTestData + "/models/stories260K.gguf");
   auto bad = bytes;
   for (int i = 8; i < 16; ++i) bad[i] = 0xff;  // tensor count
   EXPECT_NE(parse_error(bad).find("tensor count"), std::string::npos);
@@ -83,7 +83,7 @@ TEST(GgufReader, RefusesAbsurdCounts) {
 }
 
 TEST(GgufReader, RefusesEveryTruncation) {
-  auto bytes = read_bytes(kShared + "/models/stories260K.gguf");
+  auto bytes = read_bytes(kTestData + "/models/stories260K.gguf");
   // Every cut inside the header and a spread of cuts through the data.
   for (size_t cut = 0; cut < bytes.size(); cut += (cut < 20000 ? 7 : 40000)) {
     std::vector<uint8_t> part(bytes.begin(), bytes.begin() + cut);
@@ -97,7 +97,7 @@ TEST(GgufReader, SurvivesBitFlips) {
   std::mt19937 rng(1234);
   for (const char* name : {"/models/stories260K.gguf", "/models/llama-2-tiny-random.gguf",
                            "/tokenizer-vectors/ggml-vocab-gpt-2.gguf"}) {
-    auto bytes = read_bytes(kShared + name);
+    auto bytes = read_bytes(kTestData + name);
     size_t header = std::min<size_t>(bytes.size(), 4096);
     for (int trial = 0; trial < 300; ++trial) {
       auto bad = bytes;

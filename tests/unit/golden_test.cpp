@@ -1,6 +1,6 @@
-// Our engine held to reference outputs: ../shared/golden (llama.cpp on the
+// Our engine held to reference outputs: tests/data/golden (llama.cpp on the
 // shared models) and tests/golden (llama.cpp via llama-cpp-python on the
-// fetched models), as ../shared/golden/README.md says:
+// fetched models), as tests/data/golden/README.md says:
 //  1. the prompt tokenizes to exactly prompt_tokens;
 //  2. teacher-forced, the logits of the ten golden ids agree within a
 //     tolerance at every step;
@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 
@@ -45,7 +46,7 @@ bool also_on_vulkan(const std::string& golden_file) {
 // Tolerances, max |logit diff| over the golden top-10 ids under teacher
 // forcing (measured values in tests/golden/README.md):
 // - stories260K (F32): current llama.cpp and an exact float64 forward both
-//   differ from ../shared/golden by 0.014, so the file carries that much noise;
+//   differ from tests/data/golden by 0.014, so the file carries that much noise;
 // - llama-2-tiny-random (F16): we agree to 6e-5;
 // - SmolLM2 Q4_1 and Qwen2.5 Q4_K_M: both engines round activations to
 //   8 bits before each quantized matmul, and these models amplify one flipped
@@ -89,7 +90,7 @@ std::vector<GoldenCase> golden_cases() {
       cases.push_back({entry.path().string(), model_dir + "/" + model, tolerance_for(model)});
     }
   };
-  add_dir(shared_dir() + "/golden", shared_dir() + "/models");
+  add_dir(test_data_dir() + "/golden", test_data_dir() + "/models");
   add_dir(source_dir() + "/tests/golden", models_dir());
   for (GoldenCase& c : cases)  // random-weight models live in their own folder
     if (const std::filesystem::path p(c.model_path); p.filename().string().starts_with("random-"))
@@ -112,6 +113,8 @@ class Golden : public ::testing::TestWithParam<GoldenCase> {};
 TEST_P(Golden, MatchesReference) {
   const GoldenCase& c = GetParam();
   if (!file_exists(c.model_path)) {
+    // The tiny models are in the repository: never skipped.
+    if (c.model_path.starts_with(test_data_dir())) FAIL() << "test model missing from the repository: " << c.model_path;
     if (std::getenv("SHOAL_REQUIRE_MODELS")) FAIL() << "model missing although scripts/test fetched it: " << c.model_path;
     GTEST_SKIP() << "model not fetched: " << c.model_path;
   }
@@ -173,7 +176,26 @@ TEST_P(Golden, MatchesReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Reference, Golden, ::testing::ValuesIn(golden_cases()));
+// Named for the golden file and the device (random_llama3_fox, stories260K_little_dog_vulkan),
+// so a filter can pick cases (scripts/test-arm).
+std::string case_name(const ::testing::TestParamInfo<GoldenCase>& info) {
+  std::string name = std::filesystem::path(info.param.golden_path).stem().string();
+  if (info.param.device != "cpu") name += "_" + info.param.device;
+  for (char& c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Reference, Golden, ::testing::ValuesIn(golden_cases()), case_name);
+
+// A golden file that goes missing must fail, not drop out of the list above.
+TEST(GoldenFiles, EveryReferenceInTheRepositoryIsACase) {
+  int kept = 0, fetched = 0;
+  for (const GoldenCase& c : golden_cases())
+    if (c.device == "cpu") ++(c.golden_path.starts_with(test_data_dir()) ? kept : fetched);
+  EXPECT_EQ(kept, 4) << "tests/data/golden";
+  EXPECT_GE(fetched, 25) << "tests/golden";
+}
 
 }  // namespace
 }  // namespace shoal::testing

@@ -13,7 +13,7 @@ namespace shoal::testing {
 namespace {
 
 std::vector<std::string> model_files() {
-  std::vector<std::string> out = {shared_dir() + "/models/stories260K.gguf"};
+  std::vector<std::string> out = {test_data_dir() + "/models/stories260K.gguf"};
   for (const std::string& path : random_model_paths()) out.push_back(path);
   return out;
 }
@@ -40,7 +40,7 @@ std::pair<wire::ErrorCode, std::string> refusal(const nlohmann::json& j) {
 
 TEST(ModelConfigWire, HostileConfigsAreRefused) {
   const std::string gemma = random_model_path("random-gemma3");
-  if (!file_exists(gemma)) GTEST_SKIP() << "random models not made";
+  SHOAL_NEED_FILE(gemma);
   const nlohmann::json good = wire::config_to_json(ModelConfig::from_gguf(*gguf::File::open(gemma)));
 
   nlohmann::json j = good;

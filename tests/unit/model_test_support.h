@@ -13,31 +13,9 @@
 
 #include "backend/vulkan/vulkan_devices.h"
 #include "engine/engine.h"
+#include "test_files.h"
 
 namespace shoal::testing {
-
-// Where the build put them, unless the environment says otherwise (a build
-// carried to another machine: scripts/device-check).
-inline std::string shared_dir() {
-  const char* d = std::getenv("SHOAL_SHARED_DIR");
-  return d ? d : SHOAL_SHARED_DIR;
-}
-inline std::string source_dir() {
-  const char* d = std::getenv("SHOAL_SOURCE_DIR");
-  return d ? d : SHOAL_SOURCE_DIR;
-}
-
-// Where scripts/fetch-models puts models (the same default and override).
-inline std::string models_dir() {
-  if (const char* d = std::getenv("SHOAL_MODELS_DIR")) return d;
-  const char* home = std::getenv("HOME");
-  return std::string(home ? home : "/root") + "/.cache/shoal/models";
-}
-
-inline bool file_exists(const std::string& path) { return std::ifstream(path).good(); }
-
-// Where tests/models/make_random_models.py puts the random-weight model `name`.
-inline std::string random_model_path(const std::string& name) { return models_dir() + "/random/" + name + ".gguf"; }
 
 // The random-weight model of every architecture beyond llama/qwen2 that is
 // there; under SHOAL_REQUIRE_MODELS (scripts/test made them) a missing one

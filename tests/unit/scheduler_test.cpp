@@ -1,5 +1,5 @@
 // Continuous batching: a request's tokens must be exactly those of the same
-// prompt run alone through Generator (DESIGN.md: the same bits for any batch
+// prompt run alone through Generator (docs/design.md: the same bits for any batch
 // composition), whatever else shares its steps. Waits are bounded condition
 // variable waits on on_done, never sleeps.
 #include <gtest/gtest.h>
@@ -20,7 +20,7 @@ namespace {
 
 constexpr auto kWait = std::chrono::seconds(60);
 
-std::string stories() { return shared_dir() + "/models/stories260K.gguf"; }
+std::string stories() { return test_data_dir() + "/models/stories260K.gguf"; }
 
 std::vector<std::string> models() {
   std::vector<std::string> m = {stories()};
@@ -375,7 +375,6 @@ class FlakyStage : public Stage {
     inner_->forward(batch, hidden);
   }
   void truncate_sequence(int seq, int n_pos) override { inner_->truncate_sequence(seq, n_pos); }
-  void copy_sequence(int src, int dst, int n_pos) override { inner_->copy_sequence(src, dst, n_pos); }
 
  private:
   std::unique_ptr<Stage> inner_;

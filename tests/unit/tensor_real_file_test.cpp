@@ -21,6 +21,7 @@
 #include "tensor/dtype.h"
 #include "tensor/vec_dot.h"
 #include "util/mapped_file.h"
+#include "test_files.h"
 
 namespace shoal {
 namespace {
@@ -172,8 +173,8 @@ void check_file(const std::string& path, const std::vector<RowCheck>& checks, in
 }
 
 TEST(TensorRealFile, F16RowsOfTinyLlama) {
-  const std::string path = std::string(SHOAL_SHARED_DIR) + "/models/llama-2-tiny-random.gguf";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not found";
+  const std::string path = testing::test_data_dir() + "/models/llama-2-tiny-random.gguf";
+  SHOAL_NEED_FILE(path);
   check_file(path,
              {
                  {"token_embd.weight", 31999, -0.040798187255859375, -0.04776954650878906, 0.0030269622802734375},
@@ -182,17 +183,12 @@ TEST(TensorRealFile, F16RowsOfTinyLlama) {
              4096);
 }
 
-// A model from scripts/fetch-models: $SHOAL_MODELS_DIR, else ~/.cache/shoal/models.
-std::string model_path(const std::string& file) {
-  const char* dir = std::getenv("SHOAL_MODELS_DIR");
-  if (dir && *dir) return std::string(dir) + "/" + file;
-  const char* home = std::getenv("HOME");
-  return std::string(home ? home : "") + "/.cache/shoal/models/" + file;
-}
+// A model from scripts/fetch-models.
+std::string model_path(const std::string& file) { return testing::models_dir() + "/" + file; }
 
 TEST(TensorRealFile, Q4_1AndQ8_0RowsOfSmolLM2) {
   const std::string path = model_path("SmolLM2-135M-Instruct.Q4_1.gguf");
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not found (set SHOAL_MODELS_DIR)";
+  SHOAL_NEED_FILE(path);
   check_file(path,
              {
                  {"token_embd.weight", 1, 0.35922718048095703, -0.1973590850830078, -0.0238037109375},
@@ -207,7 +203,7 @@ TEST(TensorRealFile, Q4_1AndQ8_0RowsOfSmolLM2) {
 
 TEST(TensorRealFile, KQuantAndQ5_0RowsOfQwen25) {
   const std::string path = model_path("Qwen2.5-Coder-0.5B-Instruct.Q4_K_M.gguf");
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not found (set SHOAL_MODELS_DIR)";
+  SHOAL_NEED_FILE(path);
   check_file(path,
              {
                  {"blk.0.ffn_down.weight", 3, 0.5779253244400024, 0.08353626728057861, -0.025343656539916992},

@@ -1,6 +1,6 @@
 // Prompt tokens of the golden reference runs (llama.cpp on the same GGUF
 // files): BOS where the metadata asks for it, special tokens parsed. The
-// shared goldens use the tiny models in ../shared/models; the repository's
+// kept goldens use the tiny models in tests/data/models; the repository's
 // tests/golden use real models from $SHOAL_MODELS_DIR (skipped when absent).
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -11,17 +11,14 @@
 
 #include "gguf/reader.h"
 #include "tokenizer/tokenizer.h"
+#include "test_files.h"
 
 namespace shoal {
 namespace {
 
 namespace fs = std::filesystem;
 
-fs::path models_dir() {
-  if (const char* dir = std::getenv("SHOAL_MODELS_DIR")) return dir;
-  const char* home = std::getenv("HOME");
-  return fs::path(home ? home : "") / ".cache/shoal/models";
-}
+fs::path models_dir() { return testing::models_dir(); }
 
 // Checks every golden file in `dir` whose model is in `model_dir`; returns
 // how many it checked.
@@ -51,13 +48,14 @@ int check_goldens(const fs::path& dir, const fs::path& model_dir) {
 }
 
 TEST(TokenizerGolden, TinyModelPromptsMatchReference) {
-  const fs::path shared = fs::path(SHOAL_SHARED_DIR);
-  if (!fs::exists(shared / "golden")) GTEST_SKIP() << shared / "golden" << " is absent";
-  EXPECT_GT(check_goldens(shared / "golden", shared / "models"), 0) << "no golden file had its model";
+  const fs::path data = fs::path(testing::test_data_dir());
+  ASSERT_TRUE(fs::exists(data / "golden")) << data / "golden" << " is missing from the repository";
+  EXPECT_EQ(check_goldens(data / "golden", data / "models"), 4) << "a golden file of tests/data lacks its model";
 }
 
 TEST(TokenizerGolden, RealModelPromptsMatchReference) {
-  const int checked = check_goldens(fs::path(SHOAL_SOURCE_DIR) / "tests/golden", models_dir());
+  const int checked = check_goldens(fs::path(testing::source_dir()) / "tests/golden", models_dir());
+  if (checked == 0 && std::getenv("SHOAL_REQUIRE_MODELS")) FAIL() << "no model of tests/golden in " << models_dir();
   if (checked == 0) GTEST_SKIP() << "no model of tests/golden in " << models_dir() << " (set SHOAL_MODELS_DIR)";
 }
 

@@ -12,21 +12,16 @@
 #include "gguf/reader.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8_stream.h"
+#include "test_files.h"
 
 namespace shoal {
 namespace {
 
-std::string models_dir() {
-  if (const char* dir = std::getenv("SHOAL_MODELS_DIR")) return dir;
-  const char* home = std::getenv("HOME");
-  return std::string(home ? home : "") + "/.cache/shoal/models";
-}
-
 class TokenizerSmolLM : public ::testing::Test {
  protected:
   void SetUp() override {
-    const std::string path = models_dir() + "/SmolLM2-135M-Instruct.Q4_1.gguf";
-    if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent (set SHOAL_MODELS_DIR)";
+    const std::string path = testing::models_dir() + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+    SHOAL_NEED_FILE(path);
     file_ = gguf::File::open(path);
     tok_ = Tokenizer::from_gguf(*file_);
   }

@@ -12,11 +12,12 @@
 
 #include "gguf/reader.h"
 #include "tokenizer/tokenizer.h"
+#include "test_files.h"
 
 namespace shoal {
 namespace {
 
-const std::string kVectorDir = std::string(SHOAL_SHARED_DIR) + "/tokenizer-vectors/";
+const std::string kVectorDir = testing::test_data_dir() + "/tokenizer-vectors/";
 
 struct Case {
   std::string text;
@@ -70,7 +71,7 @@ std::string printable(const std::string& s) {
 
 void expect_vectors(const std::string& name) {
   const std::string path = kVectorDir + name;
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent";
+  SHOAL_NEED_FILE(path);
   auto file = gguf::File::open(path);
   auto tok = Tokenizer::from_gguf(*file);
   const std::vector<Case> cases = read_cases(path);
@@ -85,7 +86,7 @@ void expect_vectors(const std::string& name) {
 // tokenization spaces drop the space in " ," " ." " ?" " !" " 's" ...
 void expect_round_trips(const std::string& name, bool clean_spaces) {
   const std::string path = kVectorDir + name;
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent";
+  SHOAL_NEED_FILE(path);
   auto file = gguf::File::open(path);
   auto tok = Tokenizer::from_gguf(*file);
   EXPECT_EQ(tok->vocab().clean_spaces(), clean_spaces);
@@ -109,7 +110,7 @@ TEST(TokenizerVectors, Gpt2RoundTrips) { expect_round_trips("ggml-vocab-gpt-2.gg
 
 TEST(TokenizerVectors, Gpt2CleansUpSpacesLikeLlamaCpp) {
   const std::string path = kVectorDir + "ggml-vocab-gpt-2.gguf";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent";
+  SHOAL_NEED_FILE(path);
   auto file = gguf::File::open(path);
   auto tok = Tokenizer::from_gguf(*file);
   EXPECT_EQ(tok->decode(tok->encode("Hello , world ! It 's you ' re . ok ?", false, false)),
@@ -126,7 +127,7 @@ TEST(TokenizerVectors, ArbitraryBytes) {
   std::uniform_int_distribution<int> length(0, 64);
   for (const char* name : {"ggml-vocab-llama-spm.gguf", "ggml-vocab-gpt-2.gguf"}) {
     const std::string path = kVectorDir + name;
-    if (!std::filesystem::exists(path)) continue;
+    SHOAL_NEED_FILE(path);
     auto file = gguf::File::open(path);
     auto tok = Tokenizer::from_gguf(*file);
     const bool spm = tok->vocab().type() == VocabType::kSpm;

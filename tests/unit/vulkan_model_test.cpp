@@ -48,7 +48,7 @@ std::unique_ptr<Engine> on_vulkan(const std::string& path, int n_batch = 64, int
 const char* kPrompt = "Once upon a time, there was a little girl named Lily. She loved to play outside.";
 
 std::vector<std::string> f32_models() {
-  std::vector<std::string> m = {shared_dir() + "/models/stories260K.gguf"};
+  std::vector<std::string> m = {test_data_dir() + "/models/stories260K.gguf"};
   for (const std::string& path : random_model_paths()) m.push_back(path);
   return m;
 }
@@ -73,8 +73,22 @@ TEST_F(VulkanModel, BatchCompositionsGiveIdenticalBitsAndAgreeWithCpu) {
   }
 }
 
+// --device vulkan keeps the whole model on the device, the head included:
+// the CPU backend multiplies no matrix (the counter counts: a CPU run's is not 0).
+TEST_F(VulkanModel, TheHeadRunsOnTheDevice) {
+  const std::string path = test_data_dir() + "/models/stories260K.gguf";
+  auto gpu = on_vulkan(path);
+  auto cpu = load_engine(path, 2, 64, 1, 256);
+  const std::vector<TokenId> tokens = gpu->tokenizer().encode(kPrompt, true, false);
+  all_logits(*gpu, tokens, 64);
+  all_logits(*cpu, tokens, 64);
+  EXPECT_EQ(&gpu->head_backend(), gpu->gpu_backend());
+  EXPECT_EQ(gpu->cpu_backend().matmul_count(), 0u);
+  EXPECT_GT(cpu->cpu_backend().matmul_count(), 0u);
+}
+
 TEST_F(VulkanModel, SequencesSharingABatchMatchSequencesAlone) {
-  const std::string path = shared_dir() + "/models/stories260K.gguf";
+  const std::string path = test_data_dir() + "/models/stories260K.gguf";
   auto gpu = on_vulkan(path, 64, -1, 2);
   const std::vector<TokenId> a = gpu->tokenizer().encode(kPrompt, true, false);
   const std::vector<TokenId> b = gpu->tokenizer().encode("The dog ran to the big red ball.", true, false);
@@ -135,7 +149,7 @@ TEST_F(VulkanModel, SmolLM2BatchCompositionsGiveIdenticalBitsAndAgreeWithCpu) {
 }
 
 TEST_F(VulkanModel, GpuLayersSplitOneMachineBetweenGpuAndCpu) {
-  const std::string path = shared_dir() + "/models/stories260K.gguf";
+  const std::string path = test_data_dir() + "/models/stories260K.gguf";
   auto split = on_vulkan(path, 64, 3);  // stories260K has 5 layers: 0-1 on the CPU, 2-4 on the GPU
   const auto& stages = split->pipeline().stages();
   ASSERT_EQ(stages.size(), 2u);

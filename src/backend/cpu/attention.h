@@ -8,7 +8,7 @@
 // computed from scratch and the partials are merged in chunk order. Whether
 // the chunks of one query run on one thread or are spread over many (decode,
 // where there are few queries), and whatever else is in the batch, the
-// arithmetic is the same (DESIGN.md).
+// arithmetic is the same (docs/design.md).
 #include <cstdint>
 #include <vector>
 

@@ -8,8 +8,8 @@
 #include "backend/cpu/swiglu.h"
 #include "tensor/dequantize.h"
 #include "tensor/gemm.h"
+#include "tensor/interleave.h"
 #include "tensor/vec_dot.h"
-#include "model/weights.h"
 #include "util/error.h"
 #include "util/system_memory.h"
 
@@ -46,13 +46,46 @@ void CpuBackend::copy(DevicePtr dst, DevicePtr src, size_t bytes) {
   if (bytes) std::memmove(host(dst), host(src), bytes);
 }
 
-uint64_t CpuBackend::prepare_weights(ModelWeights& weights, const ModelConfig& config, const BindRange& range) {
-  // The layout this machine's matmul reads fastest; the same bits either way.
-  return group_rows_for_cpu(weights, config, range, pool_);
+namespace {
+
+// Whether the matmul reads m faster in groups of eight rows. A group must
+// not straddle two slices (two experts' rows).
+bool regroupable(const WeightToPrepare& w) {
+  const Matrix& m = *w.matrix;
+  return !m.empty() && !m.interleaved && interleavable(m.type, m.cols) && gemm_reads_groups(m.type) && m.rows >= 8 &&
+         w.slice_rows % 8 == 0;
 }
 
-uint64_t CpuBackend::prepared_bytes(const ModelWeights& weights, const ModelConfig& config, const BindRange& range) {
-  return groupable_bytes(weights, config, range);
+}  // namespace
+
+uint64_t CpuBackend::prepare_weights(std::span<const WeightToPrepare> weights, PreparedMemory& keep) {
+  uint64_t bytes = 0;
+  for (const WeightToPrepare& w : weights) {
+    if (!regroupable(w)) continue;
+    Matrix& m = *w.matrix;
+    std::unique_ptr<uint8_t[]> copy(new uint8_t[m.bytes()]);
+    // Whole groups per chunk (the last chunk takes the plain tail); the
+    // copy's cost is mostly the first touch of fresh pages, so it runs on
+    // every thread.
+    const size_t group_bytes = 8 * m.row_stride();
+    const int64_t groups = m.rows / 8;
+    pool_.parallel_for(groups, 1, [&](int64_t g0, int64_t g1) {
+      const int64_t rows = g1 == groups ? m.rows - g0 * 8 : (g1 - g0) * 8;
+      interleave_rows(m.type, m.data + g0 * group_bytes, rows, m.cols, copy.get() + g0 * group_bytes);
+    });
+    m.data = copy.get();
+    m.interleaved = true;
+    bytes += m.bytes();
+    keep.push_back(std::move(copy));
+  }
+  return bytes;
+}
+
+uint64_t CpuBackend::prepared_bytes(std::span<const WeightToPrepare> weights) const {
+  uint64_t bytes = 0;
+  for (const WeightToPrepare& w : weights)
+    if (regroupable(w)) bytes += w.matrix->bytes();
+  return bytes;
 }
 
 void CpuBackend::begin_step(const int32_t* seq_ids, const int32_t* positions, int n_tokens) {
@@ -90,6 +123,7 @@ void CpuBackend::matmuls(std::span<const MatmulOutput> outputs, DevicePtr x_ptr,
   if (n_tokens > max_tokens_ || first.cols > max_cols_)
     fail("internal: matmul of {} tokens x {} exceeds the scratch ({} x {})", n_tokens, first.cols, max_tokens_,
          max_cols_);
+  matmul_count_.fetch_add(outputs.size(), std::memory_order_relaxed);
   const float* x = floats(x_ptr);
   const size_t act_stride = row_bytes(act_type, first.cols);
   const uint8_t* act = reinterpret_cast<const uint8_t*>(x);

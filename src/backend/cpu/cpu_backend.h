@@ -3,6 +3,7 @@
 // split over the persistent thread pool by output rows. Its buffers are host
 // memory; weights stay in the mapped file (or a stage's buffers), regrouped
 // in rows of eight where the matmul reads that faster.
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -38,8 +39,10 @@ class CpuBackend : public Backend {
   void upload(DevicePtr dst, const void* src, size_t bytes) override;
   void download(void* dst, DevicePtr src, size_t bytes) override;
   void copy(DevicePtr dst, DevicePtr src, size_t bytes) override;
-  uint64_t prepare_weights(ModelWeights& weights, const ModelConfig& config, const BindRange& range) override;
-  uint64_t prepared_bytes(const ModelWeights& weights, const ModelConfig& config, const BindRange& range) override;
+  // Regroups the matrices whose type the matmul reads faster in groups of
+  // eight rows (tensor/interleave.h); the same bits either way.
+  uint64_t prepare_weights(std::span<const WeightToPrepare> weights, PreparedMemory& keep) override;
+  uint64_t prepared_bytes(std::span<const WeightToPrepare> weights) const override;
   void begin_step(const int32_t* seq_ids, const int32_t* positions, int n_tokens) override;
   void finish_step() override { begin_step(nullptr, nullptr, 0); }
   void abandon_step() override { finish_step(); }
@@ -58,6 +61,10 @@ class CpuBackend : public Backend {
   void add_bias(DevicePtr y, const Matrix& bias, int n_tokens, int n) override;
   void get_rows(const Matrix& w, const int32_t* ids, int n, DevicePtr out) override;
 
+  // Matrices multiplied since construction (a test's proof that a GPU run
+  // left the CPU idle).
+  uint64_t matmul_count() const { return matmul_count_.load(std::memory_order_relaxed); }
+
   // The host address behind a pointer into one of this backend's buffers.
   static uint8_t* host(DevicePtr p) { return static_cast<HostBuffer*>(p.buffer)->data() + p.offset; }
   static float* floats(DevicePtr p) { return reinterpret_cast<float*>(host(p)); }
@@ -66,6 +73,7 @@ class CpuBackend : public Backend {
   ThreadPool& pool_;
   int max_tokens_;
   int64_t max_cols_;
+  std::atomic<uint64_t> matmul_count_{0};
   const int32_t* step_seq_ids_ = nullptr;   // the step's rows (the caller keeps them until finish_step)
   const int32_t* step_positions_ = nullptr;
   int step_tokens_ = 0;

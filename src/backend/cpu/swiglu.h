@@ -5,7 +5,7 @@
 // Determinism: every element takes the same lane-wise vector arithmetic
 // (a short last stretch runs as a zero-padded vector, not scalar code), in
 // vectors capped at 8 lanes as in the dot kernels, so the bits depend on
-// neither the thread split nor AVX2 against AVX-512 (DESIGN.md).
+// neither the thread split nor AVX2 against AVX-512 (docs/design.md).
 #include <cstdint>
 
 namespace shoal {

@@ -6,8 +6,6 @@
 
 #include "backend/vulkan/shader_table.h"
 #include "backend/vulkan/vulkan_devices.h"
-#include "model/config.h"
-#include "model/weights.h"
 #include "tensor/dequantize.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -79,20 +77,6 @@ uint32_t bindings_of(const std::string& shader) {
   if (shader == "attention") return 5;
   if (shader == "rope") return 2;
   return 3;
-}
-
-// Every matrix the range runs on, with the head when asked.
-template <class Fn>
-void for_each_matrix(const ModelWeights& w, const BindRange& range, int n_layer, Fn&& fn) {
-  const int end = range.layer_end < 0 ? n_layer : range.layer_end;
-  for (int l = range.layer_begin; l < end; ++l)
-    for (const Matrix& m : w.layers[l].tensors)
-      if (!m.empty()) fn(m);
-  if (!w.rope_freqs.empty() && end > range.layer_begin) fn(w.rope_freqs);
-  if (range.with_head) {
-    if (!w.output_norm.empty()) fn(w.output_norm);
-    if (!w.output.empty()) fn(w.output);
-  }
 }
 
 size_t device_bytes(const Matrix& m) {
@@ -499,16 +483,18 @@ void VulkanBackend::prepare_matrix(const Matrix& m) {
   weights_.emplace(m.data, std::move(w));
 }
 
-uint64_t VulkanBackend::prepare_weights(ModelWeights& weights, const ModelConfig& config, const BindRange& range) {
+uint64_t VulkanBackend::prepare_weights(std::span<const WeightToPrepare> weights, PreparedMemory&) {
   const uint64_t before = held_bytes_;
-  for_each_matrix(weights, range, config.n_layer, [&](const Matrix& m) { prepare_matrix(m); });
+  for (const WeightToPrepare& w : weights)
+    if (!w.matrix->empty()) prepare_matrix(*w.matrix);
   flush();
   return held_bytes_ - before;
 }
 
-uint64_t VulkanBackend::prepared_bytes(const ModelWeights& weights, const ModelConfig& config, const BindRange& range) {
+uint64_t VulkanBackend::prepared_bytes(std::span<const WeightToPrepare> weights) const {
   uint64_t total = 0;
-  for_each_matrix(weights, range, config.n_layer, [&](const Matrix& m) { total += device_bytes(m); });
+  for (const WeightToPrepare& w : weights)
+    if (!w.matrix->empty()) total += device_bytes(*w.matrix);
   return total;
 }
 
@@ -554,8 +540,10 @@ void VulkanBackend::matmul(const Matrix& w, DevicePtr x, DevicePtr y, int n_toke
   size_t offset = 0;
   const DeviceWeight& dw = weight(w, &offset);
   const uint32_t push[] = {u32(w.rows), u32(w.cols), u32(n_tokens), u32(offset), u32(dw.row_stride), floats(x), floats(y)};
+  // matmul.comp's ROWS and TILE; row groups beyond the device's x limit go in z.
+  const uint32_t row_groups = u32((w.rows + 3) / 4), gx = std::min(row_groups, max_groups_[0]);
   dispatch("matmul_" + std::string(dtype_info(dw.type).name), {dw.buffer->handle(), vk_buffer(x), vk_buffer(y)}, push,
-           sizeof(push), u32((w.rows + 3) / 4), u32((n_tokens + 7) / 8), 1);  // matmul.comp's ROWS and TILE
+           sizeof(push), gx, u32((n_tokens + 7) / 8), (row_groups + gx - 1) / gx);
 }
 
 void VulkanBackend::rmsnorm(DevicePtr x, const Matrix& weight_matrix, DevicePtr y, int n_tokens, int n, float eps) {

@@ -6,7 +6,7 @@
 // barrier between dispatches, and submits it at the download that ends the
 // step (earlier where something must come back: a mixture of experts'
 // router logits; or when the descriptor pool or the staging area runs out). Each shader fixes its reduction order, so the bits do not depend on
-// the batch (DESIGN.md); they differ from the CPU backend's within the
+// the batch (docs/design.md); they differ from the CPU backend's within the
 // tolerances the tests state.
 #include <atomic>
 #include <map>
@@ -42,8 +42,8 @@ class VulkanBackend : public Backend {
   void upload(DevicePtr dst, const void* src, size_t bytes) override;
   void download(void* dst, DevicePtr src, size_t bytes) override;
   void copy(DevicePtr dst, DevicePtr src, size_t bytes) override;
-  uint64_t prepare_weights(ModelWeights& weights, const ModelConfig& config, const BindRange& range) override;
-  uint64_t prepared_bytes(const ModelWeights& weights, const ModelConfig& config, const BindRange& range) override;
+  uint64_t prepare_weights(std::span<const WeightToPrepare> weights, PreparedMemory& keep) override;
+  uint64_t prepared_bytes(std::span<const WeightToPrepare> weights) const override;
   void begin_step(const int32_t* seq_ids, const int32_t* positions, int n_tokens) override;
   void finish_step() override;
   void abandon_step() override;

@@ -163,9 +163,4 @@ void RemoteStage::truncate_sequence(int seq, int n_pos) {
   for (auto& m : members_) m.client->kv_op({{"stage", m.stage_id}, {"op", "truncate"}, {"seq", seq}, {"n_pos", n_pos}});
 }
 
-void RemoteStage::copy_sequence(int src, int dst, int n_pos) {
-  for (auto& m : members_)
-    m.client->kv_op({{"stage", m.stage_id}, {"op", "copy"}, {"seq", src}, {"dst", dst}, {"n_pos", n_pos}});
-}
-
 }  // namespace shoal

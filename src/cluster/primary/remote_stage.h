@@ -45,7 +45,6 @@ class RemoteStage : public Stage {
   void collect() override;
   void cancel() noexcept override;
   void truncate_sequence(int seq, int n_pos) override;
-  void copy_sequence(int src, int dst, int n_pos) override;
 
  private:
   // Waits for the last member's FORWARD_RESULT; an ERROR from any member

@@ -228,14 +228,14 @@ void WorkerSession::load_stage(const wire::Frame& request) {
   try {
     stage->backend = make_layer_backend(s_.device_choice_, *s_.pool_, max_tokens, c.max_activation_width());
     if (s_.device_choice_.vulkan) {
-      stage->backend->prepare_weights(stage->weights, c, range);  // the GPU's copy; the host's stays for sharing
+      prepare_weights(*stage->backend, stage->weights, c, range);  // the GPU's copy; the host's stays for sharing
     } else {
       // Rows in groups of eight (faster, the same bits) when the copy fits in
       // what this worker lends; the received tensors stay for sharing.
-      const uint64_t copy = stage->backend->prepared_bytes(stage->weights, c, range);
+      const uint64_t copy = prepared_bytes(*stage->backend, stage->weights, c, range);
       if (copy > 0 && s_.memory_in_use() + need + copy <= s_.device_.free_memory) {
         std::lock_guard<std::mutex> compute(s_.compute_mutex_);  // the copy runs on the shared pool
-        stage->grouped_bytes = stage->backend->prepare_weights(stage->weights, c, range);
+        stage->grouped_bytes = prepare_weights(*stage->backend, stage->weights, c, range);
       }
     }
   } catch (const Error& e) {

@@ -299,8 +299,6 @@ void WorkerSession::kv_op(const wire::Frame& request) {
     std::lock_guard<std::mutex> run(stage->run_mutex);
     if (op == "truncate")
       stage->stage->truncate_sequence(body.at("seq").get<int>(), body.at("n_pos").get<int>());
-    else if (op == "copy")
-      stage->stage->copy_sequence(body.at("seq").get<int>(), body.at("dst").get<int>(), body.at("n_pos").get<int>());
     else
       throw ProtocolError(ErrorCode::BadRequest, fmt::format("unknown KV operation '{}'", op));
   }

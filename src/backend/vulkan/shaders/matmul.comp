@@ -124,7 +124,9 @@ void load_chunk(uint base, uint c) {
 void main() {
   const uint lane = gl_LocalInvocationID.x % LANES;      // this thread's share of its row
   const uint local_row = gl_LocalInvocationID.x / LANES;  // which of the workgroup's rows
-  const uint r = gl_WorkGroupID.x * ROWS + local_row;
+  // Row groups past the device's x limit (a vocabulary head) continue in z.
+  const uint row_group = gl_WorkGroupID.z * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+  const uint r = row_group * ROWS + local_row;
   const uint t0 = gl_WorkGroupID.y * TILE;
   const uint nt = min(TILE, p.n_tokens - t0);
   float acc[TILE];
@@ -149,7 +151,7 @@ void main() {
   barrier();
   // One thread per (row, token) adds its row's lanes in lane order.
   const uint out_row = gl_LocalInvocationID.x / TILE, t = gl_LocalInvocationID.x % TILE;
-  const uint ro = gl_WorkGroupID.x * ROWS + out_row;
+  const uint ro = row_group * ROWS + out_row;
   if (out_row < ROWS && t < nt && ro < p.rows) {
     float sum = 0.0;
     for (uint l = 0; l < LANES; ++l) sum += partial[out_row][t][l];
