@@ -26,10 +26,13 @@ namespace shoal {
 
 // A weight matrix the ops of a stage will read, handed to prepare_weights.
 // slice_rows: rows per separately addressed slice (one expert's rows in a
-// stacked expert tensor), 0 when the matrix is read whole.
+// stacked expert tensor), 0 when the matrix is read whole. rows_only: read
+// by get_rows alone (an embedding not shared with the output), which the
+// CPU reads where it lies and a GPU holds beside the rest.
 struct WeightToPrepare {
   Matrix* matrix = nullptr;
   int64_t slice_rows = 0;
+  bool rows_only = false;
 };
 // Host memory a backend made while preparing weights; whoever holds the
 // weights keeps it as long as they are used.

@@ -93,9 +93,10 @@ std::vector<WeightToPrepare> weights_to_prepare(ModelWeights& w, const ModelConf
   if (!w.rope_freqs.empty() && end > begin) out.push_back({&w.rope_freqs, 0});
   if (r.with_head) {
     // The head, tied or not (a tied embedding is the same matrix, and
-    // follows it below).
+    // follows it below; an untied one is read a row at a time).
     if (!w.output_norm.empty()) out.push_back({&w.output_norm, 0});
     if (!w.output.empty()) out.push_back({&w.output, 0});
+    if (!c.tied_output && !w.token_embd.empty()) out.push_back({&w.token_embd, 0, true});
   }
   return out;
 }

@@ -52,8 +52,8 @@ namespace {
 // not straddle two slices (two experts' rows).
 bool regroupable(const WeightToPrepare& w) {
   const Matrix& m = *w.matrix;
-  return !m.empty() && !m.interleaved && interleavable(m.type, m.cols) && gemm_reads_groups(m.type) && m.rows >= 8 &&
-         w.slice_rows % 8 == 0;
+  return !w.rows_only && !m.empty() && !m.interleaved && interleavable(m.type, m.cols) && gemm_reads_groups(m.type) &&
+         m.rows >= 8 && w.slice_rows % 8 == 0;
 }
 
 }  // namespace

@@ -53,16 +53,15 @@ uint32_t u32(size_t v) {
 }
 uint32_t floats(DevicePtr p) { return u32(p.offset / sizeof(float)); }
 
-// The types with a matmul shader; the others are widened to F32 on upload.
-bool has_matmul_shader(DType t) {
-  switch (t) {
-    case DType::F32: case DType::F16: case DType::BF16: case DType::Q4_0: case DType::Q4_1: case DType::Q5_0:
-    case DType::Q5_1: case DType::Q8_0: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K:
-      return true;
-    default:
-      return false;
-  }
+const SpirvShader* find_shader(const std::string& name) {
+  for (size_t i = 0; i < kSpirvShaderCount; ++i)
+    if (name == kSpirvShaders[i].name) return &kSpirvShaders[i];
+  return nullptr;
 }
+
+// The types with shaders (CMakeLists.txt names them once); the others are
+// widened to F32 on upload.
+bool has_matmul_shader(DType t) { return find_shader("matmul_" + std::string(dtype_info(t).name)) != nullptr; }
 
 uint32_t kv_code(DType t) {
   switch (t) {
@@ -161,6 +160,7 @@ void VulkanBackend::init(uint32_t family) {
   staging_ = make_buffer(kStagingBytes, true);
   rows_ = make_buffer(2 * static_cast<size_t>(max_tokens_) * sizeof(int32_t), false);
   dummy_ = make_buffer(16, false);
+  lookup_ids_ = make_buffer(static_cast<size_t>(max_tokens_) * sizeof(int32_t), false);
   rope_tables_ = make_buffer(kRopeTables * rope_table_bytes(max_tokens_), false);
 }
 
@@ -180,6 +180,7 @@ void VulkanBackend::release() {
   staging_.reset();
   rows_.reset();
   dummy_.reset();
+  lookup_ids_.reset();
   rope_tables_.reset();
   for (auto& [name, p] : pipelines_) {
     vk::vkDestroyPipeline(device_, p.pipeline, nullptr);
@@ -269,9 +270,7 @@ std::unique_ptr<Buffer> VulkanBackend::allocate(size_t bytes) { return make_buff
 const VulkanBackend::Pipeline& VulkanBackend::pipeline(const std::string& name) {
   auto it = pipelines_.find(name);
   if (it != pipelines_.end()) return it->second;
-  const SpirvShader* spirv = nullptr;
-  for (size_t i = 0; i < kSpirvShaderCount; ++i)
-    if (name == kSpirvShaders[i].name) spirv = &kSpirvShaders[i];
+  const SpirvShader* spirv = find_shader(name);
   if (!spirv) fail("internal: no shader named {}", name);
   Pipeline p;
   p.bindings = bindings_of(name);
@@ -665,11 +664,19 @@ void VulkanBackend::add_bias(DevicePtr y, const Matrix& bias, int n_tokens, int 
 }
 
 void VulkanBackend::get_rows(const Matrix& w, const int32_t* ids, int n, DevicePtr out) {
-  // The embedding stays in host memory (the primary's head reads it): rows
-  // are dequantized here and uploaded.
-  std::vector<float> rows(static_cast<size_t>(n) * w.cols);
-  dequantize_rows(w, ids, n, rows.data());
-  upload(out, rows.data(), rows.size() * sizeof(float));
+  if (n <= 0) return;
+  if (n > max_tokens_) fail("internal: {} embedding rows exceed the {} the step was sized for", n, max_tokens_);
+  for (int t = 0; t < n; ++t)
+    if (ids[t] < 0 || ids[t] >= w.rows) fail("token id {} is outside the vocabulary of {}", ids[t], w.rows);
+  size_t offset = 0;
+  const DeviceWeight& dw = weight(w, &offset);
+  upload(DevicePtr{lookup_ids_.get(), 0}, ids, static_cast<size_t>(n) * sizeof(int32_t));
+  const uint32_t push[] = {u32(w.cols), u32(offset), u32(dw.row_stride), floats(out)};
+  const uint32_t chunks = u32((w.cols + 31) / 32);
+  dispatch("get_rows_" + std::string(dtype_info(dw.type).name),
+           {dw.buffer->handle(), lookup_ids_->handle(), vk_buffer(out)}, push, sizeof(push), (chunks + 63) / 64,
+           u32(n), 1);
+  if (!in_step_) flush();
 }
 
 }  // namespace shoal

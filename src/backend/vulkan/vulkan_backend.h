@@ -37,6 +37,9 @@ class VulkanBackend : public Backend {
   // Uploads one matrix (prepare_weights does this for a stage's range);
   // the ops then accept it and any whole-row slice of it.
   void prepare_matrix(const Matrix& m);
+  // The largest buffer a shader can bind (maxStorageBufferRange, under
+  // 4 GiB: every offset a shader takes fits 32 bits).
+  uint64_t max_buffer_bytes() const { return max_buffer_range_; }
 
   std::unique_ptr<Buffer> allocate(size_t bytes) override;
   void upload(DevicePtr dst, const void* src, size_t bytes) override;
@@ -120,6 +123,7 @@ class VulkanBackend : public Backend {
   std::vector<int32_t> step_positions_;
   std::vector<float> rope_scratch_;
   std::unique_ptr<VulkanBuffer> dummy_;  // bound where a shader's optional input is absent
+  std::unique_ptr<VulkanBuffer> lookup_ids_;  // get_rows' token ids: [max_tokens] int32
   int step_tokens_ = 0;
   bool in_step_ = false;  // between begin_step and finish_step
 
