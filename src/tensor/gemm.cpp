@@ -189,7 +189,7 @@ void ChainRows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size
 // Quantized groups: the x86 tiles read them from AVX2 up. Float groups:
 // every fixed-width target reads them, but the layout is chosen only where
 // it was measured to pay (one stream instead of four for decode: Zen 5 +8 %
-// F16 decode, docs/benchmarks.md).
+// F16 decode, docs/benchmarks/2026-12-03-cpu-kernels.md).
 bool GroupsSupported(DType type) {
   const bool is_float = type == DType::F32 || type == DType::F16 || type == DType::BF16;
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3

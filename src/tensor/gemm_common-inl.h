@@ -30,7 +30,8 @@ HWY_INLINE void PrefetchSpan(const uint8_t* p, size_t bytes) {
 // Grouped rows (quantized or float) are one sequential stream, yet the
 // hardware prefetcher of the machine measured (a Zen 3 guest) falls behind
 // it: the first pass over a group fetches 2 KiB ahead itself (decode
-// +15-20%, docs/benchmarks.md). Two groups at once are two streams, and each needs
+// +15-20%, docs/benchmarks/2026-12-01-cpu-kernels.md). Two groups at once
+// are two streams, and each needs
 // it (four tokens on weights streamed from memory, Zen 5: 8-18 GB/s with
 // only the second fetched ahead, 19-25 with both). 4 KiB rather than 2:
 // Zen 5 decodes 10-20 % faster on one thread with it; on Zen 3, 4 and 8

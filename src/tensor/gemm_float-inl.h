@@ -35,7 +35,7 @@ namespace HWY_NAMESPACE {
 // prefetcher follows (a prefetch past the matrix's end does not fault).
 // Rows in groups of eight (tensor/interleave.h; chosen at load where it
 // pays, read on every target) decode a group at a time: one stream, 8-11 %
-// faster than four rows on Zen 5 (docs/benchmarks.md). Either layout, the
+// faster than four rows on Zen 5 (docs/benchmarks/2026-12-03-cpu-kernels.md). Either layout, the
 // same chains.
 #if !HWY_HAVE_SCALABLE
 using DFloat = hn::CappedTag<float, 8>;

@@ -275,7 +275,7 @@ def stream_chat(client, question, n):
 
 
 def test_concurrent_streams_match_sequential(serve):
-    # docs/benchmarks.md runs this with more tokens per stream for a steadier rate.
+    # docs/benchmarks/2026-11-30-serving.md runs this with more tokens per stream for a steadier rate.
     n = int(os.environ.get("SHOAL_SERVE_BENCH_TOKENS", 32))
     # Sequential on one server, concurrent on a fresh one: no slot starts with another phase's KV.
     s = serve("--parallel", 4)
