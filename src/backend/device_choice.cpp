@@ -5,7 +5,6 @@
 #include <hwy/targets.h>
 
 #include "backend/cpu/cpu_backend.h"
-#include "backend/vulkan/vulkan_backend.h"
 #include "backend/vulkan/vulkan_devices.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -44,7 +43,7 @@ DeviceChoice resolve_device(const DeviceChoice& wanted) {
 
 std::unique_ptr<Backend> make_layer_backend(const DeviceChoice& choice, ThreadPool& pool, int max_tokens,
                                             int64_t max_cols) {
-  if (choice.vulkan) return std::make_unique<VulkanBackend>(choice.index, max_tokens);
+  if (choice.vulkan) return make_vulkan_backend(choice.index, max_tokens);
   return std::make_unique<CpuBackend>(pool, max_tokens, max_cols);
 }
 

@@ -39,8 +39,10 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
-#include "backend/vulkan/vulkan_backend.h"
 #include "backend/vulkan/vulkan_devices.h"
+#ifndef SHOAL_NO_VULKAN
+#include "backend/vulkan/vulkan_backend.h"
+#endif
 #include "random_blocks.h"
 #include "tensor/dequantize.h"
 #include "tensor/quantize.h"
@@ -79,7 +81,7 @@ BackendUnderTest make_vulkan() {
     b.missing = "no Vulkan device (" + why + "): scripts/setup installs mesa-vulkan-drivers, whose lavapipe is one";
     return b;
   }
-  b.backend = std::make_unique<VulkanBackend>(default_vulkan_device(devices), kMaxTokens);
+  b.backend = make_vulkan_backend(default_vulkan_device(devices), kMaxTokens);
   std::printf("[ vulkan ] device: %s\n", b.backend->name().c_str());
   return b;
 }
@@ -644,6 +646,15 @@ TEST_P(BackendConformance, UploadCopyDownloadBeyondTheStagingArea) {
 INSTANTIATE_TEST_SUITE_P(Backends, BackendConformance, ::testing::Values("cpu", "vulkan"),
                          [](const auto& info) { return info.param; });
 
+#ifdef SHOAL_NO_VULKAN
+// A build without the Vulkan backend lists no device and says why.
+TEST(VulkanAbsent, NoDeviceAndTheReason) {
+  std::string why;
+  EXPECT_TRUE(list_vulkan_devices(&why).empty());
+  EXPECT_NE(why.find("this build has no Vulkan backend"), std::string::npos) << why;
+  EXPECT_THROW(make_vulkan_backend(0, 8), Error);
+}
+#else
 // A device buffer larger than the device can bind is refused by name, so
 // no shader ever indexes past a 32-bit offset.
 TEST(VulkanLimits, ABufferBeyondTheDevicesRangeIsRefused) {
@@ -663,6 +674,7 @@ TEST(VulkanLimits, ABufferBeyondTheDevicesRangeIsRefused) {
     EXPECT_NE(std::string(e.what()).find("cannot bind a buffer"), std::string::npos) << e.what();
   }
 }
+#endif
 
 }  // namespace
 }  // namespace shoal

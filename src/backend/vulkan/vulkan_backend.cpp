@@ -679,4 +679,8 @@ void VulkanBackend::get_rows(const Matrix& w, const int32_t* ids, int n, DeviceP
   if (!in_step_) flush();
 }
 
+std::unique_ptr<Backend> make_vulkan_backend(int index, int max_tokens) {
+  return std::make_unique<VulkanBackend>(index, max_tokens);
+}
+
 }  // namespace shoal

@@ -3,8 +3,11 @@
 // them: name, kind and memory (free memory from VK_EXT_memory_budget where
 // the driver has it, else the size of the device-local heap).
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "backend/backend.h"
 
 namespace shoal {
 
@@ -18,10 +21,15 @@ struct VulkanDeviceInfo {
   std::string api;          // "1.3.230"
 };
 
-// Every device; empty with `why` set when Vulkan is absent (no loader, no driver).
+// Every device; empty with `why` set when Vulkan is absent (no loader, no
+// driver, or a build without the Vulkan backend).
 std::vector<VulkanDeviceInfo> list_vulkan_devices(std::string* why);
 // What plain `--device vulkan` means: the first discrete GPU, else the
 // first integrated one, else device 0 (lavapipe, where it is all there is).
 int default_vulkan_device(const std::vector<VulkanDeviceInfo>& devices);
+// A backend on device `index`; max_tokens sizes a step's rows. Throws
+// shoal::Error saying why when there is no such device (or the build has
+// no Vulkan backend).
+std::unique_ptr<Backend> make_vulkan_backend(int index, int max_tokens);
 
 }  // namespace shoal
