@@ -23,11 +23,27 @@ class StagesUnavailable : public Error {
   using Error::Error;
 };
 
+// Where a member of the cluster stands.
+enum class MemberState {
+  Idle,         // connected, no layers
+  Active,       // connected, holding layers
+  Rejoining,    // back after a loss, waiting for a quiet step to take layers
+  Lost,         // was connected, is not
+  Unreachable,  // named, never reached yet
+  Discovered,   // heard from (a beacon), not yet tried
+  Dropped,      // heard from, failed to join
+};
+// Its name in /v1/cluster and the metrics: "idle", "active", ...
+const char* member_state_name(MemberState state);
+// Whether the member is connected (counted up by the metrics).
+inline bool member_connected(MemberState s) {
+  return s == MemberState::Idle || s == MemberState::Active || s == MemberState::Rejoining;
+}
+
 // One member of the cluster as the supervisor sees it, for /v1/cluster.
 struct MemberStatus {
   std::string address;
-  std::string state;        // "active", "idle" (connected, no layers), "lost", "rejoining", "unreachable"
-                            // (named, never reached yet), "discovered", "dropped" (heard, failed to join)
+  MemberState state = MemberState::Idle;
   std::string last_error;   // why it was lost, if it was
   int losses = 0;
 };

@@ -158,7 +158,7 @@ std::string Metrics::prometheus(const ClusterView& view) const {
     const SupervisorStatus ss = sup->status();
     metric(out, "shoal_worker_up", "gauge", "1 while a worker is connected (active, idle or rejoining), 0 while lost");
     for (const MemberStatus& m : ss.members)
-      out += fmt::format("shoal_worker_up{{device=\"{}\"}} {}\n", label(m.address), m.state == "active" || m.state == "idle" || m.state == "rejoining" ? 1 : 0);
+      out += fmt::format("shoal_worker_up{{device=\"{}\"}} {}\n", label(m.address), member_connected(m.state) ? 1 : 0);
     metric(out, "shoal_worker_losses_total", "counter", "times each worker was lost");
     for (const MemberStatus& m : ss.members)
       out += fmt::format("shoal_worker_losses_total{{device=\"{}\"}} {}\n", label(m.address), m.losses);
@@ -209,7 +209,7 @@ json Metrics::cluster(const ClusterView& view) const {
     if (StageSupervisor* sup = engine.supervisor()) {
       const SupervisorStatus ss = sup->status();
       for (const MemberStatus& m : ss.members)
-        if (m.state == "lost" || m.state == "unreachable") lost.insert(m.address);
+        if (m.state == MemberState::Lost || m.state == MemberState::Unreachable) lost.insert(m.address);
       predicted = ss.predicted;
     }
     for (size_t i = 0; i < stages.size(); ++i) {
@@ -246,7 +246,7 @@ json Metrics::cluster(const ClusterView& view) const {
     const SupervisorStatus ss = view.engine->supervisor()->status();
     members = json::array();
     for (const MemberStatus& m : ss.members)
-      members.push_back({{"address", m.address}, {"state", m.state}, {"losses", m.losses},
+      members.push_back({{"address", m.address}, {"state", member_state_name(m.state)}, {"losses", m.losses},
                          {"last_error", m.last_error.empty() ? json(nullptr) : json(m.last_error)}});
     throughput["replans"] = ss.replans;
     throughput["last_loss_unix"] = ss.last_loss_unix;

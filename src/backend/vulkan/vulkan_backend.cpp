@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "backend/vulkan/shader_table.h"
+#include "backend/vulkan/shaders/elementwise_ops.h"
 #include "backend/vulkan/vulkan_devices.h"
 #include "tensor/dequantize.h"
 #include "util/error.h"
@@ -250,8 +251,8 @@ std::unique_ptr<VulkanBuffer> VulkanBackend::make_buffer(size_t bytes, bool host
   const VkResult r = vk::vkAllocateMemory(device_, &alloc, nullptr, &memory);
   if (r != VK_SUCCESS) {
     vk::vkDestroyBuffer(device_, buffer, nullptr);
-    fail("Vulkan device {} is out of memory: {} MiB more did not fit beside the {} MiB held", name_, size >> 20,
-         held_bytes_.load() >> 20);
+    throw OutOfMemory(fmt::format("Vulkan device {} is out of memory: {} MiB more did not fit beside the {} MiB held",
+                                  name_, size >> 20, held_bytes_.load() >> 20));
   }
   void* mapped = nullptr;
   VkResult bound = vk::vkBindBufferMemory(device_, buffer, memory, 0);
@@ -640,27 +641,27 @@ void VulkanBackend::elementwise(uint32_t op, DevicePtr a, VkBuffer b, size_t b_o
   dispatch("elementwise", {vk_buffer(a), b ? b : dummy_->handle(), vk_buffer(out)}, &push, sizeof(push), gx, gy, 1);
 }
 
-// The op codes of elementwise.comp.
-enum : uint32_t { kSwiglu = 0, kGeglu = 1, kScale = 2, kSoftcap = 3, kAdd = 4, kAddBias = 5 };
 
 void VulkanBackend::swiglu(DevicePtr gate, DevicePtr up, DevicePtr out, int64_t n) {
-  elementwise(kSwiglu, gate, vk_buffer(up), up.offset, out, n, 0.0f, 1);
+  elementwise(ELEMENTWISE_SWIGLU, gate, vk_buffer(up), up.offset, out, n, 0.0f, 1);
 }
 void VulkanBackend::geglu(DevicePtr gate, DevicePtr up, DevicePtr out, int64_t n) {
-  elementwise(kGeglu, gate, vk_buffer(up), up.offset, out, n, 0.0f, 1);
+  elementwise(ELEMENTWISE_GEGLU, gate, vk_buffer(up), up.offset, out, n, 0.0f, 1);
 }
-void VulkanBackend::scale(DevicePtr x, float s, int64_t n) { elementwise(kScale, x, VK_NULL_HANDLE, 0, x, n, s, 1); }
+void VulkanBackend::scale(DevicePtr x, float s, int64_t n) {
+  elementwise(ELEMENTWISE_SCALE, x, VK_NULL_HANDLE, 0, x, n, s, 1);
+}
 void VulkanBackend::softcap(DevicePtr x, float cap, int64_t n) {
-  elementwise(kSoftcap, x, VK_NULL_HANDLE, 0, x, n, cap, 1);
+  elementwise(ELEMENTWISE_SOFTCAP, x, VK_NULL_HANDLE, 0, x, n, cap, 1);
 }
 void VulkanBackend::add(DevicePtr y, DevicePtr x, int64_t n) {
-  elementwise(kAdd, y, vk_buffer(x), x.offset, y, n, 0.0f, 1);
+  elementwise(ELEMENTWISE_ADD, y, vk_buffer(x), x.offset, y, n, 0.0f, 1);
 }
 
 void VulkanBackend::add_bias(DevicePtr y, const Matrix& bias, int n_tokens, int n) {
   size_t offset = 0;
   const DeviceWeight& dw = weight(bias, &offset);
-  elementwise(kAddBias, y, dw.buffer->handle(), offset, y, static_cast<int64_t>(n_tokens) * n, 0.0f, u32(n));
+  elementwise(ELEMENTWISE_ADD_BIAS, y, dw.buffer->handle(), offset, y, static_cast<int64_t>(n_tokens) * n, 0.0f, u32(n));
 }
 
 void VulkanBackend::get_rows(const Matrix& w, const int32_t* ids, int n, DevicePtr out) {

@@ -121,10 +121,10 @@ ClusterSupervisor::Attempt ClusterSupervisor::attempt(const std::string& address
       m->last_error = a.why;
       if (m->discovered && m->losses == 0) {
         // Heard but never a member: dropped until heard again, much later.
-        m->state = "dropped";
+        m->state = MemberState::Dropped;
         m->next_try = Clock::now() + kDroppedRetry;
       } else {
-        m->state = m->losses > 0 ? "lost" : "unreachable";
+        m->state = m->losses > 0 ? MemberState::Lost : MemberState::Unreachable;
         m->backoff_s = std::min(m->backoff_s * 2, 4.0);
         m->next_try = Clock::now() + std::chrono::milliseconds(static_cast<int>(m->backoff_s * 1000));
       }
@@ -134,7 +134,7 @@ ClusterSupervisor::Attempt ClusterSupervisor::attempt(const std::string& address
     m->client = client;
     m->last_error.clear();
     joined = builds_ > 0;  // after the first plan: taken in at the next re-plan
-    m->state = joined ? "rejoining" : "idle";
+    m->state = joined ? MemberState::Rejoining : MemberState::Idle;
     if (joined) spdlog::warn("worker {} is {}; it joins at the next re-plan", address, m->losses ? "back" : "here");
   }
   if (joined) wake();
@@ -162,7 +162,7 @@ void ClusterSupervisor::add_discovered(const std::string& address) {
   }
   Member m;
   m.address = address;
-  m.state = "discovered";
+  m.state = MemberState::Discovered;
   m.discovered = true;
   m.next_try = m.last_heard = Clock::now();
   members_.push_back(std::move(m));
@@ -191,7 +191,7 @@ void ClusterSupervisor::mark_lost(Member& m, const std::string& why) {
   spdlog::warn("worker {} lost: {}", m.address, why);
   m.client->close();
   m.client.reset();
-  m.state = "lost";
+  m.state = MemberState::Lost;
   m.last_error = why;
   m.stage_ids.clear();
   ++m.losses;
@@ -427,12 +427,12 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_stages(Engine& engi
       if (m->client != client) continue;  // lost (or replaced) meanwhile: its old stages went with it
       to_unload.emplace_back(m->client, m->stage_ids);
       m->stage_ids.clear();
-      m->state = "idle";
+      m->state = MemberState::Idle;
     }
     for (auto& [m, client, id] : loaded) {
       if (m->client.get() != client) continue;
       m->stage_ids.push_back(id);
-      m->state = "active";
+      m->state = MemberState::Active;
     }
   }
   for (auto& [client, ids] : to_unload)
@@ -493,7 +493,7 @@ void ClusterSupervisor::rejoin_loop() {
       for (Member& m : members_) {
         if (m.client || m.trying || now < m.next_try) continue;
         // A dropped candidate only while its beacons still come.
-        if (m.state == "dropped" && now - m.last_heard > kDroppedRetry) continue;
+        if (m.state == MemberState::Dropped && now - m.last_heard > kDroppedRetry) continue;
         m.trying = true;
         due.push_back(m.address);
       }

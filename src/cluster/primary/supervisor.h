@@ -48,7 +48,7 @@ class ClusterSupervisor : public StageSupervisor {
   struct Member {
     std::string address;
     std::shared_ptr<WorkerClient> client;  // null while lost
-    std::string state = "idle";
+    MemberState state = MemberState::Idle;
     std::string last_error;
     int losses = 0;
     std::vector<uint32_t> stage_ids;       // loaded on it for the current stages

@@ -4,15 +4,41 @@
 
 namespace shoal::wire {
 
+namespace {
+// Each type with its name; the build checks that the list has every type,
+// in order (docs/protocol.md's table is checked against it by a test).
+struct NamedType {
+  MessageType type;
+  const char* name;
+};
+constexpr NamedType kNames[] = {
+    {MessageType::Hello, "HELLO"},          {MessageType::Auth, "AUTH"},
+    {MessageType::AuthOk, "AUTH_OK"},       {MessageType::Error, "ERROR"},
+    {MessageType::Ping, "PING"},            {MessageType::Pong, "PONG"},
+    {MessageType::Stats, "STATS"},          {MessageType::StatsReply, "STATS_REPLY"},
+    {MessageType::LoadStage, "LOAD_STAGE"}, {MessageType::LoadNeeds, "LOAD_NEEDS"},
+    {MessageType::TensorData, "TENSOR_DATA"}, {MessageType::LoadCommit, "LOAD_COMMIT"},
+    {MessageType::StageReady, "STAGE_READY"}, {MessageType::Forward, "FORWARD"},
+    {MessageType::ForwardResult, "FORWARD_RESULT"}, {MessageType::KvOp, "KV_OP"},
+    {MessageType::KvOk, "KV_OK"},           {MessageType::Unload, "UNLOAD"},
+    {MessageType::UnloadOk, "UNLOAD_OK"},   {MessageType::LoadProgress, "LOAD_PROGRESS"},
+    {MessageType::Heartbeat, "HEARTBEAT"},  {MessageType::LinkProbe, "LINK_PROBE"},
+    {MessageType::LinkProbeEcho, "LINK_PROBE_ECHO"}, {MessageType::Probe, "PROBE"},
+    {MessageType::ProbeResult, "PROBE_RESULT"},
+};
+constexpr bool every_type_once_in_order() {
+  constexpr size_t n = sizeof(kNames) / sizeof(kNames[0]);
+  if (n + 1 != static_cast<size_t>(MessageType::COUNT)) return false;
+  for (size_t i = 0; i < n; ++i)
+    if (static_cast<size_t>(kNames[i].type) != i + 1) return false;
+  return true;
+}
+static_assert(every_type_once_in_order(), "kNames must list every MessageType once, in order of its code");
+}  // namespace
+
 const char* message_name(MessageType type) {
-  static const char* names[] = {"?",        "HELLO",       "AUTH",          "AUTH_OK",    "ERROR",
-                                "PING",     "PONG",        "STATS",         "STATS_REPLY", "LOAD_STAGE",
-                                "LOAD_NEEDS", "TENSOR_DATA", "LOAD_COMMIT", "STAGE_READY", "FORWARD",
-                                "FORWARD_RESULT", "KV_OP",   "KV_OK",         "UNLOAD",     "UNLOAD_OK",
-                                "LOAD_PROGRESS", "HEARTBEAT",   "LINK_PROBE",    "LINK_PROBE_ECHO", "PROBE",      "PROBE_RESULT"};
-  static_assert(sizeof(names) / sizeof(names[0]) == static_cast<size_t>(MessageType::COUNT));
-  auto i = static_cast<size_t>(type);
-  return i < static_cast<size_t>(MessageType::COUNT) ? names[i] : "?";
+  const auto i = static_cast<size_t>(type);
+  return i >= 1 && i < static_cast<size_t>(MessageType::COUNT) ? kNames[i - 1].name : "?";
 }
 
 namespace {

@@ -21,9 +21,21 @@ using wire::ProtocolError;
 
 namespace {
 
-// The device's own refusals (a GPU that is full) are OUT_OF_MEMORY; other
+// Inside a catch: the stage's failure as the primary sees it. A device or
+// host with no room is OUT_OF_MEMORY (the primary plans around it); other
 // failures of a backend (a device that cannot run the shaders) are internal.
-bool out_of_memory(const Error& e) { return std::string_view(e.what()).find("out of memory") != std::string_view::npos; }
+[[noreturn]] void refuse_stage(int begin, int end) {
+  const std::string layers = fmt::format("layers {}-{}", begin, end - 1);
+  try {
+    throw;
+  } catch (const OutOfMemory& e) {
+    throw ProtocolError(ErrorCode::OutOfMemory, layers + ": " + e.what());
+  } catch (const std::bad_alloc&) {
+    throw ProtocolError(ErrorCode::OutOfMemory, layers + ": out of host memory");
+  } catch (const Error& e) {
+    throw ProtocolError(ErrorCode::Internal, layers + ": " + e.what());
+  }
+}
 
 struct WantedTensor {
   std::string name;
@@ -238,16 +250,14 @@ void WorkerSession::load_stage(const wire::Frame& request) {
         stage->grouped_bytes = prepare_weights(*stage->backend, stage->weights, c, range);
       }
     }
-  } catch (const Error& e) {
-    throw ProtocolError(out_of_memory(e) ? ErrorCode::OutOfMemory : ErrorCode::Internal,
-                        fmt::format("layers {}-{}: {}", begin, end - 1, e.what()));
+  } catch (const std::exception&) {
+    refuse_stage(begin, end);
   }
   try {
     stage->stage = std::make_unique<LocalStage>(*stage->backend, stage->config, stage->weights, begin, end, n_seq,
                                                 n_ctx, max_tokens, kv_types);
-  } catch (const Error& e) {
-    throw ProtocolError(out_of_memory(e) ? ErrorCode::OutOfMemory : ErrorCode::Internal,
-                        fmt::format("layers {}-{}: {}", begin, end - 1, e.what()));
+  } catch (const std::exception&) {
+    refuse_stage(begin, end);
   }
   {
     std::lock_guard<std::mutex> lock(s_.mutex_);

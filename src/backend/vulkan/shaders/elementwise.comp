@@ -1,5 +1,7 @@
 #version 450
 // The element-wise ops, one per OP: out[i] from a[i] (and b[i]).
+#extension GL_GOOGLE_include_directive : enable
+#include "elementwise_ops.h"
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) readonly buffer A { float a[]; };
 layout(std430, binding = 1) readonly buffer B { float b[]; };
@@ -9,23 +11,21 @@ layout(push_constant) uniform Push { uint op, n, a_off, b_off, o_off, b_period, 
 // tanh that cannot overflow on drivers that compute it from exp.
 float safe_tanh(float u) { return tanh(clamp(u, -15.0, 15.0)); }
 
-const uint SWIGLU = 0, GEGLU = 1, SCALE = 2, SOFTCAP = 3, ADD = 4, ADD_BIAS = 5;
-
 void main() {
   const uint i = (gl_WorkGroupID.y * p.groups_x + gl_WorkGroupID.x) * 256 + gl_LocalInvocationID.x;
   if (i >= p.n) return;
   const float x = a[p.a_off + i];
   float r;
-  if (p.op == SWIGLU) {
+  if (p.op == ELEMENTWISE_SWIGLU) {
     r = x / (1.0 + exp(-x)) * b[p.b_off + i];
-  } else if (p.op == GEGLU) {
+  } else if (p.op == ELEMENTWISE_GEGLU) {
     const float g = 0.5 * x * (1.0 + safe_tanh(0.79788456080286535588 * x * (1.0 + 0.044715 * x * x)));
     r = g * b[p.b_off + i];
-  } else if (p.op == SCALE) {
+  } else if (p.op == ELEMENTWISE_SCALE) {
     r = x * p.param;
-  } else if (p.op == SOFTCAP) {
+  } else if (p.op == ELEMENTWISE_SOFTCAP) {
     r = p.param * safe_tanh(x / p.param);
-  } else if (p.op == ADD) {
+  } else if (p.op == ELEMENTWISE_ADD) {
     r = x + b[p.b_off + i];
   } else {
     r = x + b[p.b_off + i % p.b_period];
