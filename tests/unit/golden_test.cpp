@@ -13,6 +13,7 @@
 #include <cctype>
 #include <cmath>
 #include <filesystem>
+#include <map>
 
 #include "engine/generator.h"
 #include "model_test_support.h"
@@ -44,40 +45,52 @@ bool also_on_vulkan(const std::string& golden_file) {
 }
 
 // Tolerances, max |logit diff| over the golden top-10 ids under teacher
-// forcing (measured values in tests/golden/README.md):
+// forcing, each about five times what we measure where both engines compute
+// in f32, and derived from llama.cpp's own rounding where they do not
+// (measured values in tests/golden/README.md):
+// - random-weight F32 models (tests/models): we agree to 3e-6..8e-6, f32
+//   rounding in another summation order, so 4e-5; gemma3's to 5e-4 because
+//   ggml reads GELU from a table indexed by the f16-rounded input and rounds
+//   its output to f16 (emulating that table here brings it to 7e-5), so 2e-3;
+// - llama-2-tiny-random (F16): we agree to 6.2e-5, so 3e-4;
 // - stories260K (F32): current llama.cpp and an exact float64 forward both
-//   differ from tests/data/golden by 0.014, so the file carries that much noise;
-// - llama-2-tiny-random (F16): we agree to 6e-5;
-// - SmolLM2 Q4_1 and Qwen2.5 Q4_K_M: both engines round activations to
-//   8 bits before each quantized matmul, and these models amplify one flipped
-//   rounding ~100-fold; llama.cpp itself moves by 1.9 (SmolLM2) and 0.28
-//   (Qwen) when only its KV cache type changes;
-// - random-weight F32 models (tests/models): we agree to 5e-6, f32 rounding
-//   in another summation order; gemma3's to 5e-4 because ggml reads GELU from
-//   a table indexed by the f16-rounded input and rounds its output to f16
-//   (emulating that table here brings it to 7e-5), so 2e-3 for gemma3.
+//   differ from tests/data/golden by 0.013-0.015, so the file carries that
+//   much noise: 0.02;
 // - SmolLM2 dequantized to F32: llama.cpp and an exact float64 forward agree
-//   to 2.4e-5 and we to 4.6e-5, so 1e-3; Gemma 3 270M in F32: we agree to
-//   0.007-0.015 while llama.cpp itself moves by 0.010-0.021 when only its KV
-//   cache turns f16 (SmolLM2 F32: 0.013, against our 4.6e-5): the model
-//   amplifies f32 rounding far more; so 0.03.
-float tolerance_for(const std::string& model_file) {
-  if (model_file.find("SmolLM2-135M-Instruct.F32") != std::string::npos) return 1e-3f;
+//   to 2.4e-5 and we to 1.7e-5..3.1e-5, so 1.5e-4; Gemma 3 270M in F32: we
+//   agree to 0.007-0.015 while llama.cpp itself moves by 0.010-0.021 when
+//   only its KV cache turns f16: the model amplifies f32 rounding far more;
+//   so 0.03;
+// - the quantized files: both engines round activations to 8 bits before
+//   each quantized matmul, each in its own way. llama.cpp's logits on the
+//   quantized file, against an f32 forward of the same weights (ours on the
+//   file dequantized to F32, which agrees with llama.cpp's to the figures
+//   above), move by the amount below for each prompt; an engine that rounds
+//   as well lands within that of the f32 forward too (we move by 0.80, 1.56,
+//   0.93 on SmolLM2 and 0.98, 0.61, 0.91 on Gemma), so within twice that of
+//   llama.cpp: the tolerance is 2x the movement, per prompt. Qwen2.5 Q4_K_M
+//   has no F32 file fetched: its movement is against the float64 forward of
+//   tests/golden/make_reference.py --noise (0.26, 0.22; we differ by 0.25, 0.23).
+float quantized_movement(const std::string& golden_file) {
+  static const std::map<std::string, float> measured = {
+      {"smollm2-135m.fox.json", 0.905f},  {"smollm2-135m.france.json", 1.444f},
+      {"smollm2-135m.long.json", 0.818f}, {"gemma3-270m.fox.json", 1.435f},
+      {"gemma3-270m.germany.json", 0.669f}, {"gemma3-270m.long.json", 1.374f},
+      {"qwen2.5-coder-0.5b.fox.json", 0.26f}, {"qwen2.5-coder-0.5b.france.json", 0.22f}};
+  auto it = measured.find(golden_file);
+  return it == measured.end() ? 0.0f : it->second;
+}
+
+float tolerance_for(const std::string& golden_file, const std::string& model_file) {
+  if (model_file.find("SmolLM2-135M-Instruct.F32") != std::string::npos) return 1.5e-4f;
   if (model_file.find("gemma-3-270m.F32") != std::string::npos) return 0.03f;
   if (model_file.find("random-gemma3") != std::string::npos) return 2e-3f;
-  if (model_file.find("random-") != std::string::npos) return 1e-4f;
+  if (model_file.find("random-") != std::string::npos) return 4e-5f;
   if (model_file.find("stories260K") != std::string::npos) return 0.02f;
-  if (model_file.find("llama-2-tiny-random") != std::string::npos) return 2e-3f;
-  if (model_file.find("SmolLM2") != std::string::npos) return 3.0f;
-  // Gemma 3 270M Q4_K_M amplifies roundings like SmolLM2 (the same class:
-  // K-quant weights against 8-bit activations): llama.cpp moves by 0.6-1.0
-  // with an f16 KV cache and by 0.76 with 16-token batches; we differ by
-  // 0.69-1.72 with per-lane block sums, by 1.05-1.27 when our GELU copies
-  // ggml's f16 table, and by up to 2.2 since each block's integer sum is
-  // exact before it meets its scale (more exact, not less: free greedy then
-  // matches all 32 tokens on fox and long). The same bound as SmolLM2's.
-  if (model_file.find("gemma-3-270m-q4_k_m") != std::string::npos) return 3.0f;
-  return 0.5f;
+  if (model_file.find("llama-2-tiny-random") != std::string::npos) return 3e-4f;
+  if (const float m = quantized_movement(golden_file); m > 0) return 2 * m;
+  ADD_FAILURE() << "no tolerance is derived for " << golden_file << " (" << model_file << ")";
+  return 0.0f;
 }
 
 std::vector<GoldenCase> golden_cases() {
@@ -87,7 +100,8 @@ std::vector<GoldenCase> golden_cases() {
     for (const auto& entry : std::filesystem::directory_iterator(dir)) {
       if (entry.path().extension() != ".json") continue;
       auto model = read_json(entry.path().string())["model"].get<std::string>();
-      cases.push_back({entry.path().string(), model_dir + "/" + model, tolerance_for(model)});
+      cases.push_back({entry.path().string(), model_dir + "/" + model,
+                       tolerance_for(entry.path().filename().string(), model)});
     }
   };
   add_dir(test_data_dir() + "/golden", test_data_dir() + "/models");
@@ -152,7 +166,7 @@ TEST_P(Golden, MatchesReference) {
   }
   EXPECT_LE(worst, c.tolerance) << "max |logit diff| over the golden top-10 ids";
   RecordProperty("max_logit_diff", std::to_string(worst));
-  std::printf("[ golden ] %s on %s: max |logit diff| %.6f (tolerance %.4f)\n", c.golden_path.c_str(),
+  std::printf("[ golden ] %s on %s: max |logit diff| %.6f (tolerance %g)\n", c.golden_path.c_str(),
               c.device.c_str(), worst, c.tolerance);
 
   // 3. Free greedy generation.

@@ -4,10 +4,10 @@
 // splitting one model between the GPU and the CPU of one machine.
 //
 // Against the CPU: on f32 weights both backends compute in f32 and differ
-// only in summation order; the random-weight models and stories260K move by
-// at most a few 1e-5 from llama.cpp's f32 references for that reason (golden
-// tolerances: 1e-4, and stories' 0.02 is noise in its reference file), so
-// 1e-3 of the largest |logit| holds every position. Quantized weights are
+// only in summation order. Over every logit of every position that is at
+// most 1.1e-4 of the largest |logit| (measured 2026-12-04: stories260K
+// 4.6e-5, the random-weight models 0.9e-5 to 1.1e-4, qwen3moe the most), so
+// 5e-4 of it, about five times the worst. Quantized weights are
 // compared to the CPU under the golden tests' rule instead (golden_test.cpp):
 // the CPU rounds activations to 8 bits, the GPU does not.
 #include <gtest/gtest.h>
@@ -69,7 +69,7 @@ TEST_F(VulkanModel, BatchCompositionsGiveIdenticalBitsAndAgreeWithCpu) {
     for (float v : reference) largest = std::max(largest, std::fabs(double(v)));
     for (size_t i = 0; i < reference.size(); ++i) worst = std::max(worst, std::fabs(double(batched[i]) - reference[i]));
     std::printf("[ vulkan ] %s: max |logit - CPU's| %.2e of max |logit| %.2f\n", path.c_str(), worst, largest);
-    EXPECT_LE(worst, 1e-3 * largest);
+    EXPECT_LE(worst, 5e-4 * largest);
   }
 }
 
@@ -164,7 +164,7 @@ TEST_F(VulkanModel, GpuLayersSplitOneMachineBetweenGpuAndCpu) {
   double largest = 0, worst = 0;
   for (float v : reference) largest = std::max(largest, std::fabs(double(v)));
   for (size_t i = 0; i < reference.size(); ++i) worst = std::max(worst, std::fabs(double(mixed[i]) - reference[i]));
-  EXPECT_LE(worst, 1e-3 * largest);
+  EXPECT_LE(worst, 5e-4 * largest);
   EXPECT_GT(worst, 0.0) << "the GPU layers should round differently from the CPU's";
   // -ngl 0 is the CPU alone: the CPU's bits.
   auto none = on_vulkan(path, 64, 0);
