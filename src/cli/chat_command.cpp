@@ -26,7 +26,9 @@ int chat(ChatOptions& o) {
   gen.sampling = o.common.sampling;
   gen.stop = tmpl.stop_strings();
   Generator generator(engine.pipeline(), engine.tokenizer(), engine.n_ctx());
-  generator.set_recovery([&engine](const std::exception& e) { return engine.rebuild_stages(&e); });
+  generator.set_recovery([&engine](const std::exception& e, int seq) {
+    return engine.rebuild_stages(&e, [seq](int s) { return s == seq ? INT_MAX : 0; }).has_value();
+  });
   std::vector<ChatMessage> messages;
   if (!o.system.empty()) messages.push_back({"system", o.system});
   std::fprintf(stderr, "chatting with %s (%s template); empty line or Ctrl-D ends\n", engine.config().name.c_str(),

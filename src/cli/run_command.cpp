@@ -72,7 +72,9 @@ int run(RunOptions& o) {
     std::fflush(stdout);
   }
   Generator generator(engine.pipeline(), tok, engine.n_ctx());
-  generator.set_recovery([&engine](const std::exception& e) { return engine.rebuild_stages(&e); });
+  generator.set_recovery([&engine](const std::exception& e, int seq) {
+    return engine.rebuild_stages(&e, [seq](int s) { return s == seq ? INT_MAX : 0; }).has_value();
+  });
   GenerationResult r = generator.generate(prompt, gen, [](const std::string& piece) {
     std::fputs(piece.c_str(), stdout);
     std::fflush(stdout);

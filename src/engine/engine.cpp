@@ -88,10 +88,19 @@ std::unique_ptr<Stage> Engine::make_local_stage(int begin, int end) {
                                       options_.kv_types);
 }
 
-bool Engine::rebuild_stages(const std::exception* cause) {
-  if (!supervisor_) return false;
+std::optional<int> Engine::rebuild_stages(const std::exception* cause, const Pipeline::KeepPositions& keep) {
+  if (!supervisor_) return std::nullopt;
   pipeline_->replace_stages(supervisor_->rebuild(*this, cause));
-  return true;
+  for (int attempt = 1;; ++attempt) {
+    try {
+      return pipeline_->replay(keep);
+    } catch (const std::exception& e) {
+      // A worker lost during the replay: plan around it too and start over.
+      if (attempt == kReplayAttempts)
+        throw StagesUnavailable(fmt::format("the cluster kept failing while it was rebuilt: {}", e.what()));
+      pipeline_->replace_stages(supervisor_->rebuild(*this, &e));
+    }
+  }
 }
 
 }  // namespace shoal

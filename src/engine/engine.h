@@ -4,6 +4,7 @@
 // and a pipeline of local stages.
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "backend/cpu/cpu_backend.h"
@@ -73,12 +74,15 @@ class Engine {
   // The cluster's supervisor, if the stages have one (set by the builder).
   void set_supervisor(std::shared_ptr<StageSupervisor> s) { supervisor_ = std::move(s); }
   StageSupervisor* supervisor() const { return supervisor_.get(); }
-  // A stage failed (`cause`; null: the cluster's membership changed): the
-  // supervisor re-plans over what is there and the pipeline gets the new
-  // stages, which hold no KV yet (the caller replays). False without a
-  // supervisor; throws StagesUnavailable when what is left cannot hold the
-  // model.
-  bool rebuild_stages(const std::exception* cause);
+  // Recovery, the one path serve, run and chat take. A stage failed
+  // (`cause`; null: the cluster's membership changed): the supervisor
+  // re-plans over what is there, the pipeline gets the new stages and
+  // replays into them the positions each sequence keeps; a stage lost
+  // during the replay starts it over, a few times at most. Returns the
+  // tokens replayed; nullopt without a supervisor. Throws (StagesUnavailable,
+  // or the planner's error) when what is left cannot hold the model.
+  std::optional<int> rebuild_stages(const std::exception* cause, const Pipeline::KeepPositions& keep);
+  static constexpr int kReplayAttempts = 8;
   int n_ctx() const { return n_ctx_; }
   int n_batch() const { return n_batch_; }
   int threads() const { return pool_->size(); }

@@ -30,15 +30,6 @@ const float* Generator::feed_chunks(std::span<const TokenId> tokens, int start_p
   return logits;
 }
 
-void Generator::replay(size_t n) {
-  const size_t chunk = static_cast<size_t>(pipeline_.max_tokens());
-  for (size_t i = 0; i < n; i += chunk) {
-    batch_.clear();
-    for (size_t j = i; j < std::min(n, i + chunk); ++j) batch_.add(cached_[j], static_cast<int>(j), seq_, false);
-    pipeline_.forward(batch_);
-  }
-}
-
 const float* Generator::feed(std::span<const TokenId> tokens, int start_pos) {
   if (tokens.empty()) fail("nothing to feed");
   const float* logits = nullptr;
@@ -52,15 +43,14 @@ const float* Generator::feed(std::span<const TokenId> tokens, int start_pos) {
         break;
       } catch (const std::exception& e) {
         if (!recover_ || attempt >= 8) throw;
-        spdlog::warn("a stage failed ({}); re-planning and replaying {} tokens", e.what(), start_pos);
-        if (!recover_(e)) throw;
-        replay(std::min(cached_.size(), static_cast<size_t>(start_pos)));
+        spdlog::warn("a stage failed ({}); re-planning and replaying {} tokens", e.what(),
+                     pipeline_.held(seq_).size());
+        if (!recover_(e, seq_)) throw;
       }
     }
   } catch (...) {
-    // Some chunks may be in the KV and `cached_` does not say which: start
-    // the next prompt from nothing.
-    cached_.clear();
+    // What the stages hold is in doubt now: the next prompt starts from
+    // nothing.
     try {
       pipeline_.truncate_sequence(seq_, 0);
     } catch (...) {
@@ -68,8 +58,6 @@ const float* Generator::feed(std::span<const TokenId> tokens, int start_pos) {
     }
     throw;
   }
-  cached_.resize(static_cast<size_t>(start_pos));
-  cached_.insert(cached_.end(), tokens.begin(), tokens.end());
   return logits;
 }
 
@@ -81,9 +69,8 @@ GenerationResult Generator::generate(std::span<const TokenId> prompt, const Gene
   if (static_cast<int>(prompt.size()) >= n_ctx_)
     fail("the prompt has {} tokens, the context only {}", prompt.size(), n_ctx_);
 
-  const size_t reuse = reusable_prefix(cached_, prompt, pipeline_.max_rollback());
+  const size_t reuse = reusable_prefix(pipeline_.held(seq_), prompt, pipeline_.max_rollback());
   pipeline_.truncate_sequence(seq_, static_cast<int>(reuse));
-  cached_.resize(reuse);
   result.n_reused = static_cast<int>(reuse);
   auto t0 = std::chrono::steady_clock::now();
   const float* logits = feed(prompt.subspan(reuse), static_cast<int>(reuse));

@@ -40,12 +40,13 @@ class Generator {
   const float* feed(std::span<const TokenId> tokens, int start_pos);
 
   // With a recovery (shoal run and chat on a cluster): when a step fails, it
-  // is called with the cause and must leave the pipeline with new stages
-  // (Engine::rebuild_stages); the sequence's tokens are replayed into them
-  // and the step runs again, so the text goes on as if nothing happened
-  // (the same bits). Without one, or when it throws, the failure is the
-  // caller's.
-  void set_recovery(std::function<bool(const std::exception& cause)> recover) { recover_ = std::move(recover); }
+  // is called with the cause and this generator's sequence, and must leave
+  // the pipeline with new stages holding that sequence's tokens again
+  // (Engine::rebuild_stages); the step then runs again, so the text goes on
+  // as if nothing happened (the same bits). Without one, or when it throws
+  // or returns false, the failure is the caller's.
+  using Recovery = std::function<bool(const std::exception& cause, int seq)>;
+  void set_recovery(Recovery recover) { recover_ = std::move(recover); }
 
   // Generates a continuation of the prompt. The KV cache of the longest
   // prefix shared with what the sequence already holds is reused (a chat
@@ -60,10 +61,7 @@ class Generator {
   int n_ctx_;
   int seq_;
   Batch batch_;
-  std::vector<TokenId> cached_;  // tokens whose KV the sequence holds, in order
-  std::function<bool(const std::exception&)> recover_;
-  // The tokens before `n` again, into stages that hold nothing.
-  void replay(size_t n);
+  Recovery recover_;
   // One pass of feed() over the chunks; throws what the pipeline throws.
   const float* feed_chunks(std::span<const TokenId> tokens, int start_pos);
 };

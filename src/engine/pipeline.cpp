@@ -55,6 +55,7 @@ const float* Pipeline::forward(const Batch& batch) {
     throw;
   }
   run_stages(batch, hidden_.data());
+  record(batch);
 
   // Only rows that need logits go through the head: the vocabulary matmul
   // is the largest of the step. They move to the front, in order.
@@ -182,8 +183,50 @@ std::vector<StageSnapshot> Pipeline::snapshot() const {
   return out;
 }
 
+void Pipeline::record(const Batch& batch) {
+  for (int t = 0; t < batch.size(); ++t) {
+    const auto seq = static_cast<size_t>(batch.seq_ids[t]);
+    if (seq >= held_.size()) held_.resize(seq + 1);
+    std::vector<int32_t>& h = held_[seq];
+    const auto pos = static_cast<size_t>(batch.positions[t]);
+    // Writing at a position ends the sequence there (what came after it was
+    // cut before); a gap reads as unknown, which a replay refuses.
+    h.resize(pos, kUnknownToken);
+    h.push_back(batch.tokens[t]);
+  }
+}
+
+std::span<const int32_t> Pipeline::held(int seq) const {
+  if (seq < 0 || static_cast<size_t>(seq) >= held_.size()) return {};
+  return held_[static_cast<size_t>(seq)];
+}
+
 void Pipeline::truncate_sequence(int seq, int n_pos) {
+  // The record first: a stage that fails to cut leaves what it holds unknown
+  // to the caller, never believed held.
+  if (seq >= 0 && static_cast<size_t>(seq) < held_.size() && held_[seq].size() > static_cast<size_t>(n_pos))
+    held_[seq].resize(static_cast<size_t>(std::max(0, n_pos)));
   for (auto& s : stages_) s->truncate_sequence(seq, n_pos);
+}
+
+int Pipeline::replay(const KeepPositions& keep) {
+  int replayed = 0;
+  Batch batch;
+  for (size_t seq = 0; seq < held_.size(); ++seq) {
+    const int kept = std::max(0, keep(static_cast<int>(seq)));
+    if (held_[seq].size() > static_cast<size_t>(kept)) held_[seq].resize(static_cast<size_t>(kept));
+    const std::vector<int32_t> tokens = held_[seq];  // forward() records into held_ as it goes
+    for (size_t at = 0; at < tokens.size();) {
+      const size_t take = std::min(tokens.size() - at, static_cast<size_t>(max_tokens_));
+      batch.clear();
+      for (size_t j = 0; j < take; ++j)
+        batch.add(tokens[at + j], static_cast<int32_t>(at + j), static_cast<int32_t>(seq), false);
+      forward(batch);
+      at += take;
+      replayed += static_cast<int>(take);
+    }
+  }
+  return replayed;
 }
 
 }  // namespace shoal

@@ -6,8 +6,10 @@
 // between stages in host memory.
 #include <atomic>
 #include <climits>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <vector>
 
 #include "backend/backend.h"
@@ -47,8 +49,23 @@ class Pipeline {
 
   // A new set of stages (after a re-plan); the old ones are destroyed.
   void replace_stages(std::vector<std::unique_ptr<Stage>> stages);
+  // How many of its first positions a sequence keeps through a re-plan
+  // (0: none; INT_MAX: all it holds).
+  using KeepPositions = std::function<int(int seq)>;
+  // Into stages that hold nothing (just replaced): each sequence's first
+  // keep(seq) tokens, forwarded again from position 0 (the same bits: batch
+  // composition never changes them); the rest is forgotten. Returns the
+  // tokens forwarded; throws what forward() throws.
+  int replay(const KeepPositions& keep);
 
+  // Cuts the sequence to its first n_pos positions, here and in every stage.
   void truncate_sequence(int seq, int n_pos);
+  // The tokens whose KV the sequence holds, by position: recorded as each
+  // forward() completes its stages and cut by truncate_sequence, so this is
+  // the one record of what the stages hold (prefix reuse and replay read
+  // it). A position never forwarded reads kUnknownToken.
+  std::span<const int32_t> held(int seq) const;
+  static constexpr int32_t kUnknownToken = -1;
 
   int max_tokens() const { return max_tokens_; }
   // How far a sequence may be cut back (KvCache::max_rollback for the
@@ -71,6 +88,8 @@ class Pipeline {
   int max_tokens_;
   int micro_batch_;
   int max_rollback_ = INT_MAX;
+  std::vector<std::vector<int32_t>> held_;  // per sequence: see held()
+  void record(const Batch& batch);
   // The stages over the batch, one after another, or as a wavefront.
   void run_stages(const Batch& batch, float* hidden);
   void run_pipelined(const Batch& batch, float* hidden);

@@ -48,8 +48,7 @@ void call_on_done(const Request& r, const RequestResult& result) {
 // thread (admit() runs there too, under the mutex).
 struct Scheduler::Slot {
   int seq = 0;
-  std::vector<TokenId> cached;  // tokens whose KV the sequence holds, in order
-  bool truncate = false;        // the KV must be cut to `cached` before the next forward
+  int cut_to = -1;  // >= 0: the sequence is cut to this many positions before the next forward
   bool active = false;
   bool cancel = false;
   uint64_t id = 0;
@@ -71,7 +70,6 @@ Scheduler::Scheduler(Engine& engine) : engine_(engine) {
   for (int i = 0; i < n; ++i) {
     auto s = std::make_unique<Slot>();
     s->seq = i;
-    s->cached.reserve(static_cast<size_t>(engine.n_ctx()));
     slots_.push_back(std::move(s));
   }
   const auto rows = static_cast<size_t>(engine.pipeline().max_tokens());
@@ -234,31 +232,37 @@ void Scheduler::loop() {
   done_now_.clear();
 }
 
+std::span<const TokenId> Scheduler::held(const Slot& s) const {
+  const std::span<const TokenId> all = engine_.pipeline().held(s.seq);
+  return s.cut_to >= 0 ? all.first(std::min(all.size(), static_cast<size_t>(s.cut_to))) : all;
+}
+
 void Scheduler::admit(Queued& q) {
   Slot* best = nullptr;
   size_t best_reuse = 0;
+  const int max_rollback = engine_.pipeline().max_rollback();
   for (auto& sp : slots_) {
     Slot& s = *sp;
     if (s.active) continue;
     // A match counts only if it covers half of the shorter of prompt and
     // cache: sharing just a BOS token must not win over an empty slot and
     // wipe a conversation that may come back.
-    size_t reuse = reusable_prefix(s.cached, q.request.prompt, engine_.pipeline().max_rollback());
-    if (2 * reuse < std::min(s.cached.size(), q.request.prompt.size())) reuse = 0;
+    const std::span<const TokenId> h = held(s);
+    size_t reuse = reusable_prefix(h, q.request.prompt, max_rollback);
+    if (2 * reuse < std::min(h.size(), q.request.prompt.size())) reuse = 0;
     // On a tie, take the slot holding the least, for the same reason.
-    if (!best || reuse > best_reuse || (reuse == best_reuse && s.cached.size() < best->cached.size())) {
+    if (!best || reuse > best_reuse || (reuse == best_reuse && h.size() < held(*best).size())) {
       best = &s;
       best_reuse = reuse;
     }
   }
-  best_reuse = reusable_prefix(best->cached, q.request.prompt, engine_.pipeline().max_rollback());  // all it shares
+  best_reuse = reusable_prefix(held(*best), q.request.prompt, max_rollback);  // all it shares
   Slot& s = *best;
   s.active = true;
   s.cancel = false;
   s.id = q.id;
   s.request = std::move(q.request);
-  s.cached.resize(best_reuse);
-  s.truncate = true;  // done by the engine thread before the next forward, outside the lock
+  s.cut_to = static_cast<int>(best_reuse);  // done by the engine thread before the next forward, outside the lock
   s.fed = best_reuse;
   s.started = Clock::now();
   s.result = RequestResult{};
@@ -317,9 +321,9 @@ void Scheduler::step() {
   double busy = 0.0;
   try {
     for (auto& s : slots_)
-      if (s->truncate) {
-        pipeline.truncate_sequence(s->seq, static_cast<int>(s->cached.size()));
-        s->truncate = false;
+      if (s->cut_to >= 0) {
+        pipeline.truncate_sequence(s->seq, s->cut_to);
+        s->cut_to = -1;
       }
     const auto t0 = Clock::now();
     logits = pipeline.forward(batch_);
@@ -343,20 +347,16 @@ void Scheduler::step() {
   const int n_vocab = engine_.config().n_vocab;
   const auto now = Clock::now();
   uint64_t tokens_in = 0, tokens_out = 0;
-  for (auto& sp : slots_) {  // the KV now holds this step's rows
+  for (auto& sp : slots_) {  // the KV now holds this step's rows (the pipeline recorded them)
     Slot& s = *sp;
     if (s.chunk == 0) continue;
     if (s.prefilling()) {
-      const auto from = s.request.prompt.begin() + static_cast<std::ptrdiff_t>(s.fed);
-      s.cached.insert(s.cached.end(), from, from + s.chunk);
       s.fed += static_cast<size_t>(s.chunk);
       tokens_in += static_cast<uint64_t>(s.chunk);
       if (!s.prefilling()) {
         s.prompt_done = now;
         s.result.prompt_seconds = seconds_between(s.started, now);
       }
-    } else {
-      s.cached.push_back(s.decoder->last());
     }
   }
   for (auto& sp : slots_) {  // sample
@@ -413,7 +413,7 @@ void Scheduler::finish(Slot& s, const char* reason, const std::string& error) {
     --stats_.active;
   }
   call_on_done(s.request, r);
-  // Free the slot; `cached` stays, for the next request's prefix reuse.
+  // Free the slot; what the sequence holds stays, for the next request's prefix reuse.
   s.decoder.reset();
   s.request = Request{};
   s.result = RequestResult{};
@@ -445,42 +445,41 @@ bool Scheduler::rebuild(std::exception_ptr cause) {
   }
   const auto t0 = Clock::now();
   std::string reason;
-  // A worker may be lost during the replay too: then again, a few times.
-  for (int attempt = 0; attempt < 8; ++attempt) {
-    try {
-      if (cause) {
-        try {
-          std::rethrow_exception(cause);
-        } catch (const std::exception& e) {
-          engine_.rebuild_stages(&e);
-        }
-      } else {
-        engine_.rebuild_stages(nullptr);
+  // Each active sequence keeps what it holds (cut to its reused prefix if
+  // it was admitted since the last step); the others start empty.
+  const Pipeline::KeepPositions keep = [this](int seq) {
+    for (const auto& s : slots_)
+      if (s->seq == seq) return s->active ? (s->cut_to >= 0 ? s->cut_to : INT_MAX) : 0;
+    return 0;
+  };
+  try {
+    ClusterEvent event;
+    if (cause) {
+      try {
+        std::rethrow_exception(cause);
+      } catch (const std::exception& e) {
+        event.replayed_tokens = engine_.rebuild_stages(&e, keep).value_or(0);
       }
-    } catch (const std::exception& e) {
-      reason = e.what();
-      break;
+    } else {
+      event.replayed_tokens = engine_.rebuild_stages(nullptr, keep).value_or(0);
     }
-    try {
-      ClusterEvent event;
-      replay(event.replayed_tokens);
-      event.rebuild_seconds = seconds_between(t0, Clock::now());
-      {
-        std::lock_guard lock(mutex_);
-        unavailable_.clear();
-        ++stats_.rebuilds;
-        stats_.last_rebuild_seconds = event.rebuild_seconds;
-      }
-      spdlog::warn("scheduler: stages rebuilt, {} tokens replayed, {:.2f} s", event.replayed_tokens,
-                   event.rebuild_seconds);
-      if (observer_) guarded("observer", [&] {
-          observer_(event);
-          return true;
-        });
-      return true;
-    } catch (...) {
-      cause = std::current_exception();
+    for (auto& s : slots_) s->cut_to = -1;  // the replay kept what each needed
+    event.rebuild_seconds = seconds_between(t0, Clock::now());
+    {
+      std::lock_guard lock(mutex_);
+      unavailable_.clear();
+      ++stats_.rebuilds;
+      stats_.last_rebuild_seconds = event.rebuild_seconds;
     }
+    spdlog::warn("scheduler: stages rebuilt, {} tokens replayed, {:.2f} s", event.replayed_tokens,
+                 event.rebuild_seconds);
+    if (observer_) guarded("observer", [&] {
+        observer_(event);
+        return true;
+      });
+    return true;
+  } catch (const std::exception& e) {
+    reason = e.what();
   }
   if (reason.empty()) reason = "the cluster kept failing while it was rebuilt";
   spdlog::error("scheduler: the model cannot be served now: {}", reason);
@@ -496,36 +495,12 @@ bool Scheduler::rebuild(std::exception_ptr cause) {
   return false;
 }
 
-void Scheduler::replay(int& tokens) {
-  // Each active sequence's KV, rebuilt from the tokens it held, chunk by
-  // chunk: the same bits as before (batch composition never changes them).
-  Pipeline& pipeline = engine_.pipeline();
-  tokens = 0;
-  for (auto& sp : slots_) {
-    Slot& s = *sp;
-    s.truncate = false;  // the new stages hold nothing
-    if (!s.active) {
-      s.cached.clear();
-      continue;
-    }
-    for (size_t at = 0; at < s.cached.size();) {
-      const size_t take = std::min(s.cached.size() - at, static_cast<size_t>(pipeline.max_tokens()));
-      batch_.clear();
-      for (size_t j = 0; j < take; ++j) batch_.add(s.cached[at + j], static_cast<int>(at + j), s.seq, false);
-      pipeline.forward(batch_);
-      at += take;
-      tokens += static_cast<int>(take);
-    }
-  }
-}
-
 void Scheduler::fail_active(const std::string& message, const char* reason) {
   for (auto& s : slots_) {
     if (s->active) finish(*s, reason, message);
     // What the stages hold is unknown now: the next request prefills from
-    // scratch (admission truncates to the reused prefix, here none).
-    s->cached.clear();
-    s->truncate = true;
+    // scratch (admission cuts to the reused prefix, here none).
+    s->cut_to = 0;
   }
 }
 

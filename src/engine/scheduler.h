@@ -110,12 +110,13 @@ class Scheduler {
   void finish(Slot& slot, const char* reason, const std::string& error = {});
   void finish_unstarted(Queued& q, const char* reason);
   void fail_active(const std::string& message, const char* reason = "error");
-  // A stage failed (cause) or the cluster changed (null): new stages from
-  // the supervisor, every active sequence's tokens replayed into them, and
+  // A stage failed (cause) or the cluster changed (null): new stages with
+  // every active sequence's tokens in them (Engine::rebuild_stages), and
   // the step goes on as if nothing happened. False: the cluster cannot hold
   // the model now (active requests end "unavailable").
   bool rebuild(std::exception_ptr cause);
-  void replay(int& tokens);
+  // What the slot's sequence holds, its pending cut applied.
+  std::span<const TokenId> held(const Slot& s) const;
 
   Engine& engine_;
   std::vector<std::unique_ptr<Slot>> slots_;
