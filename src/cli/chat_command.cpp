@@ -26,8 +26,8 @@ int chat(ChatOptions& o) {
   gen.sampling = o.common.sampling;
   gen.stop = tmpl.stop_strings();
   Generator generator(engine.pipeline(), engine.tokenizer(), engine.n_ctx());
-  generator.set_recovery([&engine](const std::exception& e, int seq) {
-    return engine.rebuild_stages(&e, [seq](int s) { return s == seq ? INT_MAX : 0; }).has_value();
+  generator.set_recovery([&engine](const std::exception& e, const Pipeline::KeepPositions& keep) {
+    return engine.rebuild_stages(&e, keep).has_value();
   });
   std::vector<ChatMessage> messages;
   if (!o.system.empty()) messages.push_back({"system", o.system});

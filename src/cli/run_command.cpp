@@ -72,8 +72,8 @@ int run(RunOptions& o) {
     std::fflush(stdout);
   }
   Generator generator(engine.pipeline(), tok, engine.n_ctx());
-  generator.set_recovery([&engine](const std::exception& e, int seq) {
-    return engine.rebuild_stages(&e, [seq](int s) { return s == seq ? INT_MAX : 0; }).has_value();
+  generator.set_recovery([&engine](const std::exception& e, const Pipeline::KeepPositions& keep) {
+    return engine.rebuild_stages(&e, keep).has_value();
   });
   GenerationResult r = generator.generate(prompt, gen, [](const std::string& piece) {
     std::fputs(piece.c_str(), stdout);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 
 #include "engine/sequence_decoder.h"
 #include "util/error.h"
@@ -45,7 +46,7 @@ const float* Generator::feed(std::span<const TokenId> tokens, int start_pos) {
         if (!recover_ || attempt >= 8) throw;
         spdlog::warn("a stage failed ({}); re-planning and replaying {} tokens", e.what(),
                      pipeline_.held(seq_).size());
-        if (!recover_(e, seq_)) throw;
+        if (!recover_(e, [this](int seq) { return seq == seq_ ? INT_MAX : 0; })) throw;
       }
     }
   } catch (...) {

@@ -40,12 +40,12 @@ class Generator {
   const float* feed(std::span<const TokenId> tokens, int start_pos);
 
   // With a recovery (shoal run and chat on a cluster): when a step fails, it
-  // is called with the cause and this generator's sequence, and must leave
-  // the pipeline with new stages holding that sequence's tokens again
+  // is called with the cause and what to keep (this generator's sequence),
+  // and must leave the pipeline with new stages holding it again
   // (Engine::rebuild_stages); the step then runs again, so the text goes on
   // as if nothing happened (the same bits). Without one, or when it throws
   // or returns false, the failure is the caller's.
-  using Recovery = std::function<bool(const std::exception& cause, int seq)>;
+  using Recovery = std::function<bool(const std::exception& cause, const Pipeline::KeepPositions& keep)>;
   void set_recovery(Recovery recover) { recover_ = std::move(recover); }
 
   // Generates a continuation of the prompt. The KV cache of the longest

@@ -448,9 +448,8 @@ bool Scheduler::rebuild(std::exception_ptr cause) {
   // Each active sequence keeps what it holds (cut to its reused prefix if
   // it was admitted since the last step); the others start empty.
   const Pipeline::KeepPositions keep = [this](int seq) {
-    for (const auto& s : slots_)
-      if (s->seq == seq) return s->active ? (s->cut_to >= 0 ? s->cut_to : INT_MAX) : 0;
-    return 0;
+    const Slot& s = *slots_.at(static_cast<size_t>(seq));  // slot i holds sequence i
+    return s.active ? static_cast<int>(held(s).size()) : 0;
   };
   try {
     ClusterEvent event;

@@ -232,10 +232,15 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
   fail("dequantize_row: type {} is not supported", info.name);
 }
 
+void check_row_ids(const Matrix& m, const int32_t* ids, int n) {
+  for (int t = 0; t < n; ++t)
+    if (ids[t] < 0 || ids[t] >= m.rows) fail("token id {} is outside the vocabulary of {}", ids[t], m.rows);
+}
+
 void dequantize_rows(const Matrix& m, const int32_t* ids, int n, float* out) {
   thread_local std::vector<uint8_t> scratch;  // a grouped row's plain copy: no allocation per step
+  check_row_ids(m, ids, n);
   for (int t = 0; t < n; ++t) {
-    if (ids[t] < 0 || ids[t] >= m.rows) fail("token id {} is outside the vocabulary of {}", ids[t], m.rows);
     dequantize_row(m.type, plain_row(m, ids[t], scratch), out + static_cast<int64_t>(t) * m.cols, m.cols);
   }
 }

@@ -13,6 +13,9 @@ namespace shoal {
 // type's block size.
 void dequantize_row(DType type, const void* src, float* dst, int64_t n);
 
+// Fails (shoal::Error) on an id outside m's rows: every backend's lookup
+// checks its host ids with this before it reads.
+void check_row_ids(const Matrix& m, const int32_t* ids, int n);
 // The embedding lookup: rows ids[0..n) of m as floats, back to back at
 // out, whichever layout m's rows are in; fails on an id outside m.
 void dequantize_rows(const Matrix& m, const int32_t* ids, int n, float* out);

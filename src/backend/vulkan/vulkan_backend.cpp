@@ -661,14 +661,14 @@ void VulkanBackend::add(DevicePtr y, DevicePtr x, int64_t n) {
 void VulkanBackend::add_bias(DevicePtr y, const Matrix& bias, int n_tokens, int n) {
   size_t offset = 0;
   const DeviceWeight& dw = weight(bias, &offset);
-  elementwise(ELEMENTWISE_ADD_BIAS, y, dw.buffer->handle(), offset, y, static_cast<int64_t>(n_tokens) * n, 0.0f, u32(n));
+  elementwise(ELEMENTWISE_ADD_BIAS, y, dw.buffer->handle(), offset, y, static_cast<int64_t>(n_tokens) * n, 0.0f,
+              u32(n));
 }
 
 void VulkanBackend::get_rows(const Matrix& w, const int32_t* ids, int n, DevicePtr out) {
   if (n <= 0) return;
   if (n > max_tokens_) fail("internal: {} embedding rows exceed the {} the step was sized for", n, max_tokens_);
-  for (int t = 0; t < n; ++t)
-    if (ids[t] < 0 || ids[t] >= w.rows) fail("token id {} is outside the vocabulary of {}", ids[t], w.rows);
+  check_row_ids(w, ids, n);
   size_t offset = 0;
   const DeviceWeight& dw = weight(w, &offset);
   upload(DevicePtr{lookup_ids_.get(), 0}, ids, static_cast<size_t>(n) * sizeof(int32_t));
