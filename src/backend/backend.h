@@ -26,9 +26,10 @@ namespace shoal {
 
 // A weight matrix the ops of a stage will read, handed to prepare_weights.
 // slice_rows: rows per separately addressed slice (one expert's rows in a
-// stacked expert tensor), 0 when the matrix is read whole. rows_only: read
-// by get_rows alone (an embedding not shared with the output), which the
-// CPU reads where it lies and a GPU holds beside the rest.
+// stacked expert tensor), 0 when the matrix is read whole. rows_only: never
+// a matmul's weight, read row by row as stored (an embedding not shared
+// with the output, by get_rows; norms, biases, a convolution's taps), which
+// the CPU reads where it lies and a GPU holds beside the rest.
 struct WeightToPrepare {
   Matrix* matrix = nullptr;
   int64_t slice_rows = 0;
@@ -75,6 +76,39 @@ struct KvView {
   }
 };
 using KvLayer = KvView<DevicePtr>;
+
+// A Gated DeltaNet layer's recurrent memory (model/recurrent_state.h), per
+// sequence: the convolution's last conv_kernel - 1 inputs, oldest first
+// ([conv_kernel - 1][conv_width] floats at conv + seq * conv_seq_stride
+// bytes), and each value head's state ([n_v_heads][head_dim][head_dim]
+// floats at ssm + seq * ssm_seq_stride; for head h, element [j][i] is
+// row i, column j of the state S that maps keys to values).
+struct RecurrentLayer {
+  DevicePtr conv{};
+  DevicePtr ssm{};
+  size_t conv_seq_stride = 0;
+  size_t ssm_seq_stride = 0;
+};
+
+// A Gated DeltaNet's sizes and per-layer constants.
+struct DeltaNetParams {
+  const Matrix* conv = nullptr;     // [conv_width][conv_kernel] f32: each channel's taps, oldest input first
+  const Matrix* dt_bias = nullptr;  // [n_v_heads] f32
+  const Matrix* a = nullptr;        // [n_v_heads] f32, negative: the decay's rate
+  int conv_kernel = 0;
+  int head_dim = 0;
+  int n_k_heads = 0;
+  int n_v_heads = 0;
+  float eps = 1e-6f;  // in the L2 norm of q and k
+  int key_width() const { return head_dim * n_k_heads; }
+  int value_width() const { return head_dim * n_v_heads; }
+  int conv_width() const { return 2 * key_width() + value_width(); }
+};
+
+// Ops only some architectures need, which a backend may lack: a stage
+// whose layers need one it lacks is refused at load, naming the op.
+enum class OptionalOp { DeltaNet, SigmoidMul, SplitHalves };
+const char* optional_op_name(OptionalOp op);
 
 struct AttentionShape {
   int n_head = 0;
@@ -157,6 +191,24 @@ class Backend {
   virtual void add_bias(DevicePtr y, const Matrix& bias, int n_tokens, int n) = 0;
   // out[t] = dequantized row ids[t] of w (host ids, checked against w.rows).
   virtual void get_rows(const Matrix& w, const int32_t* ids, int n, DevicePtr out) = 0;
+
+  // Whether this backend runs an optional op (below); those it lacks throw.
+  virtual bool runs(OptionalOp op) const { return false; }
+  // A Gated DeltaNet over the step's rows (qwen35). qkv: [n_tokens][conv_width],
+  // the joint projection, overwritten; alpha, beta: [n_tokens][n_v_heads];
+  // out: [n_tokens][value_width]. Row by row in step order, each on its
+  // sequence's state: the causal convolution over the last conv_kernel
+  // inputs, then silu; q and k divided by their L2 norm per head; decay
+  // g = exp(softplus(alpha + dt_bias) * a) and strength b = sigmoid(beta)
+  // per value head; S = g S + b (v - g S k) k^T; out = S q / sqrt(head_dim).
+  // A row at position 0 starts its sequence from zero state.
+  virtual void delta_net(DevicePtr qkv, DevicePtr alpha, DevicePtr beta, const RecurrentLayer& state,
+                         const DeltaNetParams& p, int n_tokens, DevicePtr out);
+  // x[i] *= sigmoid(gate[i])
+  virtual void sigmoid_mul(DevicePtr x, DevicePtr gate, int64_t n);
+  // Rows of 2 * half values: each row's first half to a, second to b
+  // ([n_rows][half] each).
+  virtual void split_halves(DevicePtr src, int64_t n_rows, int half, DevicePtr a, DevicePtr b);
 };
 
 }  // namespace shoal

@@ -16,9 +16,14 @@ LocalStage::LocalStage(Backend& backend, const ModelConfig& config, const ModelW
       max_tokens_(max_tokens),
       ends_model_(end == config.n_layer),
       kv_(backend, config, begin, end, n_seq, n_ctx, max_tokens, kv_types),
+      state_(backend, config, begin, end, n_seq),
       scratch_(backend, config, max_tokens) {
   if (begin < 0 || end > config.n_layer || begin >= end)
     fail("bad layer range [{}, {}) for a model of {} layers", begin, end, config.n_layer);
+  for (OptionalOp op : optional_ops_for(config, begin, end))
+    if (!backend.runs(op))
+      fail("the {} backend does not run {}, which {} layers {}-{} need (run them on the CPU)", backend.name(),
+           optional_op_name(op), config.arch, begin, end - 1);
 }
 
 std::string LocalStage::describe() const {
@@ -35,7 +40,7 @@ std::vector<StageDevice> LocalStage::devices() const {
     for (const Matrix& m : weights_.layers[l].tensors)
       if (!m.empty()) d.weight_bytes += m.bytes();
   }
-  d.kv_bytes = kv_.bytes();
+  d.kv_bytes = kv_bytes();
   d.free_after = backend_.free_memory();  // what the device has free now
   return {d};
 }
@@ -52,8 +57,8 @@ void LocalStage::forward(const Batch& batch, float* hidden) {
     const std::vector<int32_t>* rows_out = ends_model_ && batch.logit_rows(rows_out_) ? &rows_out_ : nullptr;
     backend_.upload(scratch_.x, hidden, bytes);
     for (int l = begin_; l < end_; ++l)
-      forward_layer(backend_, config_, l, weights_.layers[l], weights_.rope_freqs, kv_, l - begin_, n, scratch_,
-                    l == end_ - 1 ? rows_out : nullptr);
+      forward_layer(backend_, config_, l, weights_.layers[l], weights_.rope_freqs, SequenceMemory{kv_, state_},
+                    l - begin_, n, scratch_, l == end_ - 1 ? rows_out : nullptr);
     backend_.download(hidden, scratch_.x, bytes);
   } catch (...) {
     backend_.abandon_step();

@@ -9,7 +9,8 @@
 
 namespace shoal {
 
-// Layers [begin, end) of a model on a local backend.
+// Layers [begin, end) of a model on a local backend, with their sequence
+// memory (a KV cache; a recurrent state for DeltaNet layers).
 class LocalStage : public Stage {
  public:
   LocalStage(Backend& backend, const ModelConfig& config, const ModelWeights& weights, int begin, int end, int n_seq,
@@ -22,7 +23,7 @@ class LocalStage : public Stage {
   void forward(const Batch& batch, float* hidden) override;
   void truncate_sequence(int seq, int n_pos) override { kv_.truncate(seq, n_pos); }
 
-  size_t kv_bytes() const { return kv_.bytes(); }
+  size_t kv_bytes() const { return kv_.bytes() + state_.bytes(); }
 
  private:
   Backend& backend_;
@@ -33,6 +34,7 @@ class LocalStage : public Stage {
   bool ends_model_;            // holds the model's last layer
   std::vector<int32_t> rows_out_;  // this step's rows that want logits, for the last layer
   KvCache kv_;
+  RecurrentState state_;
   LayerScratch scratch_;
 };
 

@@ -32,6 +32,15 @@ constexpr LayerTensor kGemma3[] = {
     {K::AttnNorm}, {K::AttnQ}, {K::AttnK}, {K::AttnV}, {K::AttnQNorm}, {K::AttnKNorm}, {K::AttnOutput},
     {K::AttnPostNorm}, {K::FfnNorm}, {K::FfnGate}, {K::FfnUp}, {K::FfnDown}, {K::FfnPostNorm}};
 
+// Qwen3.5: gated full attention (Q/K norm, the query's output gate) and,
+// on the other layers, a Gated DeltaNet; a dense FFN after both.
+constexpr LayerTensor kQwen35[] = {
+    {K::AttnNorm}, {K::AttnQ}, {K::AttnK}, {K::AttnV}, {K::AttnQNorm}, {K::AttnKNorm}, {K::AttnOutput},
+    {K::FfnNorm}, {K::FfnGate}, {K::FfnUp}, {K::FfnDown}};
+constexpr LayerTensor kQwen35DeltaNet[] = {
+    {K::AttnNorm}, {K::AttnQkv}, {K::AttnGate}, {K::SsmConv1d}, {K::SsmDt}, {K::SsmA}, {K::SsmBeta},
+    {K::SsmAlpha}, {K::SsmNorm}, {K::SsmOut}, {K::FfnNorm}, {K::FfnGate}, {K::FfnUp}, {K::FfnDown}};
+
 using enum RopeStyle;
 using enum Activation;
 constexpr std::array kArchitectures = {
@@ -42,6 +51,7 @@ constexpr std::array kArchitectures = {
     Architecture{"qwen3", false, Neox, Silu, false, 0, kQwen3},
     Architecture{"qwen3moe", true, Neox, Silu, false, 0, kQwen3Experts},
     Architecture{"gemma3", false, Neox, GeluTanh, true, 6, kGemma3},
+    Architecture{"qwen35", false, Neox, Silu, false, 0, kQwen35, kQwen35DeltaNet, true, "post_attention_norm.weight"},
 };
 
 }  // namespace

@@ -36,6 +36,13 @@ struct Architecture {
   bool scale_embeddings;       // embeddings times sqrt(n_embd) (gemma)
   int sliding_window_period;   // with a sliding window: layer i is global when i % period == period - 1
   std::span<const LayerTensor> layer_tensors;  // in bind and wire order
+  // Hybrid models (qwen35): the tensors of the Gated DeltaNet layers (which
+  // layers those are comes from the file); empty for the others.
+  std::span<const LayerTensor> recurrent_tensors = {};
+  bool attention_output_gate = false;  // attn_q holds, head by head, the query and a sigmoid gate on the output
+  // The GGUF name of the FFN's norm when not ffn_norm.weight (qwen35 stores
+  // it as post_attention_norm).
+  std::string_view ffn_norm_name = {};
 };
 
 // The entry for `name` (with or without experts); throws naming the

@@ -29,6 +29,59 @@ std::vector<bool> windowed_layers(const gguf::File& f, const std::string& key, i
   return out;
 }
 
+// Qwen3.5's rope rotates by up to four position streams (multi-section
+// rope, interleaved: pair i of the rotated dims follows stream i % 3 while
+// i stays within three times that stream's section). For text the first
+// three streams are the token's position and the fourth is 0, as llama.cpp
+// feeds them; so text gets plain (neox) rope exactly when no rotated pair
+// falls to the fourth stream. Refused by name otherwise.
+void check_rope_sections(const gguf::File& f, const std::string& key, int rope_dim) {
+  const gguf::Value* v = f.find(key);
+  if (!v) return;
+  const gguf::Array& a = v->as_array(key);
+  int sections[4] = {0, 0, 0, 0};
+  for (size_t i = 0; i < a.items.size() && i < 4; ++i) sections[i] = static_cast<int>(a.items[i].as_int(key));
+  const int total = sections[0] + sections[1] + sections[2] + sections[3];
+  if (total <= 0) fail("{}: {} sums to {}", f.path(), key, total);
+  for (int pair = 0; pair < rope_dim / 2; ++pair) {
+    const int sector = pair % total;
+    const int stream = sector % 3;
+    if (sector >= 3 * sections[stream])
+      fail("{}: rope sections [{}, {}, {}, {}] rotate pair {} by the fourth position stream, which Shoal does not run",
+           f.path(), sections[0], sections[1], sections[2], sections[3], pair);
+  }
+}
+
+// The DeltaNet sizes and which layers are DeltaNets: the file's
+// attention.recurrent_layers (bools), else every layer but each
+// full_attention_interval-th (4 unless the file says), as llama.cpp reads them.
+void read_delta_net(const gguf::File& f, ModelConfig& c) {
+  auto key = [&](const char* suffix) { return c.arch + "." + suffix; };
+  DeltaNetShape& d = c.delta;
+  d.conv_kernel = static_cast<int>(f.get_int(key("ssm.conv_kernel")));
+  d.head_dim = static_cast<int>(f.get_int(key("ssm.state_size")));
+  d.n_k_heads = static_cast<int>(f.get_int(key("ssm.group_count")));
+  d.n_v_heads = static_cast<int>(f.get_int(key("ssm.time_step_rank")));
+  const int64_t inner = f.get_int(key("ssm.inner_size"));
+  if (d.n_v_heads <= 0 || inner != static_cast<int64_t>(d.head_dim) * d.n_v_heads)
+    fail("{}: ssm.inner_size {} is not ssm.state_size {} x ssm.time_step_rank {}", f.path(), inner, d.head_dim,
+         d.n_v_heads);
+  std::vector<bool> recurrent(c.n_layer, false);
+  if (const gguf::Value* v = f.find(key("attention.recurrent_layers"))) {
+    const gguf::Array& a = v->as_array(key("attention.recurrent_layers"));
+    if (static_cast<int>(a.items.size()) < c.n_layer)
+      fail("{}: attention.recurrent_layers has {} entries for {} layers", f.path(), a.items.size(), c.n_layer);
+    for (int l = 0; l < c.n_layer; ++l) recurrent[l] = a.items[l].as_bool(key("attention.recurrent_layers"));
+  } else {
+    const int64_t interval = f.get_int(key("full_attention_interval"), 4);
+    if (interval <= 0 || interval > c.n_layer) fail("{}: bad full_attention_interval {}", f.path(), interval);
+    for (int l = 0; l < c.n_layer; ++l) recurrent[l] = (l + 1) % interval != 0;
+  }
+  for (int l = 0; l < c.n_layer; ++l)
+    if (recurrent[l]) c.layers[l].kind = LayerKind::DeltaNet;
+  check_rope_sections(f, key("rope.dimension_sections"), c.rope_dim);
+}
+
 }  // namespace
 
 int64_t ModelConfig::dim(Dim d) const {
@@ -37,14 +90,25 @@ int64_t ModelConfig::dim(Dim d) const {
     case Dim::Embd: return n_embd;
     case Dim::Vocab: return n_vocab;
     case Dim::QWidth: return q_width();
+    case Dim::QProj: return q_width() * (q_gate ? 2 : 1);
     case Dim::KvWidth: return kv_width();
     case Dim::HeadDim: return head_dim;
     case Dim::Ff: return n_ff;
     case Dim::FfExpert: return n_ff_exp;
     case Dim::Experts: return n_expert;
     case Dim::RopeHalf: return rope_dim / 2;
+    case Dim::ConvKernel: return delta.conv_kernel;
+    case Dim::ConvWidth: return delta.conv_width();
+    case Dim::ValueWidth: return delta.value_width();
+    case Dim::SsmHeads: return delta.n_v_heads;
+    case Dim::SsmHeadDim: return delta.head_dim;
   }
   return 0;
+}
+
+std::string ModelConfig::tensor_name(TensorKind kind, int layer) const {
+  if (kind == TensorKind::FfnNorm) return "blk." + std::to_string(layer) + "." + ffn_norm_name;
+  return shoal::tensor_name(kind, layer);
 }
 
 void ModelConfig::validate() const {
@@ -70,10 +134,30 @@ void ModelConfig::validate() const {
     if (l.window < 0 || l.window > (1 << 20) || !(l.rope_freq_base > 0.0f) || !std::isfinite(l.rope_freq_base) ||
         !(l.rope_freq_scale > 0.0f) || !std::isfinite(l.rope_freq_scale))
       fail("bad layer settings (window {}, rope base {}, scale {})", l.window, l.rope_freq_base, l.rope_freq_scale);
-  for (size_t i = 0; i < layer_tensors.size(); ++i)
-    if (static_cast<int>(layer_tensors[i]) < kFirstLayerKind ||
-        std::find(layer_tensors.begin(), layer_tensors.begin() + i, layer_tensors[i]) != layer_tensors.begin() + i)
-      fail("bad layer tensor list");
+  for (const auto* list : {&layer_tensors, &recurrent_tensors})
+    for (size_t i = 0; i < list->size(); ++i)
+      if (static_cast<int>((*list)[i]) < kFirstLayerKind ||
+          std::find(list->begin(), list->begin() + i, (*list)[i]) != list->begin() + i)
+        fail("bad layer tensor list");
+  if (ffn_norm_name != "ffn_norm.weight" && ffn_norm_name != "post_attention_norm.weight")
+    fail("bad FFN norm name '{}'", ffn_norm_name);
+  const bool any_recurrent = std::any_of(layers.begin(), layers.end(), [](const LayerSettings& l) {
+    return l.kind == LayerKind::DeltaNet;
+  });
+  if (any_recurrent != has_recurrent_layers()) fail("DeltaNet layers without their tensors, or the reverse");
+  if (has_recurrent_layers()) {
+    const DeltaNetShape& d = delta;
+    if (d.conv_kernel < 2 || d.conv_kernel > 16 || d.head_dim <= 0 || d.head_dim > 512 || d.n_k_heads <= 0 ||
+        d.n_v_heads <= 0 || d.n_v_heads > 1024 || d.n_v_heads % d.n_k_heads != 0)
+      fail("bad DeltaNet sizes (convolution {}, head size {}, {} key and {} value heads)", d.conv_kernel, d.head_dim,
+           d.n_k_heads, d.n_v_heads);
+    for (TensorKind k : {TensorKind::AttnNorm, TensorKind::AttnQkv, TensorKind::AttnGate, TensorKind::SsmConv1d,
+                         TensorKind::SsmDt, TensorKind::SsmA, TensorKind::SsmBeta, TensorKind::SsmAlpha,
+                         TensorKind::SsmNorm, TensorKind::SsmOut, TensorKind::FfnNorm, TensorKind::FfnGate,
+                         TensorKind::FfnUp, TensorKind::FfnDown})
+      if (std::find(recurrent_tensors.begin(), recurrent_tensors.end(), k) == recurrent_tensors.end())
+        fail("a DeltaNet layer without {}", tensor_spec(k).name);
+  }
   for (TensorKind k : {TensorKind::AttnNorm, TensorKind::AttnQ, TensorKind::AttnK, TensorKind::AttnV,
                        TensorKind::AttnOutput, TensorKind::FfnNorm})
     if (!has(k)) fail("a layer without {}", tensor_spec(k).name);
@@ -142,13 +226,26 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
     // architectures Shoal does not run (DeepSeek and kin).
   }
 
-  const gguf::TensorInfo& embd = f.tensor(tensor_name(TensorKind::TokenEmbd));
+  const gguf::TensorInfo& embd = f.tensor(shoal::tensor_name(TensorKind::TokenEmbd));
   c.n_vocab = static_cast<int>(embd.n_rows());
-  c.tied_output = f.find_tensor(tensor_name(TensorKind::Output)) == nullptr;
-  c.rope_freq_factors = f.find_tensor(tensor_name(TensorKind::RopeFreqs)) != nullptr;
-  // Optional tensors: what layer 0 has, every layer must have (the binder checks).
+  c.tied_output = f.find_tensor(shoal::tensor_name(TensorKind::Output)) == nullptr;
+  c.rope_freq_factors = f.find_tensor(shoal::tensor_name(TensorKind::RopeFreqs)) != nullptr;
+  c.q_gate = arch.attention_output_gate;
+  if (!arch.ffn_norm_name.empty()) c.ffn_norm_name = arch.ffn_norm_name;
+  if (!arch.recurrent_tensors.empty()) read_delta_net(f, c);
+  // Optional tensors: what the first layer of a kind has, every layer of
+  // that kind must have (the binder checks).
+  auto first_of = [&](LayerKind kind) {
+    for (int l = 0; l < c.n_layer; ++l)
+      if (c.layers[l].kind == kind) return l;
+    return 0;
+  };
   for (const LayerTensor& t : arch.layer_tensors)
-    if (!t.optional || f.find_tensor(tensor_name(t.kind, 0))) c.layer_tensors.push_back(t.kind);
+    if (!t.optional || f.find_tensor(c.tensor_name(t.kind, first_of(LayerKind::Attention))))
+      c.layer_tensors.push_back(t.kind);
+  for (const LayerTensor& t : arch.recurrent_tensors)
+    if (!t.optional || f.find_tensor(c.tensor_name(t.kind, first_of(LayerKind::DeltaNet))))
+      c.recurrent_tensors.push_back(t.kind);
   try {
     c.validate();
   } catch (const Error& e) {

@@ -11,12 +11,35 @@
 namespace shoal {
 namespace gguf { class File; }
 
+// How a layer mixes tokens: attention over a KV cache, or a Gated DeltaNet
+// (qwen35) over a fixed-size recurrent state per sequence.
+enum class LayerKind { Attention, DeltaNet };
+
 // What may differ from layer to layer (Gemma 3: sliding-window local layers
-// with their own rope base, a global layer every sixth).
+// with their own rope base, a global layer every sixth; Qwen3.5: DeltaNet
+// layers between the attention ones).
 struct LayerSettings {
   int window = 0;  // attend to the last `window` positions (this one included); 0: all
   float rope_freq_base = 10000.0f;
   float rope_freq_scale = 1.0f;  // linear position scaling: pos * scale
+  LayerKind kind = LayerKind::Attention;
+};
+
+// A Gated DeltaNet layer's sizes, as llama.cpp reads them (ssm.*): each key
+// head's q and k and each value head's v are head_dim wide; value heads
+// share key heads in turn (value head h reads key head h % n_k_heads).
+struct DeltaNetShape {
+  int conv_kernel = 0;  // taps of the causal convolution over q, k and v
+  int head_dim = 0;     // ssm.state_size
+  int n_k_heads = 0;    // ssm.group_count
+  int n_v_heads = 0;    // ssm.time_step_rank
+  int key_width() const { return head_dim * n_k_heads; }
+  int value_width() const { return head_dim * n_v_heads; }
+  int conv_width() const { return 2 * key_width() + value_width(); }  // q, k, v side by side
+  // Per sequence: the convolution's last conv_kernel - 1 inputs and each
+  // value head's head_dim x head_dim state.
+  int64_t conv_state_floats() const { return static_cast<int64_t>(conv_kernel - 1) * conv_width(); }
+  int64_t ssm_state_floats() const { return static_cast<int64_t>(n_v_heads) * head_dim * head_dim; }
 };
 
 struct ModelConfig {
@@ -44,14 +67,26 @@ struct ModelConfig {
   int n_expert_used = 0;
   int n_ff_exp = 0;              // each expert's feed-forward width
   float expert_weights_scale = 1.0f;
-  std::vector<TensorKind> layer_tensors;  // what every layer holds, in bind and wire order
-  std::vector<LayerSettings> layers;      // n_layer entries
+  bool q_gate = false;           // attn_q holds, head by head, the query and a gate on the output (qwen35)
+  DeltaNetShape delta;           // the DeltaNet layers' sizes (hybrid models)
+  std::string ffn_norm_name = "ffn_norm.weight";  // the GGUF name of the FFN's norm
+  std::vector<TensorKind> layer_tensors;      // what every attention layer holds, in bind and wire order
+  std::vector<TensorKind> recurrent_tensors;  // what every DeltaNet layer holds; empty without them
+  std::vector<LayerSettings> layers;          // n_layer entries
 
   int q_width() const { return n_head * head_dim; }
   int kv_width() const { return n_head_kv * head_dim; }
   bool has(TensorKind kind) const { return std::find(layer_tensors.begin(), layer_tensors.end(), kind) != layer_tensors.end(); }
+  bool recurrent(int layer) const { return layers[layer].kind == LayerKind::DeltaNet; }
+  bool has_recurrent_layers() const { return !recurrent_tensors.empty(); }
+  // What layer `layer` holds.
+  const std::vector<TensorKind>& tensors_of(int layer) const { return recurrent(layer) ? recurrent_tensors : layer_tensors; }
+  // The GGUF name of a tensor of this model (blk.N.name for a layer's).
+  std::string tensor_name(TensorKind kind, int layer = -1) const;
   // The widest activation row a matmul reads or writes (sizes the scratch).
-  int max_activation_width() const { return std::max({n_embd, n_ff, q_width(), n_ff_exp, n_expert}); }
+  int max_activation_width() const {
+    return std::max({n_embd, n_ff, q_width() * (q_gate ? 2 : 1), n_ff_exp, n_expert, delta.conv_width()});
+  }
   // The size of a tensor dimension for this model.
   int64_t dim(Dim d) const;
 

@@ -36,11 +36,13 @@ void check_kv_types(const KvTypes& types, const ModelConfig& config) {
 
 
 int KvCache::positions_for(const ModelConfig& c, int layer, int n_ctx, int max_tokens) {
+  if (c.recurrent(layer)) return 0;  // a DeltaNet layer keeps a state instead (model/recurrent_state.h)
   const int64_t window = c.layers.at(layer).window;
   return window > 0 ? static_cast<int>(std::min<int64_t>(n_ctx, window + max_tokens)) : n_ctx;
 }
 
 int KvCache::max_rollback(const ModelConfig& c, int n_ctx, int max_tokens) {
+  if (c.has_recurrent_layers()) return 0;  // a recurrent state cannot go back
   int most = INT_MAX;
   for (int l = 0; l < c.n_layer; ++l) {
     const int held = positions_for(c, l, n_ctx, max_tokens);
@@ -63,6 +65,7 @@ KvCache::KvCache(Backend& backend, const ModelConfig& config, int begin, int end
       n_ctx_(n_ctx),
       width_(config.kv_width()),
       rollback_(max_rollback(config, n_ctx, max_tokens)),
+      recurrent_(config.has_recurrent_layers()),
       types_(types),
       k_row_bytes_(0),
       v_row_bytes_(0),
@@ -78,13 +81,14 @@ KvCache::KvCache(Backend& backend, const ModelConfig& config, int begin, int end
     layers_.push_back({positions, positions < n_ctx});
     const size_t rows = static_cast<size_t>(positions) * n_seq;
     total_positions_ += rows;
-    k_.push_back(backend.allocate(rows * k_row_bytes_));
-    v_.push_back(backend.allocate(rows * v_row_bytes_));
+    k_.push_back(rows ? backend.allocate(rows * k_row_bytes_) : nullptr);
+    v_.push_back(rows ? backend.allocate(rows * v_row_bytes_) : nullptr);
   }
 }
 
 KvLayer KvCache::layer(int index) const {
   const Layer& l = layers_[index];
+  if (!k_[index]) fail("internal: layer {} of the stage has no KV cache", index);
   KvLayer view;
   view.k = DevicePtr{k_[index].get(), 0};
   view.v = DevicePtr{v_[index].get(), 0};
@@ -107,7 +111,11 @@ void KvCache::admit(const int32_t* seq_ids, const int32_t* positions, int n_toke
     if (s < 0 || s >= n_seq_) fail("sequence id {} is outside 0..{}", s, n_seq_ - 1);
     if (p < 0 || p >= n_ctx_) fail("position {} is outside the context of {} tokens", p, n_ctx_);
     if (p > next[s]) fail("position {} of sequence {} leaves a gap after {} cached positions", p, s, next[s]);
-    next[s] = std::max(next[s], p + 1);
+    // A recurrent state holds all positions so far: it can start again or
+    // go on, never go back.
+    if (recurrent_ && p != 0 && p != next[s])
+      fail("position {} of sequence {} would rewrite a recurrent state that holds {} positions", p, s, next[s]);
+    next[s] = recurrent_ ? p + 1 : std::max(next[s], p + 1);
   }
   lengths_.swap(next);
 }
@@ -117,8 +125,8 @@ void KvCache::truncate(int seq, int n_pos) {
   n_pos = std::clamp(n_pos, 0, lengths_[seq]);
   // A windowed layer has overwritten what lies further back than this.
   if (n_pos > 0 && lengths_[seq] - n_pos > rollback_)
-    fail("internal: cutting sequence {} back from {} to {} positions loses its sliding window (at most {})", seq,
-         lengths_[seq], n_pos, rollback_);
+    fail("internal: cutting sequence {} back from {} to {} positions loses {} (at most {})", seq, lengths_[seq],
+         n_pos, recurrent_ ? "its recurrent state" : "its sliding window", rollback_);
   lengths_[seq] = n_pos;
 }
 

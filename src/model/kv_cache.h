@@ -64,6 +64,7 @@ class KvCache {
   };
   Backend& backend_;
   int n_seq_, n_ctx_, width_, rollback_;
+  bool recurrent_;  // the model has DeltaNet layers: positions only go on or start again
   KvTypes types_;
   size_t k_row_bytes_, v_row_bytes_;
   std::vector<Layer> layers_;

@@ -14,7 +14,7 @@ constexpr std::array kTensors = {
     TensorSpec{K::Output, "output.weight", false, {Embd, Vocab, One}, false},
     TensorSpec{K::RopeFreqs, "rope_freqs.weight", false, {RopeHalf, One, One}, true},
     TensorSpec{K::AttnNorm, "attn_norm.weight", true, {Embd, One, One}, true},
-    TensorSpec{K::AttnQ, "attn_q.weight", true, {Embd, QWidth, One}, false},
+    TensorSpec{K::AttnQ, "attn_q.weight", true, {Embd, QProj, One}, false},
     TensorSpec{K::AttnK, "attn_k.weight", true, {Embd, KvWidth, One}, false},
     TensorSpec{K::AttnV, "attn_v.weight", true, {Embd, KvWidth, One}, false},
     TensorSpec{K::AttnQBias, "attn_q.bias", true, {QWidth, One, One}, true},
@@ -33,6 +33,15 @@ constexpr std::array kTensors = {
     TensorSpec{K::FfnUpExps, "ffn_up_exps.weight", true, {Embd, FfExpert, Experts}, false},
     TensorSpec{K::FfnDownExps, "ffn_down_exps.weight", true, {FfExpert, Embd, Experts}, false},
     TensorSpec{K::FfnPostNorm, "post_ffw_norm.weight", true, {Embd, One, One}, true},
+    TensorSpec{K::AttnQkv, "attn_qkv.weight", true, {Embd, ConvWidth, One}, false},
+    TensorSpec{K::AttnGate, "attn_gate.weight", true, {Embd, ValueWidth, One}, false},
+    TensorSpec{K::SsmConv1d, "ssm_conv1d.weight", true, {ConvKernel, ConvWidth, One}, true},
+    TensorSpec{K::SsmDt, "ssm_dt.bias", true, {SsmHeads, One, One}, true},
+    TensorSpec{K::SsmA, "ssm_a", true, {SsmHeads, One, One}, true},
+    TensorSpec{K::SsmBeta, "ssm_beta.weight", true, {Embd, SsmHeads, One}, false},
+    TensorSpec{K::SsmAlpha, "ssm_alpha.weight", true, {Embd, SsmHeads, One}, false},
+    TensorSpec{K::SsmNorm, "ssm_norm.weight", true, {SsmHeadDim, One, One}, true},
+    TensorSpec{K::SsmOut, "ssm_out.weight", true, {ValueWidth, Embd, One}, false},
 };
 static_assert(kTensors.size() == static_cast<size_t>(TensorKind::COUNT));
 

@@ -14,6 +14,10 @@ enum class TensorKind {
   // Per-layer tensors (kinds from AttnNorm on).
   AttnNorm, AttnQ, AttnK, AttnV, AttnQBias, AttnKBias, AttnVBias, AttnQNorm, AttnKNorm, AttnOutput, AttnPostNorm,
   FfnNorm, FfnGate, FfnUp, FfnDown, FfnGateInp, FfnGateExps, FfnUpExps, FfnDownExps, FfnPostNorm,
+  // Gated DeltaNet layers (qwen35): the joint q/k/v projection, the output
+  // gate, the causal convolution, the per-head decay (dt bias, A) and
+  // write strength (beta) projections, the per-head norm, the output.
+  AttnQkv, AttnGate, SsmConv1d, SsmDt, SsmA, SsmBeta, SsmAlpha, SsmNorm, SsmOut,
   COUNT  // sentinel
 };
 constexpr int kFirstLayerKind = static_cast<int>(TensorKind::AttnNorm);
@@ -21,7 +25,10 @@ constexpr int kLayerKindCount = static_cast<int>(TensorKind::COUNT) - kFirstLaye
 constexpr int layer_slot(TensorKind k) { return static_cast<int>(k) - kFirstLayerKind; }
 
 // A tensor dimension, resolved against a ModelConfig (model/config.h).
-enum class Dim { One, Embd, Vocab, QWidth, KvWidth, HeadDim, Ff, FfExpert, Experts, RopeHalf };
+// QProj: the Q projection's rows (q_width, twice that with an output gate);
+// the Ssm* and Conv* ones: DeltaNet's (model/config.h, DeltaNetShape).
+enum class Dim { One, Embd, Vocab, QWidth, QProj, KvWidth, HeadDim, Ff, FfExpert, Experts, RopeHalf,
+                 ConvKernel, ConvWidth, ValueWidth, SsmHeads, SsmHeadDim };
 
 struct TensorSpec {
   TensorKind kind;

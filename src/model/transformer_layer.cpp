@@ -6,6 +6,7 @@ namespace shoal {
 namespace {
 
 int ff_width(const ModelConfig& c) { return std::max(c.n_ff, c.n_ff_exp); }
+int mix_width(const ModelConfig& c) { return std::max(c.q_width(), c.delta.value_width()); }
 
 // Row rows[i] of buf (rows of `width` floats) to row i, i ascending: no
 // source row is overwritten before it is read, since rows[i] >= i.
@@ -34,12 +35,22 @@ LayerScratch::LayerScratch(Backend& be, const ModelConfig& c, int max_tokens) {
   x = take(c.n_embd);
   norm = take(c.n_embd);
   q = take(c.q_width());
-  attn = take(c.q_width());
+  attn = take(mix_width(c));
   k = take(c.kv_width());
   v = take(c.kv_width());
   gate = take(ff_width(c));
   up = take(ff_width(c));
   proj = take(c.n_embd);
+  if (c.q_gate) {
+    q_and_gate = take(2 * c.q_width());
+    q_gate = take(c.q_width());
+  }
+  if (c.has_recurrent_layers()) {
+    mixed = take(c.delta.conv_width());
+    z = take(c.delta.value_width());
+    alpha = take(c.delta.n_v_heads);
+    beta = take(c.delta.n_v_heads);
+  }
   if (c.n_expert > 0) {
     router = take(c.n_expert);
     gathered = take(c.n_embd);
@@ -55,22 +66,37 @@ LayerScratch::LayerScratch(Backend& be, const ModelConfig& c, int max_tokens) {
 }
 
 uint64_t LayerScratch::bytes_for(const ModelConfig& c, int max_tokens) {
-  uint64_t widths = 3ull * c.n_embd + 2ull * c.q_width() + 2ull * c.kv_width() + 2ull * ff_width(c);
+  uint64_t widths = 3ull * c.n_embd + c.q_width() + mix_width(c) + 2ull * c.kv_width() + 2ull * ff_width(c);
+  if (c.q_gate) widths += 3ull * c.q_width();
+  if (c.has_recurrent_layers())
+    widths += static_cast<uint64_t>(c.delta.conv_width()) + c.delta.value_width() + 2ull * c.delta.n_v_heads;
   if (c.n_expert > 0) widths += c.n_expert + c.n_embd + static_cast<uint64_t>(c.n_expert_used) * c.n_embd;
   return static_cast<uint64_t>(max_tokens) * widths * sizeof(float);
 }
 
-void forward_layer(Backend& be, const ModelConfig& c, int layer, const LayerWeights& w, const Matrix& rope_freqs,
-                   const KvCache& kv, int kv_layer, int n_tokens, LayerScratch& s, const std::vector<int>* rows_out) {
-  using K = TensorKind;
-  const int n = n_tokens;
-  const DevicePtr x = s.x;
-  const LayerSettings& settings = c.layers[layer];
+std::vector<OptionalOp> optional_ops_for(const ModelConfig& c, int begin, int end) {
+  std::vector<OptionalOp> ops;
+  bool attention = false, recurrent = false;
+  for (int l = begin; l < end; ++l) (c.recurrent(l) ? recurrent : attention) = true;
+  if (recurrent) ops.push_back(OptionalOp::DeltaNet);
+  if (recurrent || (attention && c.q_gate)) ops.push_back(OptionalOp::SigmoidMul);
+  if (attention && c.q_gate) ops.push_back(OptionalOp::SplitHalves);
+  return ops;
+}
 
-  // Attention block.
-  be.rmsnorm(x, w[K::AttnNorm], s.norm, n, c.n_embd, c.norm_eps);
-  const Backend::MatmulOutput qkv[] = {{&w[K::AttnQ], s.q}, {&w[K::AttnK], s.k}, {&w[K::AttnV], s.v}};
+namespace {
+
+// Attention over the cache; leaves [n][q_width] in s.attn (false: no row is
+// read after this layer, and only the cache was written).
+bool attention_block(Backend& be, const ModelConfig& c, const LayerSettings& settings, const LayerWeights& w,
+                     const Matrix& rope_freqs, const KvLayer& kv, int n, LayerScratch& s,
+                     const std::vector<int>* rows_out) {
+  using K = TensorKind;
+  // With an output gate the Q projection holds each head's query and gate side by side.
+  const Backend::MatmulOutput qkv[] = {{&w[K::AttnQ], c.q_gate ? s.q_and_gate : s.q}, {&w[K::AttnK], s.k},
+                                       {&w[K::AttnV], s.v}};
   be.matmuls(qkv, s.norm, n);
+  if (c.q_gate) be.split_halves(s.q_and_gate, static_cast<int64_t>(n) * c.n_head, c.head_dim, s.q, s.q_gate);
   // Each bias the layer has (qwen2 has all three; llama.cpp applies any).
   if (!w[K::AttnQBias].empty()) be.add_bias(s.q, w[K::AttnQBias], n, c.q_width());
   if (!w[K::AttnKBias].empty()) be.add_bias(s.k, w[K::AttnKBias], n, c.kv_width());
@@ -87,20 +113,61 @@ void forward_layer(Backend& be, const ModelConfig& c, int layer, const LayerWeig
                   rope_freqs.empty() ? nullptr : &rope_freqs};
   be.rope(s.q, n, c.n_head, rope);
   be.rope(s.k, n, c.n_head_kv, rope);
-  be.kv_store(kv.layer(kv_layer), s.k, s.v, n);
-  if (rows_out && rows_out->empty()) return;  // every row's K and V are in the cache: nothing more is read
+  be.kv_store(kv, s.k, s.v, n);
+  if (rows_out && rows_out->empty()) return false;  // every row's K and V are in the cache: nothing more is read
   AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, c.attn_scale, settings.window};
-  be.attention(s.q, kv.layer(kv_layer), n, shape, s.attn);
+  be.attention(s.q, kv, n, shape, s.attn);
+  if (c.q_gate) be.sigmoid_mul(s.attn, s.q_gate, static_cast<int64_t>(n) * c.q_width());
+  return true;
+}
+
+// A Gated DeltaNet over its recurrent state; leaves [n][value_width] in
+// s.attn: each head's output normalised and gated by silu(z). Every row
+// goes through the state, wanted or not.
+void delta_net_block(Backend& be, const ModelConfig& c, const LayerWeights& w, const RecurrentLayer& state, int n,
+                     LayerScratch& s) {
+  using K = TensorKind;
+  const DeltaNetShape& d = c.delta;
+  const Backend::MatmulOutput projections[] = {{&w[K::AttnQkv], s.mixed}, {&w[K::AttnGate], s.z},
+                                               {&w[K::SsmAlpha], s.alpha}, {&w[K::SsmBeta], s.beta}};
+  be.matmuls(projections, s.norm, n);
+  const DeltaNetParams params{&w[K::SsmConv1d], &w[K::SsmDt], &w[K::SsmA], d.conv_kernel, d.head_dim,
+                              d.n_k_heads, d.n_v_heads, c.norm_eps};
+  be.delta_net(s.mixed, s.alpha, s.beta, state, params, n, s.attn);
+  be.rmsnorm(s.attn, w[K::SsmNorm], s.attn, n * d.n_v_heads, d.head_dim, c.norm_eps);
+  be.swiglu(s.z, s.attn, s.attn, static_cast<int64_t>(n) * d.value_width());
+}
+
+}  // namespace
+
+void forward_layer(Backend& be, const ModelConfig& c, int layer, const LayerWeights& w, const Matrix& rope_freqs,
+                   const SequenceMemory& memory, int index, int n_tokens, LayerScratch& s,
+                   const std::vector<int>* rows_out) {
+  using K = TensorKind;
+  const int n = n_tokens;
+  const DevicePtr x = s.x;
+  const LayerSettings& settings = c.layers[layer];
+  const bool recurrent = settings.kind == LayerKind::DeltaNet;
+
+  // Token mixing: attention or a DeltaNet, into s.attn.
+  be.rmsnorm(x, w[K::AttnNorm], s.norm, n, c.n_embd, c.norm_eps);
+  if (recurrent) {
+    delta_net_block(be, c, w, memory.state.layer(index), n, s);
+    if (rows_out && rows_out->empty()) return;
+  } else if (!attention_block(be, c, settings, w, rope_freqs, memory.kv.layer(index), n, s, rows_out)) {
+    return;
+  }
+  const int mixed_width = recurrent ? c.delta.value_width() : c.q_width();
   // From here on each row is on its own: only the rows read after this
   // layer go on, moved to the front (as llama.cpp's last layer does).
   const bool some = rows_out && static_cast<int>(rows_out->size()) < n;
   const int m = some ? static_cast<int>(rows_out->size()) : n;
   if (some) {
-    gather_rows(be, s.attn, c.q_width(), *rows_out);
+    gather_rows(be, s.attn, mixed_width, *rows_out);
     gather_rows(be, x, c.n_embd, *rows_out);
   }
   const int64_t residual = static_cast<int64_t>(m) * c.n_embd;
-  be.matmul(w[K::AttnOutput], s.attn, s.proj, m);
+  be.matmul(w[recurrent ? K::SsmOut : K::AttnOutput], s.attn, s.proj, m);
   if (!w[K::AttnPostNorm].empty())
     be.rmsnorm(s.proj, w[K::AttnPostNorm], s.proj, m, c.n_embd, c.norm_eps);
   be.add(x, s.proj, residual);

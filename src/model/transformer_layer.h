@@ -10,6 +10,7 @@
 #include "model/batch.h"
 #include "model/config.h"
 #include "model/kv_cache.h"
+#include "model/recurrent_state.h"
 #include "model/weights.h"
 
 namespace shoal {
@@ -23,8 +24,15 @@ struct LayerScratch {
   std::unique_ptr<Buffer> buffer;  // every row below, back to back
   DevicePtr x;                     // [max_tokens][n_embd]: the residual stream
   DevicePtr norm;                  // [max_tokens][n_embd]
-  DevicePtr q, attn;               // [max_tokens][q_width]
+  DevicePtr q;                      // [max_tokens][q_width]
+  DevicePtr attn;                  // [max_tokens][max(q_width, DeltaNet value_width)]: before the output projection
   DevicePtr k, v;                  // [max_tokens][kv_width]
+  // With an output gate (qwen35): the Q projection [max_tokens][2 q_width]
+  // and the gate [max_tokens][q_width].
+  DevicePtr q_and_gate, q_gate;
+  // DeltaNet layers (qwen35): the joint projection [max_tokens][conv_width],
+  // the output gate z [max_tokens][value_width], alpha and beta [max_tokens][n_v_heads].
+  DevicePtr mixed, z, alpha, beta;
   DevicePtr gate, up;              // [max_tokens][max(n_ff, n_ff_exp)]
   DevicePtr proj;                  // [max_tokens][n_embd]
   // Mixture of experts only. The routing runs on the host: the router's
@@ -41,15 +49,25 @@ struct LayerScratch {
   std::vector<int> expert_rows;         // [max_tokens]: t * k + j of the rows routed to one expert
 };
 
+// The sequence memory of a stage's layers: a KV cache for attention layers,
+// a recurrent state for DeltaNet ones.
+struct SequenceMemory {
+  const KvCache& kv;
+  const RecurrentState& state;
+};
+
 // s.x: the residual stream [n_tokens][n_embd], updated in place, inside a
 // backend step begun with the batch's rows.
-// layer: the model's layer index; kv_layer: this layer's index inside `kv`.
+// layer: the model's layer index; index: this layer's index inside `memory`.
 // rows_out, when not null, lists (ascending) the only rows read after this
 // layer (the model's last layer, feeding the head: the rows that want
 // logits). Every row's K and V are still stored; the listed rows are
 // finished and left in place in s.x, the others hold nothing meaningful.
 void forward_layer(Backend& be, const ModelConfig& c, int layer, const LayerWeights& w, const Matrix& rope_freqs,
-                   const KvCache& kv, int kv_layer, int n_tokens, LayerScratch& s,
+                   const SequenceMemory& memory, int index, int n_tokens, LayerScratch& s,
                    const std::vector<int>* rows_out = nullptr);
+
+// The optional ops (Backend::runs) that layers [begin, end) need.
+std::vector<OptionalOp> optional_ops_for(const ModelConfig& c, int begin, int end);
 
 }  // namespace shoal

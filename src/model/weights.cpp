@@ -23,14 +23,14 @@ void for_each_tensor(const ModelConfig& c, const BindRange& r, Visit visit) {
   }
   if (c.rope_freq_factors) visit(TensorKind::RopeFreqs, -1);
   for (int l = r.layer_begin; l < end; ++l)
-    for (TensorKind k : c.layer_tensors) visit(k, l);
+    for (TensorKind k : c.tensors_of(l)) visit(k, l);
 }
 
 // The tensor `kind` of `layer`, with its shape checked against the table;
 // a 3-D tensor binds as [dims[2] * dims[1]][dims[0]].
 Matrix bind(const TensorLookup& lookup, const std::string& source, const ModelConfig& c, TensorKind kind, int layer) {
   const TensorSpec& spec = tensor_spec(kind);
-  const std::string name = tensor_name(kind, layer);
+  const std::string name = c.tensor_name(kind, layer);
   const TensorRef* t = lookup(name);
   if (!t) fail("{}: missing tensor '{}'", source, name);
   const int64_t cols = c.dim(spec.dims[0]), rows = c.dim(spec.dims[1]) * c.dim(spec.dims[2]);
@@ -51,7 +51,7 @@ Matrix bind(const TensorLookup& lookup, const std::string& source, const ModelCo
 
 std::vector<std::string> tensor_names_for(const ModelConfig& c, const BindRange& r) {
   std::vector<std::string> names;
-  for_each_tensor(c, r, [&](TensorKind k, int l) { names.push_back(tensor_name(k, l)); });
+  for_each_tensor(c, r, [&](TensorKind k, int l) { names.push_back(c.tensor_name(k, l)); });
   return names;
 }
 
@@ -85,10 +85,13 @@ std::vector<WeightToPrepare> weights_to_prepare(ModelWeights& w, const ModelConf
   const int begin = std::max(0, r.layer_begin);
   const int end = r.layer_end < 0 ? c.n_layer : std::min(r.layer_end, c.n_layer);
   for (int l = begin; l < end; ++l)
-    for (TensorKind k : c.layer_tensors) {
+    for (TensorKind k : c.tensors_of(l)) {
       const TensorSpec& spec = tensor_spec(k);
       const bool experts = c.dim(spec.dims[2]) > 1;
-      if (!w.layers[l][k].empty()) out.push_back({&w.layers[l][k], experts ? c.dim(spec.dims[1]) : 0});
+      // Float tensors (norms, biases, a convolution's taps) are read as
+      // stored, row by row.
+      if (!w.layers[l][k].empty())
+        out.push_back({&w.layers[l][k], experts ? c.dim(spec.dims[1]) : 0, spec.f32_only});
     }
   if (!w.rope_freqs.empty() && end > begin) out.push_back({&w.rope_freqs, 0});
   if (r.with_head) {

@@ -77,6 +77,7 @@ CASES = {
     "random-qwen3moe": ["fox", "long"],
     "random-mixtral": ["fox", "long"],
     "random-llama3": ["fox", "long", "past8k"],
+    "random-qwen35": ["fox", "long"],
 }
 
 

@@ -74,6 +74,20 @@ MODELS = {
                            layer=["attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm",
                                   "ffn_gate_inp", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"],
                            sha256="3a2531c1b8aaa2263462fee158c4200446f8f9a7ddad3efa7aab581d62ed70e2"),
+    # Qwen3.5 (hybrid): Gated DeltaNet layers (0 and 2) and gated full
+    # attention (1 and 3: every second layer here, every fourth in the real
+    # models); 2 key heads shared by 4 value heads of 32; a causal
+    # convolution of 4; multi-section rope over a quarter of each head; the
+    # FFN norm is stored as post_attention_norm.
+    "random-qwen35": dict(arch="qwen35", n_layer=4, rope_base=1e7, rope_dim=16, rope_sections=[3, 3, 2, 0],
+                          full_attention_interval=2, q_gate=True,
+                          ssm=dict(conv_kernel=4, state_size=32, group_count=2, time_step_rank=4),
+                          layer=["attn_norm", "attn_q", "attn_k", "attn_v", "attn_q_norm", "attn_k_norm",
+                                 "attn_output", "post_attention_norm", "ffn_gate", "ffn_up", "ffn_down"],
+                          recurrent_layer=["attn_norm", "attn_qkv", "attn_gate", "ssm_conv1d", "ssm_dt", "ssm_a",
+                                           "ssm_beta", "ssm_alpha", "ssm_norm", "ssm_out", "post_attention_norm",
+                                           "ffn_gate", "ffn_up", "ffn_down"],
+                          sha256="e61413ed56e76242383c12a01c05ef5feee8eaac59b1504c822954b1a447b361"),
     # Llama 3.1: rope_freqs.weight divides the rotation frequencies.
     "random-llama3": dict(arch="llama", rope_base=5e5, rope_freqs=True,
                           layer=["attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate",
@@ -92,6 +106,13 @@ MODELS.update({
     "bench-qwen3": dict(BENCH, arch="qwen3", rope_base=1e6, n_ff=8192, layer=MODELS["random-qwen3"]["layer"],
                         sha256="edb768292bee3a0cdfe0a642e6fbc33bcf8a28423bcbd5661d07977744febeea"),
 })
+# Qwen3.5 at ~0.5 B parameters (Qwen3.5-0.8B's shape but the vocabulary:
+# 24 layers of width 1024, every fourth full attention, 16 DeltaNet heads
+# of 128), Q8_0: prefill and decode beside llama.cpp (docs/benchmarks.md).
+MODELS["bench-qwen35"] = dict(
+    MODELS["random-qwen35"], n_embd=1024, n_layer=24, n_head=8, n_head_kv=2, head_dim=256, n_ff=3584, rope_dim=64,
+    rope_sections=[11, 11, 10, 0], full_attention_interval=4, quant="Q8_0",
+    ssm=dict(conv_kernel=4, state_size=128, group_count=16, time_step_rank=16), sha256="0")
 TEST_MODELS = [name for name in MODELS if name.startswith("random-")]
 
 
@@ -121,14 +142,31 @@ def llama3_rope_freqs(head_dim, base):
 
 
 def layer_tensor(m, name):
-    """(numpy shape, scale) of a layer tensor; numpy shape = GGUF shape reversed."""
+    """(numpy shape, scale) of a layer tensor; numpy shape = GGUF shape reversed.
+    A scale of None: a norm (1 + uniform 0.2); a tuple: (low, high) uniform."""
     e, q, kv, ff = m["n_embd"], m["n_head"] * m["head_dim"], m["n_head_kv"] * m["head_dim"], m["n_ff"]
     x, ffx = m.get("n_expert", 0), m.get("n_ff_exp", ff)
     norm = lambda n: ((n,), None)
+    qp = 2 * q if m.get("q_gate") else q  # Q and its output gate, head by head
+    ssm = m.get("ssm")
+    if ssm:
+        hs, hk, hv = ssm["state_size"], ssm["group_count"], ssm["time_step_rank"]
+        conv = 2 * hs * hk + hs * hv  # q, k (key heads) and v (value heads)
+        extra = {
+            "attn_qkv": ((conv, e), e), "attn_gate": ((hs * hv, e), e),
+            "ssm_conv1d": ((conv, ssm["conv_kernel"]), ssm["conv_kernel"]),
+            # alpha + dt through softplus times a (< 0): each head's decay
+            # per token, exp(g), lands between ~0.2 and ~0.95.
+            "ssm_dt": ((hv,), (-2.0, 0.0)), "ssm_a": ((hv,), (-1.0, -0.1)),
+            "ssm_beta": ((hv, e), e), "ssm_alpha": ((hv, e), e), "ssm_norm": norm(hs),
+            "ssm_out": ((e, hs * hv), hs * hv),
+        }
+        if name in extra:
+            return extra[name]
     return {
         "attn_norm": norm(e), "ffn_norm": norm(e), "post_attention_norm": norm(e), "post_ffw_norm": norm(e),
         "attn_q_norm": norm(m["head_dim"]), "attn_k_norm": norm(m["head_dim"]),
-        "attn_q": ((q, e), e), "attn_k": ((kv, e), e), "attn_v": ((kv, e), e), "attn_output": ((e, q), q),
+        "attn_q": ((qp, e), e), "attn_k": ((kv, e), e), "attn_v": ((kv, e), e), "attn_output": ((e, q), q),
         "ffn_gate": ((ff, e), e), "ffn_up": ((ff, e), e), "ffn_down": ((e, ff), ff),
         "ffn_gate_inp": ((x, e), e),
         "ffn_gate_exps": ((x, ffx, e), e), "ffn_up_exps": ((x, ffx, e), e), "ffn_down_exps": ((x, e, ffx), ffx),
@@ -155,7 +193,18 @@ def write(name, path):
     w.add_uint32(f"{arch}.attention.head_count_kv", m["n_head_kv"])
     w.add_uint32(f"{arch}.attention.key_length", m["head_dim"])
     w.add_uint32(f"{arch}.attention.value_length", m["head_dim"])
-    w.add_uint32(f"{arch}.rope.dimension_count", m["head_dim"])
+    w.add_uint32(f"{arch}.rope.dimension_count", m.get("rope_dim", m["head_dim"]))
+    if "rope_sections" in m:
+        w.add_array(f"{arch}.rope.dimension_sections", m["rope_sections"])
+    if "full_attention_interval" in m:
+        w.add_uint32(f"{arch}.full_attention_interval", m["full_attention_interval"])
+    if "ssm" in m:
+        ssm = m["ssm"]
+        w.add_uint32(f"{arch}.ssm.conv_kernel", ssm["conv_kernel"])
+        w.add_uint32(f"{arch}.ssm.state_size", ssm["state_size"])
+        w.add_uint32(f"{arch}.ssm.group_count", ssm["group_count"])
+        w.add_uint32(f"{arch}.ssm.time_step_rank", ssm["time_step_rank"])
+        w.add_uint32(f"{arch}.ssm.inner_size", ssm["state_size"] * ssm["time_step_rank"])
     w.add_float32(f"{arch}.rope.freq_base", m.get("rope_base", 1e4))
     w.add_float32(f"{arch}.attention.layer_norm_rms_epsilon", 1e-6)
     if "sliding_window" in m:
@@ -189,14 +238,23 @@ def write(name, path):
     add_matrix("output.weight", uniform("output", (n_vocab, e), 3.0 / np.sqrt(e)))
     if m.get("rope_freqs"):
         w.add_tensor("rope_freqs.weight", llama3_rope_freqs(m["head_dim"], m["rope_base"]))
+    interval = m.get("full_attention_interval", 0)
     for l in range(m["n_layer"]):
-        for t in m["layer"]:
+        recurrent = interval > 0 and (l + 1) % interval != 0
+        for t in m["recurrent_layer"] if recurrent else m["layer"]:
             shape, fan_in = layer_tensor(m, t)
             full = f"blk.{l}.{t}"
+            # llama.cpp's names: ssm_a has no suffix, ssm_dt is a bias.
+            suffix = {"ssm_a": "", "ssm_dt": ".bias"}.get(t, ".weight")
             if fan_in is None:
-                w.add_tensor(full + ".weight", 1.0 + uniform(full, shape, 0.2))
+                w.add_tensor(full + suffix, 1.0 + uniform(full, shape, 0.2))
+            elif isinstance(fan_in, tuple):
+                low, high = fan_in
+                w.add_tensor(full + suffix, low + (high - low) * (uniform(full, shape, 0.5) + 0.5))
+            elif len(shape) == 1 or t == "ssm_conv1d":  # read as floats by llama.cpp's ops
+                w.add_tensor(full + suffix, uniform(full, shape, 1.7 / np.sqrt(fan_in)))
             else:
-                add_matrix(full + ".weight", uniform(full, shape, 1.7 / np.sqrt(fan_in)))
+                add_matrix(full + suffix, uniform(full, shape, 1.7 / np.sqrt(fan_in)))
     finish(w)
 
 

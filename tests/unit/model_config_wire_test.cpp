@@ -68,6 +68,29 @@ TEST(ModelConfigWire, HostileConfigsAreRefused) {
   j = good;
   j["activation"] = "relu";
   EXPECT_EQ(refusal(j).first, wire::ErrorCode::BadRequest);
+
+  j = good;
+  j["layers"][0][3] = "mamba";  // a layer kind this worker cannot compute
+  EXPECT_EQ(refusal(j).first, wire::ErrorCode::BadRequest);
+
+  j = good;
+  j["layers"][0][3] = "delta_net";  // a DeltaNet layer without its tensors and sizes
+  EXPECT_EQ(refusal(j).first, wire::ErrorCode::Malformed);
+}
+
+TEST(ModelConfigWire, HostileDeltaNetSizesAreRefused) {
+  const std::string qwen35 = random_model_path("random-qwen35");
+  SHOAL_NEED_FILE(qwen35);
+  const nlohmann::json good = wire::config_to_json(ModelConfig::from_gguf(*gguf::File::open(qwen35)));
+  for (const nlohmann::json& delta : {nlohmann::json{4, 1 << 20, 2, 4}, nlohmann::json{4, 32, 3, 4},
+                                      nlohmann::json{1, 32, 2, 4}, nlohmann::json{4, 32, 0, 4}}) {
+    nlohmann::json j = good;
+    j["delta_net"] = delta;  // a state that would inflate the memory, or heads that do not share evenly
+    EXPECT_EQ(refusal(j).first, wire::ErrorCode::Malformed) << delta.dump();
+  }
+  nlohmann::json j = good;
+  j["recurrent_tensors"].erase(j["recurrent_tensors"].begin() + 3);  // no convolution
+  EXPECT_EQ(refusal(j).first, wire::ErrorCode::Malformed);
 }
 
 }  // namespace

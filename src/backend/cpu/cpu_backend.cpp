@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "backend/cpu/attention.h"
+#include "backend/cpu/delta_net.h"
 #include "backend/cpu/swiglu.h"
 #include "tensor/dequantize.h"
 #include "tensor/gemm.h"
@@ -315,6 +316,34 @@ void CpuBackend::add_bias(DevicePtr y_ptr, const Matrix& bias_matrix, int n_toke
 
 void CpuBackend::get_rows(const Matrix& w, const int32_t* ids, int n, DevicePtr out_ptr) {
   dequantize_rows(w, ids, n, floats(out_ptr));
+}
+
+void CpuBackend::delta_net(DevicePtr qkv, DevicePtr alpha, DevicePtr beta, const RecurrentLayer& state,
+                           const DeltaNetParams& p, int n_tokens, DevicePtr out) {
+  check_step(n_tokens);
+  cpu_delta_net(pool_, p,
+                DeltaNetStep{floats(qkv), floats(alpha), floats(beta), floats(state.conv), floats(state.ssm),
+                             state.conv_seq_stride / sizeof(float), state.ssm_seq_stride / sizeof(float),
+                             step_seq_ids_, step_positions_, n_tokens, floats(out)});
+}
+
+void CpuBackend::sigmoid_mul(DevicePtr x_ptr, DevicePtr gate_ptr, int64_t n) {
+  float* x = floats(x_ptr);
+  const float* gate = floats(gate_ptr);
+  for_elements(n, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) x[i] *= 1.0f / (1.0f + std::exp(-gate[i]));
+  });
+}
+
+void CpuBackend::split_halves(DevicePtr src_ptr, int64_t n_rows, int half, DevicePtr a_ptr, DevicePtr b_ptr) {
+  const float* src = floats(src_ptr);
+  float* a = floats(a_ptr);
+  float* b = floats(b_ptr);
+  const size_t bytes = static_cast<size_t>(half) * sizeof(float);
+  for (int64_t r = 0; r < n_rows; ++r) {
+    std::memcpy(a + r * half, src + r * 2 * half, bytes);
+    std::memcpy(b + r * half, src + r * 2 * half + half, bytes);
+  }
 }
 
 }  // namespace shoal

@@ -60,6 +60,11 @@ class CpuBackend : public Backend {
   void add(DevicePtr y, DevicePtr x, int64_t n) override;
   void add_bias(DevicePtr y, const Matrix& bias, int n_tokens, int n) override;
   void get_rows(const Matrix& w, const int32_t* ids, int n, DevicePtr out) override;
+  bool runs(OptionalOp) const override { return true; }
+  void delta_net(DevicePtr qkv, DevicePtr alpha, DevicePtr beta, const RecurrentLayer& state,
+                 const DeltaNetParams& p, int n_tokens, DevicePtr out) override;
+  void sigmoid_mul(DevicePtr x, DevicePtr gate, int64_t n) override;
+  void split_halves(DevicePtr src, int64_t n_rows, int half, DevicePtr a, DevicePtr b) override;
 
   // Matrices multiplied since construction (a test's proof that a GPU run
   // left the CPU idle).

@@ -10,6 +10,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "cluster/device_info.h"
 #include "model/kv_cache.h"
+#include "model/recurrent_state.h"
 #include "model/transformer_layer.h"
 #include "model/tensor_names.h"
 #include "tensor/random_weights.h"
@@ -99,9 +100,11 @@ PlanInput plan_input_for_model(const gguf::File& file, const ModelConfig& config
 
   // Same default as Engine: the trained context, capped at 4096.
   if (n_ctx <= 0) n_ctx = std::min(config.n_ctx_train, 4096);
+  // A layer's sequence memory: its KV cache, or a DeltaNet's recurrent state.
   for (int l = 0; l < config.n_layer; ++l)
     in.layer_kv_bytes.push_back(KvCache::bytes_for(config, l, l + 1, std::max(1, n_seq), n_ctx, std::max(1, n_batch),
-                                                       kv_types));
+                                                   kv_types) +
+                                RecurrentState::bytes_for(config, l, l + 1, std::max(1, n_seq)));
 
   const uint64_t embd = tensor_bytes(file, TensorKind::TokenEmbd);
   const uint64_t norm = tensor_bytes(file, TensorKind::OutputNorm);

@@ -43,8 +43,36 @@ constexpr std::tuple kFields{
                                  {"embd_scale", &C::embd_scale},
                                  {"logit_softcap", &C::logit_softcap},
                                  {"expert_weights_scale", &C::expert_weights_scale}}},
-    std::array<Field<bool>, 2>{{{"tied_output", &C::tied_output}, {"rope_freq_factors", &C::rope_freq_factors}}},
+    std::array<Field<bool>, 3>{
+        {{"tied_output", &C::tied_output}, {"rope_freq_factors", &C::rope_freq_factors}, {"q_gate", &C::q_gate}}},
+    std::array<Field<std::string>, 1>{{{"ffn_norm_name", &C::ffn_norm_name}}},
 };
+
+const char* layer_kind_name(LayerKind k) { return k == LayerKind::DeltaNet ? "delta_net" : "attention"; }
+
+LayerKind layer_kind_of(const std::string& s) {
+  if (s == "attention") return LayerKind::Attention;
+  if (s == "delta_net") return LayerKind::DeltaNet;
+  throw ProtocolError(ErrorCode::BadRequest, "LOAD_STAGE config: this worker cannot compute '" + s + "' layers");
+}
+
+nlohmann::json tensor_list(const std::vector<TensorKind>& kinds) {
+  nlohmann::json out = nlohmann::json::array();
+  for (TensorKind k : kinds) out.push_back(tensor_spec(k).name);
+  return out;
+}
+
+std::vector<TensorKind> tensor_kinds(const nlohmann::json& names) {
+  std::vector<TensorKind> out;
+  for (const auto& name : names) {
+    const auto kind = layer_kind_named(name.get<std::string>());
+    if (!kind)
+      throw ProtocolError(ErrorCode::BadRequest, "LOAD_STAGE config: this worker cannot compute layers with '" +
+                                                     name.get<std::string>() + "' (it may be older than the primary)");
+    out.push_back(*kind);
+  }
+  return out;
+}
 
 template <typename Visit>
 void for_each_field(Visit visit) {
@@ -62,10 +90,12 @@ nlohmann::json config_to_json(const ModelConfig& c) {
   for_each_field([&](const auto& f) { j[f.name] = c.*f.member; });
   j["rope_neox"] = c.rope_style == RopeStyle::Neox;
   j["activation"] = activation_name(c.activation);
-  nlohmann::json& tensors = j["layer_tensors"] = nlohmann::json::array();
-  for (TensorKind k : c.layer_tensors) tensors.push_back(tensor_spec(k).name);
+  j["layer_tensors"] = tensor_list(c.layer_tensors);
+  j["recurrent_tensors"] = tensor_list(c.recurrent_tensors);
+  j["delta_net"] = {c.delta.conv_kernel, c.delta.head_dim, c.delta.n_k_heads, c.delta.n_v_heads};
   nlohmann::json& layers = j["layers"] = nlohmann::json::array();
-  for (const LayerSettings& l : c.layers) layers.push_back({l.window, l.rope_freq_base, l.rope_freq_scale});
+  for (const LayerSettings& l : c.layers)
+    layers.push_back({l.window, l.rope_freq_base, l.rope_freq_scale, layer_kind_name(l.kind)});
   return j;
 }
 
@@ -75,17 +105,16 @@ ModelConfig config_from_json(const nlohmann::json& j) {
     for_each_field([&](const auto& f) { j.at(f.name).get_to(c.*f.member); });
     c.rope_style = j.at("rope_neox").get<bool>() ? RopeStyle::Neox : RopeStyle::Interleaved;
     c.activation = activation_named(j.at("activation").get<std::string>());
-    for (const auto& name : j.at("layer_tensors")) {
-      const auto kind = layer_kind_named(name.get<std::string>());
-      if (!kind)
-        throw ProtocolError(ErrorCode::BadRequest,
-                            "LOAD_STAGE config: this worker cannot compute layers with '" + name.get<std::string>() +
-                                "' (it may be older than the primary)");
-      c.layer_tensors.push_back(*kind);
-    }
+    c.layer_tensors = tensor_kinds(j.at("layer_tensors"));
+    c.recurrent_tensors = tensor_kinds(j.at("recurrent_tensors"));
+    const auto& delta = j.at("delta_net");
+    c.delta = DeltaNetShape{delta.at(0).get<int>(), delta.at(1).get<int>(), delta.at(2).get<int>(),
+                            delta.at(3).get<int>()};
     const auto& layers = j.at("layers");
     if (!layers.is_array() || layers.size() > 4096) throw ProtocolError(ErrorCode::Malformed, "LOAD_STAGE config: bad layers");
-    for (const auto& l : layers) c.layers.push_back({l.at(0).get<int>(), l.at(1).get<float>(), l.at(2).get<float>()});
+    for (const auto& l : layers)
+      c.layers.push_back({l.at(0).get<int>(), l.at(1).get<float>(), l.at(2).get<float>(),
+                          layer_kind_of(l.at(3).get<std::string>())});
     c.validate();
     return c;
   } catch (const nlohmann::json::exception& e) {

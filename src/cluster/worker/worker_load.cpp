@@ -10,6 +10,7 @@
 #include "cluster/wire/model_config_json.h"
 #include "cluster/worker/worker_session.h"
 #include "model/kv_cache.h"
+#include "model/recurrent_state.h"
 #include "util/log.h"
 
 namespace shoal {
@@ -145,7 +146,8 @@ void WorkerSession::load_stage(const wire::Frame& request) {
   }
 
   // Memory: what --mem lends, less what other stages hold.
-  stage->kv_bytes = KvCache::bytes_for(c, begin, end, n_seq, n_ctx, max_tokens, kv_types);
+  stage->kv_bytes = KvCache::bytes_for(c, begin, end, n_seq, n_ctx, max_tokens, kv_types) +
+                    RecurrentState::bytes_for(c, begin, end, n_seq);
   const uint64_t scratch = LayerScratch::bytes_for(c, max_tokens) +
                            CpuBackend::scratch_bytes(max_tokens, c.max_activation_width());
   const uint64_t need = stage->weight_bytes - shared_bytes + stage->kv_bytes + scratch;

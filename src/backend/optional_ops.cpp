@@ -1,0 +1,29 @@
+// What a backend does with an optional op it does not run: a clear error
+// (LocalStage refuses such a stage at load, so this is a backstop).
+#include "backend/backend.h"
+#include "util/error.h"
+
+namespace shoal {
+
+const char* optional_op_name(OptionalOp op) {
+  switch (op) {
+    case OptionalOp::DeltaNet: return "gated_delta_net";
+    case OptionalOp::SigmoidMul: return "sigmoid_mul";
+    case OptionalOp::SplitHalves: return "split_halves";
+  }
+  return "?";
+}
+
+namespace {
+[[noreturn]] void lacks(const Backend& be, OptionalOp op) {
+  fail("the {} backend does not run {}", be.name(), optional_op_name(op));
+}
+}  // namespace
+
+void Backend::delta_net(DevicePtr, DevicePtr, DevicePtr, const RecurrentLayer&, const DeltaNetParams&, int, DevicePtr) {
+  lacks(*this, OptionalOp::DeltaNet);
+}
+void Backend::sigmoid_mul(DevicePtr, DevicePtr, int64_t) { lacks(*this, OptionalOp::SigmoidMul); }
+void Backend::split_halves(DevicePtr, int64_t, int, DevicePtr, DevicePtr) { lacks(*this, OptionalOp::SplitHalves); }
+
+}  // namespace shoal

@@ -1,0 +1,63 @@
+// Qwen3.5's hybrid layers (Gated DeltaNet beside gated attention) on the
+// random-weight model tests/models/make_random_models.py writes: the layer
+// kinds and sizes as llama.cpp reads them, a recurrent state in place of a
+// KV cache for DeltaNet layers, and a sequence that can start again or go on
+// but never go back (a state holds every position so far).
+#include <gtest/gtest.h>
+
+#include "gguf/reader.h"
+#include "model/kv_cache.h"
+#include "model/recurrent_state.h"
+#include "model_test_support.h"
+
+namespace shoal::testing {
+namespace {
+
+TEST(HybridModel, LayerKindsAndSizesAreReadAsLlamaCppReadsThem) {
+  const std::string path = random_model_path("random-qwen35");
+  SHOAL_NEED_FILE(path);
+  const ModelConfig c = ModelConfig::from_gguf(*gguf::File::open(path));
+  // full_attention_interval 2: layers 1 and 3 attend, 0 and 2 recur.
+  ASSERT_EQ(c.n_layer, 4);
+  EXPECT_TRUE(c.recurrent(0) && !c.recurrent(1) && c.recurrent(2) && !c.recurrent(3));
+  EXPECT_EQ(c.delta.conv_kernel, 4);
+  EXPECT_EQ(c.delta.conv_width(), 2 * 32 * 2 + 32 * 4);
+  EXPECT_TRUE(c.q_gate);
+  EXPECT_EQ(c.rope_dim, 16);
+  EXPECT_EQ(c.tensor_name(TensorKind::FfnNorm, 2), "blk.2.post_attention_norm.weight");
+  // Memory per sequence: KV rows only for the two attention layers; the
+  // DeltaNet layers' state does not grow with the context.
+  const int n_ctx = 512, n_seq = 3;
+  const size_t kv_row = 2 * static_cast<size_t>(c.kv_width()) * sizeof(float);
+  EXPECT_EQ(KvCache::bytes_for(c, 0, 4, n_seq, n_ctx, 64, {DType::F32, DType::F32}), 2 * n_seq * n_ctx * kv_row);
+  const size_t state = (3 * 256 + 4 * 32 * 32) * sizeof(float);  // conv: 3 inputs of 256; 4 heads of 32 x 32
+  EXPECT_EQ(RecurrentState::bytes_for(c, 0, 4, n_seq), 2 * n_seq * state);
+  EXPECT_EQ(RecurrentState::bytes_for(c, 1, 2, n_seq), 0u);
+  EXPECT_EQ(KvCache::max_rollback(c, n_ctx, 64), 0);
+}
+
+TEST(HybridModel, ASequenceStartsAgainOrGoesOnButNeverGoesBack) {
+  const std::string path = random_model_path("random-qwen35");
+  SHOAL_NEED_FILE(path);
+  auto engine = load_engine(path, 2, 64);
+  const std::vector<TokenId> tokens = engine->tokenizer().encode("Once upon a time, there was a girl", true, false);
+  const auto fresh = all_logits(*engine, tokens, 64);
+  Pipeline& p = engine->pipeline();
+  // Going back into what the state holds is refused, naming the reason.
+  Batch back;
+  back.add(tokens[3], 3, 0, true);
+  try {
+    p.forward(back);
+    FAIL() << "rewrote position 3 of a recurrent state";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("recurrent state"), std::string::npos) << e.what();
+  }
+  // So is a cut to anything but the start or the whole.
+  EXPECT_THROW(p.truncate_sequence(0, 4), Error);
+  // Starting again from position 0 gives a fresh run's bits.
+  p.truncate_sequence(0, 0);
+  EXPECT_TRUE(same_bits(fresh, all_logits(*engine, tokens, 5)));
+}
+
+}  // namespace
+}  // namespace shoal::testing
