@@ -41,6 +41,16 @@ constexpr LayerTensor kQwen35DeltaNet[] = {
     {K::AttnNorm}, {K::AttnQkv}, {K::AttnGate}, {K::SsmConv1d}, {K::SsmDt}, {K::SsmA}, {K::SsmBeta},
     {K::SsmAlpha}, {K::SsmNorm}, {K::SsmOut}, {K::FfnNorm}, {K::FfnGate}, {K::FfnUp}, {K::FfnDown}};
 
+constexpr LayerTensor kQwen35Experts[] = {
+    {K::AttnNorm}, {K::AttnQ}, {K::AttnK}, {K::AttnV}, {K::AttnQNorm}, {K::AttnKNorm}, {K::AttnOutput},
+    {K::FfnNorm}, {K::FfnGateInp}, {K::FfnGateExps}, {K::FfnUpExps}, {K::FfnDownExps}};
+constexpr LayerTensor kQwen35DeltaNetExperts[] = {
+    {K::AttnNorm}, {K::AttnQkv}, {K::AttnGate}, {K::SsmConv1d}, {K::SsmDt}, {K::SsmA}, {K::SsmBeta},
+    {K::SsmAlpha}, {K::SsmNorm}, {K::SsmOut}, {K::FfnNorm}, {K::FfnGateInp}, {K::FfnGateExps}, {K::FfnUpExps},
+    {K::FfnDownExps}};
+constexpr LayerTensor kSharedExpert[] = {
+    {K::FfnGateInpShexp}, {K::FfnGateShexp}, {K::FfnUpShexp}, {K::FfnDownShexp}};
+
 using enum RopeStyle;
 using enum Activation;
 constexpr std::array kArchitectures = {
@@ -52,6 +62,8 @@ constexpr std::array kArchitectures = {
     Architecture{"qwen3moe", true, Neox, Silu, false, 0, kQwen3Experts},
     Architecture{"gemma3", false, Neox, GeluTanh, true, 6, kGemma3},
     Architecture{"qwen35", false, Neox, Silu, false, 0, kQwen35, kQwen35DeltaNet, true, "post_attention_norm.weight"},
+    Architecture{"qwen35moe", true, Neox, Silu, false, 0, kQwen35Experts, kQwen35DeltaNetExperts, true,
+                 "post_attention_norm.weight", kSharedExpert},
 };
 
 }  // namespace

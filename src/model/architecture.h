@@ -43,6 +43,8 @@ struct Architecture {
   // The GGUF name of the FFN's norm when not ffn_norm.weight (qwen35 stores
   // it as post_attention_norm).
   std::string_view ffn_norm_name = {};
+  // A shared expert beside the routed ones, in every layer (qwen35moe).
+  std::span<const LayerTensor> shared_expert_tensors = {};
 };
 
 // The entry for `name` (with or without experts); throws naming the

@@ -95,6 +95,7 @@ int64_t ModelConfig::dim(Dim d) const {
     case Dim::HeadDim: return head_dim;
     case Dim::Ff: return n_ff;
     case Dim::FfExpert: return n_ff_exp;
+    case Dim::FfShared: return n_ff_shexp;
     case Dim::Experts: return n_expert;
     case Dim::RopeHalf: return rope_dim / 2;
     case Dim::ConvKernel: return delta.conv_kernel;
@@ -129,6 +130,9 @@ void ModelConfig::validate() const {
               n_ff_exp > (1 << 20)))
     fail("bad experts: {} of {} used, expert width {}", n_expert_used, n_expert, n_ff_exp);
   if (!moe && (n_expert != 0 || n_ff_exp != 0)) fail("{} experts of width {} but no router tensor", n_expert, n_ff_exp);
+  const bool shared = has(TensorKind::FfnGateInpShexp);
+  if (shared != (n_ff_shexp > 0) || n_ff_shexp < 0 || n_ff_shexp > (1 << 20) || (shared && !moe))
+    fail("bad shared expert (width {})", n_ff_shexp);
   if (static_cast<int>(layers.size()) != n_layer) fail("{} layer settings for {} layers", layers.size(), n_layer);
   for (const LayerSettings& l : layers)
     if (l.window < 0 || l.window > (1 << 20) || !(l.rope_freq_base > 0.0f) || !std::isfinite(l.rope_freq_base) ||
@@ -153,10 +157,14 @@ void ModelConfig::validate() const {
            d.n_k_heads, d.n_v_heads);
     for (TensorKind k : {TensorKind::AttnNorm, TensorKind::AttnQkv, TensorKind::AttnGate, TensorKind::SsmConv1d,
                          TensorKind::SsmDt, TensorKind::SsmA, TensorKind::SsmBeta, TensorKind::SsmAlpha,
-                         TensorKind::SsmNorm, TensorKind::SsmOut, TensorKind::FfnNorm, TensorKind::FfnGate,
-                         TensorKind::FfnUp, TensorKind::FfnDown})
+                         TensorKind::SsmNorm, TensorKind::SsmOut, TensorKind::FfnNorm})
       if (std::find(recurrent_tensors.begin(), recurrent_tensors.end(), k) == recurrent_tensors.end())
         fail("a DeltaNet layer without {}", tensor_spec(k).name);
+    // Its feed-forward block is the attention layers' (the same list from FfnNorm on).
+    auto ffn_of = [](const std::vector<TensorKind>& list) {
+      return std::vector<TensorKind>(std::find(list.begin(), list.end(), TensorKind::FfnNorm), list.end());
+    };
+    if (ffn_of(recurrent_tensors) != ffn_of(layer_tensors)) fail("DeltaNet and attention layers with different FFNs");
   }
   for (TensorKind k : {TensorKind::AttnNorm, TensorKind::AttnQ, TensorKind::AttnK, TensorKind::AttnV,
                        TensorKind::AttnOutput, TensorKind::FfnNorm})
@@ -222,6 +230,8 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
   if (c.n_expert > 0) {
     c.n_expert_used = static_cast<int>(f.get_int(key("expert_used_count")));
     c.n_ff_exp = static_cast<int>(f.get_int(key("expert_feed_forward_length"), c.n_ff));
+    if (!arch.shared_expert_tensors.empty())
+      c.n_ff_shexp = static_cast<int>(f.get_int(key("expert_shared_feed_forward_length"), c.n_ff));
     // expert_weights_scale stays 1: llama.cpp reads that key only for
     // architectures Shoal does not run (DeepSeek and kin).
   }
@@ -246,6 +256,10 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
   for (const LayerTensor& t : arch.recurrent_tensors)
     if (!t.optional || f.find_tensor(c.tensor_name(t.kind, first_of(LayerKind::DeltaNet))))
       c.recurrent_tensors.push_back(t.kind);
+  // The shared expert's tensors follow either kind's.
+  for (auto* list : {&c.layer_tensors, &c.recurrent_tensors})
+    if (!list->empty())
+      for (const LayerTensor& t : arch.shared_expert_tensors) list->push_back(t.kind);
   try {
     c.validate();
   } catch (const Error& e) {

@@ -66,6 +66,7 @@ struct ModelConfig {
   int n_expert = 0;
   int n_expert_used = 0;
   int n_ff_exp = 0;              // each expert's feed-forward width
+  int n_ff_shexp = 0;            // the shared expert's width (qwen35moe); 0: none
   float expert_weights_scale = 1.0f;
   bool q_gate = false;           // attn_q holds, head by head, the query and a gate on the output (qwen35)
   DeltaNetShape delta;           // the DeltaNet layers' sizes (hybrid models)
@@ -85,7 +86,7 @@ struct ModelConfig {
   std::string tensor_name(TensorKind kind, int layer = -1) const;
   // The widest activation row a matmul reads or writes (sizes the scratch).
   int max_activation_width() const {
-    return std::max({n_embd, n_ff, q_width() * (q_gate ? 2 : 1), n_ff_exp, n_expert, delta.conv_width()});
+    return std::max({n_embd, n_ff, q_width() * (q_gate ? 2 : 1), n_ff_exp, n_ff_shexp, n_expert, delta.conv_width()});
   }
   // The size of a tensor dimension for this model.
   int64_t dim(Dim d) const;

@@ -80,7 +80,17 @@ void expert_ffn(Backend& be, const ModelConfig& c, const LayerWeights& w, Device
     for (int r = 0; r < m; ++r) be.copy(s.expert_out + static_cast<int64_t>(rows[r]) * width, result + r * width, row_bytes);
   }
 
-  // Each token sums its experts in rank order, on the host.
+  // A shared expert sees every row; its gate is one logit per row.
+  const bool shared = c.n_ff_shexp > 0;
+  if (shared) {
+    gated(be, c, w[TensorKind::FfnGateShexp], w[TensorKind::FfnUpShexp], w[TensorKind::FfnDownShexp], in, s.gathered,
+          n, s);
+    be.matmul(w[TensorKind::FfnGateInpShexp], in, s.router, n);
+    be.download(s.shared_host.data(), s.gathered, static_cast<size_t>(n) * row_bytes);
+    be.download(s.shared_gate_host.data(), s.router, static_cast<size_t>(n) * sizeof(float));
+  }
+
+  // Each token sums its experts in rank order, then the shared one, on the host.
   be.download(s.expert_out_host.data(), s.expert_out, n_routes * row_bytes);
   for (int t = 0; t < n; ++t) {
     float* o = s.sum_host.data() + static_cast<size_t>(t) * width;
@@ -90,6 +100,11 @@ void expert_ffn(Backend& be, const ModelConfig& c, const LayerWeights& w, Device
       const float weight = s.route_weight[slot];
       const float* y = s.expert_out_host.data() + slot * width;
       for (int i = 0; i < width; ++i) o[i] += weight * y[i];
+    }
+    if (shared) {
+      const float gate = 1.0f / (1.0f + std::exp(-s.shared_gate_host[t]));
+      const float* y = s.shared_host.data() + static_cast<size_t>(t) * width;
+      for (int i = 0; i < width; ++i) o[i] += gate * y[i];
     }
   }
   be.upload(out, s.sum_host.data(), static_cast<size_t>(n) * row_bytes);

@@ -42,6 +42,10 @@ constexpr std::array kTensors = {
     TensorSpec{K::SsmAlpha, "ssm_alpha.weight", true, {Embd, SsmHeads, One}, false},
     TensorSpec{K::SsmNorm, "ssm_norm.weight", true, {SsmHeadDim, One, One}, true},
     TensorSpec{K::SsmOut, "ssm_out.weight", true, {ValueWidth, Embd, One}, false},
+    TensorSpec{K::FfnGateInpShexp, "ffn_gate_inp_shexp.weight", true, {Embd, One, One}, false},
+    TensorSpec{K::FfnGateShexp, "ffn_gate_shexp.weight", true, {Embd, FfShared, One}, false},
+    TensorSpec{K::FfnUpShexp, "ffn_up_shexp.weight", true, {Embd, FfShared, One}, false},
+    TensorSpec{K::FfnDownShexp, "ffn_down_shexp.weight", true, {FfShared, Embd, One}, false},
 };
 static_assert(kTensors.size() == static_cast<size_t>(TensorKind::COUNT));
 

@@ -18,6 +18,9 @@ enum class TensorKind {
   // gate, the causal convolution, the per-head decay (dt bias, A) and
   // write strength (beta) projections, the per-head norm, the output.
   AttnQkv, AttnGate, SsmConv1d, SsmDt, SsmA, SsmBeta, SsmAlpha, SsmNorm, SsmOut,
+  // A shared expert beside the routed ones (qwen35moe), scaled by
+  // sigmoid(ffn_gate_inp_shexp . x).
+  FfnGateInpShexp, FfnGateShexp, FfnUpShexp, FfnDownShexp,
   COUNT  // sentinel
 };
 constexpr int kFirstLayerKind = static_cast<int>(TensorKind::AttnNorm);
@@ -27,7 +30,7 @@ constexpr int layer_slot(TensorKind k) { return static_cast<int>(k) - kFirstLaye
 // A tensor dimension, resolved against a ModelConfig (model/config.h).
 // QProj: the Q projection's rows (q_width, twice that with an output gate);
 // the Ssm* and Conv* ones: DeltaNet's (model/config.h, DeltaNetShape).
-enum class Dim { One, Embd, Vocab, QWidth, QProj, KvWidth, HeadDim, Ff, FfExpert, Experts, RopeHalf,
+enum class Dim { One, Embd, Vocab, QWidth, QProj, KvWidth, HeadDim, Ff, FfExpert, FfShared, Experts, RopeHalf,
                  ConvKernel, ConvWidth, ValueWidth, SsmHeads, SsmHeadDim };
 
 struct TensorSpec {

@@ -5,7 +5,7 @@
 namespace shoal {
 namespace {
 
-int ff_width(const ModelConfig& c) { return std::max(c.n_ff, c.n_ff_exp); }
+int ff_width(const ModelConfig& c) { return std::max({c.n_ff, c.n_ff_exp, c.n_ff_shexp}); }
 int mix_width(const ModelConfig& c) { return std::max(c.q_width(), c.delta.value_width()); }
 
 // Row rows[i] of buf (rows of `width` floats) to row i, i ascending: no
@@ -58,6 +58,10 @@ LayerScratch::LayerScratch(Backend& be, const ModelConfig& c, int max_tokens) {
     router_host.resize(static_cast<size_t>(max_tokens) * c.n_expert);
     expert_out_host.resize(static_cast<size_t>(max_tokens) * c.n_expert_used * c.n_embd);
     sum_host.resize(static_cast<size_t>(max_tokens) * c.n_embd);
+    if (c.n_ff_shexp > 0) {
+      shared_host.resize(static_cast<size_t>(max_tokens) * c.n_embd);
+      shared_gate_host.resize(max_tokens);
+    }
     route_expert.resize(static_cast<size_t>(max_tokens) * c.n_expert_used);
     route_weight.resize(route_expert.size());
     expert_order.resize(c.n_expert);

@@ -43,6 +43,8 @@ struct LayerScratch {
   std::vector<float> router_host;       // the router's logits
   std::vector<float> expert_out_host;   // the experts' outputs, for the weighted sum
   std::vector<float> sum_host;          // [max_tokens][n_embd]: the weighted sums
+  std::vector<float> shared_host;       // [max_tokens][n_embd]: the shared expert's output (qwen35moe)
+  std::vector<float> shared_gate_host;  // [max_tokens]: its gate's logit
   std::vector<int> route_expert;        // [max_tokens][n_expert_used]: each token's experts, best first
   std::vector<float> route_weight;      // their weights
   std::vector<int> expert_order;        // [n_expert], for the top-k sort

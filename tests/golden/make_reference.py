@@ -78,6 +78,7 @@ CASES = {
     "random-mixtral": ["fox", "long"],
     "random-llama3": ["fox", "long", "past8k"],
     "random-qwen35": ["fox", "long"],
+    "random-qwen35moe": ["fox", "long"],
 }
 
 

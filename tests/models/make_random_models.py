@@ -88,6 +88,22 @@ MODELS = {
                                            "ssm_beta", "ssm_alpha", "ssm_norm", "ssm_out", "post_attention_norm",
                                            "ffn_gate", "ffn_up", "ffn_down"],
                           sha256="e61413ed56e76242383c12a01c05ef5feee8eaac59b1504c822954b1a447b361"),
+    # Qwen3.5-MoE: the same layers with 8 routed experts of width 128 (top 2)
+    # and a shared expert of 128 gated by sigmoid(ffn_gate_inp_shexp . x).
+    "random-qwen35moe": dict(arch="qwen35moe", n_layer=4, rope_base=1e7, rope_dim=16, rope_sections=[3, 3, 2, 0],
+                             full_attention_interval=2, q_gate=True, n_expert=8, n_expert_used=2, n_ff_exp=128,
+                             n_ff_shexp=128,
+                             ssm=dict(conv_kernel=4, state_size=32, group_count=2, time_step_rank=4),
+                             layer=["attn_norm", "attn_q", "attn_k", "attn_v", "attn_q_norm", "attn_k_norm",
+                                    "attn_output", "post_attention_norm", "ffn_gate_inp", "ffn_gate_exps",
+                                    "ffn_up_exps", "ffn_down_exps", "ffn_gate_inp_shexp", "ffn_gate_shexp",
+                                    "ffn_up_shexp", "ffn_down_shexp"],
+                             recurrent_layer=["attn_norm", "attn_qkv", "attn_gate", "ssm_conv1d", "ssm_dt", "ssm_a",
+                                              "ssm_beta", "ssm_alpha", "ssm_norm", "ssm_out", "post_attention_norm",
+                                              "ffn_gate_inp", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps",
+                                              "ffn_gate_inp_shexp", "ffn_gate_shexp", "ffn_up_shexp",
+                                              "ffn_down_shexp"],
+                             sha256="38d458274cd8df6cd5530ec2d12118102d7ba6db705822007e42ff88a1b35602"),
     # Llama 3.1: rope_freqs.weight divides the rotation frequencies.
     "random-llama3": dict(arch="llama", rope_base=5e5, rope_freqs=True,
                           layer=["attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate",
@@ -168,7 +184,9 @@ def layer_tensor(m, name):
         "attn_q_norm": norm(m["head_dim"]), "attn_k_norm": norm(m["head_dim"]),
         "attn_q": ((qp, e), e), "attn_k": ((kv, e), e), "attn_v": ((kv, e), e), "attn_output": ((e, q), q),
         "ffn_gate": ((ff, e), e), "ffn_up": ((ff, e), e), "ffn_down": ((e, ff), ff),
-        "ffn_gate_inp": ((x, e), e),
+        "ffn_gate_inp": ((x, e), e), "ffn_gate_inp_shexp": ((e,), e),
+        "ffn_gate_shexp": ((m.get("n_ff_shexp", 0), e), e), "ffn_up_shexp": ((m.get("n_ff_shexp", 0), e), e),
+        "ffn_down_shexp": ((e, m.get("n_ff_shexp", 0)), m.get("n_ff_shexp", 1)),
         "ffn_gate_exps": ((x, ffx, e), e), "ffn_up_exps": ((x, ffx, e), e), "ffn_down_exps": ((x, e, ffx), ffx),
     }[name]
 
@@ -217,6 +235,8 @@ def write(name, path):
         w.add_uint32(f"{arch}.expert_used_count", m["n_expert_used"])
         if "n_ff_exp" in m:
             w.add_uint32(f"{arch}.expert_feed_forward_length", m["n_ff_exp"])
+        if "n_ff_shexp" in m:
+            w.add_uint32(f"{arch}.expert_shared_feed_forward_length", m["n_ff_shexp"])
     w.add_tokenizer_model("llama")
     if "chat_template" in m:
         w.add_chat_template(m["chat_template"])

@@ -52,7 +52,7 @@ const char* kPrompt = "Once upon a time, there was a little girl named Lily. She
 std::vector<std::string> f32_models() {
   std::vector<std::string> m = {test_data_dir() + "/models/stories260K.gguf"};
   for (const std::string& path : random_model_paths())
-    if (path.find("random-qwen35") == std::string::npos) m.push_back(path);
+    if (path.find("random-qwen35") == std::string::npos) m.push_back(path);  // qwen35 and qwen35moe
   return m;
 }
 

@@ -26,7 +26,7 @@ struct Field {
 using C = ModelConfig;
 constexpr std::tuple kFields{
     std::array<Field<std::string>, 2>{{{"arch", &C::arch}, {"name", &C::name}}},
-    std::array<Field<int>, 12>{{{"n_layer", &C::n_layer},
+    std::array<Field<int>, 13>{{{"n_layer", &C::n_layer},
                                 {"n_embd", &C::n_embd},
                                 {"n_head", &C::n_head},
                                 {"n_head_kv", &C::n_head_kv},
@@ -37,7 +37,8 @@ constexpr std::tuple kFields{
                                 {"rope_dim", &C::rope_dim},
                                 {"n_expert", &C::n_expert},
                                 {"n_expert_used", &C::n_expert_used},
-                                {"n_ff_exp", &C::n_ff_exp}}},
+                                {"n_ff_exp", &C::n_ff_exp},
+                                {"n_ff_shexp", &C::n_ff_shexp}}},
     std::array<Field<float>, 5>{{{"norm_eps", &C::norm_eps},
                                  {"attn_scale", &C::attn_scale},
                                  {"embd_scale", &C::embd_scale},
