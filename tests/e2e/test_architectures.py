@@ -92,3 +92,30 @@ def test_unknown_chat_template_is_a_clear_error(shoal_bin, test_data, tmp_path):
         assert s.post_json("/v1/chat/completions", {"messages": messages, "max_tokens": 2})[0] == 200
     r = run_shoal(shoal_bin, "run", "-m", model, "-p", "x", "--chat-template", "nonsense")
     assert r.returncode == 1 and "unknown chat template 'nonsense'" in r.stderr and "chatml" in r.stderr
+
+
+def qwen35_variant(tmp_path, name, sections=None, drop=None):
+    """A copy of random-qwen35 with other rope sections, or without one tensor."""
+    r = gguf.GGUFReader(str(random_model("random-qwen35")))
+    dst = tmp_path / name
+    w = writer_like(r, dst)
+    copy_metadata(r, w, skip=("qwen35.rope.dimension_sections",) if sections else ())
+    if sections:
+        w.add_array("qwen35.rope.dimension_sections", sections)
+    for t in r.tensors:
+        if t.name != drop:
+            w.add_tensor(t.name, t.data, raw_dtype=t.tensor_type)
+    finish(w)
+    return dst
+
+
+def test_unsupported_qwen35_variants_are_refused_by_name(shoal_bin, tmp_path):
+    """What Shoal does not compute is refused with its name, not run wrong:
+    rope sections that rotate a pair by the fourth (extra) position stream,
+    and a DeltaNet layer without its decay tensor."""
+    odd = qwen35_variant(tmp_path, "sections.gguf", sections=[1, 1, 1, 5])
+    r = run_shoal(shoal_bin, "run", "-m", odd, "-p", "x", "-n", 1)
+    assert r.returncode == 1 and "fourth position stream" in r.stderr, r.stderr
+    missing = qwen35_variant(tmp_path, "missing.gguf", drop="blk.2.ssm_a")
+    r = run_shoal(shoal_bin, "run", "-m", missing, "-p", "x", "-n", 1)
+    assert r.returncode == 1 and "missing tensor 'blk.2.ssm_a'" in r.stderr, r.stderr

@@ -21,7 +21,7 @@ from pathlib import Path
 import openai
 import pytest
 
-from conftest import ManagedProcess, run_shoal
+from conftest import ManagedProcess, random_model, run_shoal
 from server_fixtures import Server
 from shoal_wire import PING, PONG, Peer, STATS, STATS_REPLY
 
@@ -113,6 +113,27 @@ def test_killed_worker_mid_stream_gives_the_same_text(serve_cluster, workers):
     assert states[victim.address] == "lost" and states[ws[0].address] == "active"
     assert s.metrics()[f'shoal_worker_up{{device="{victim.address}"}}'] == 0
     assert complete(s) == expected  # and on without it
+
+
+@pytest.mark.parametrize("name", ["random-qwen35", "random-qwen35moe"])
+def test_killed_worker_holding_recurrent_state_gives_the_same_text(shoal_bin, workers, tmp_path, name):
+    """Qwen3.5's DeltaNet layers keep a recurrent state (not a KV cache) on
+    the worker that holds them; the replay into the new stages rebuilds it,
+    and the text is the undisturbed run's."""
+    model = random_model(name)
+    ws = workers(2, "--worker-timeout", TIMEOUT)
+    s = Server(shoal_bin, model, tmp_path, "--rpc", ",".join(w.address for w in ws), "--worker-timeout", TIMEOUT,
+               "-c", 512, threads=1)
+    s.model = Path(model).name
+    try:
+        expected = complete(s, n=256)
+        text, fault_at = stream_with_fault(s, ws[1].proc.kill, n=256)
+        assert text == expected
+        report(f"kill -9 ({name})", s, fault_at)
+        assert member_states(s)[ws[1].address] == "lost"
+        assert complete(s, n=256) == expected
+    finally:
+        s.stop()
 
 
 def test_stalled_worker_mid_stream_gives_the_same_text_and_rejoins(serve_cluster, workers):
