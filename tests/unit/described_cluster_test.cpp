@@ -178,7 +178,8 @@ TEST(ModelCatalogue, EveryModelAndQuantisationGivesAPlanInput) {
       const double file = m->weights * m->bits / 8;
       EXPECT_NEAR(total / file, 1.0, 1e-6);
       EXPECT_GT(in.primary_bytes, in.head_bytes);
-      EXPECT_LE(in.layer_read_bytes[0], in.layer_bytes[0]);
+      // A step reads at most the layer, and a DeltaNet its state, read and written.
+      EXPECT_LE(in.layer_read_bytes[0], in.layer_bytes[0] + 2 * m->delta_net_state_floats * sizeof(float));
     }
     ++n;
   }
@@ -190,6 +191,27 @@ TEST(ModelCatalogue, ExpertsReadOnlyTheirActiveShare) {
   ASSERT_TRUE(m.has_value());
   const PlanInput in = plan_input_for_catalogue_model(*m, 0, 1, 512, KvTypes{});
   EXPECT_LT(in.layer_read_bytes[0] * 8, in.layer_bytes[0]);  // 3.3 of 30.5 B, less the embeddings
+}
+
+// A hybrid model (Qwen3.6 27B: 48 Gated DeltaNet layers, 16 attention
+// layers) holds KV on its attention layers only, and on the others a state
+// that does not grow with the context: 2.2 GB a 32k sequence in f16, where
+// 64 attention layers would need 8.6 GB.
+TEST(ModelCatalogue, AHybridModelHoldsKvOnlyOnItsAttentionLayers) {
+  const auto m = find_catalogue_model("qwen3.6-27b:q4_k_m");
+  ASSERT_TRUE(m.has_value());
+  const PlanInput in = plan_input_for_catalogue_model(*m, 32768, 1, 512, KvTypes{});
+  const uint64_t kv_layer = 32768ull * 2 * 1024 * 2;                      // K and V rows of 1024 f16 values
+  const uint64_t state = (3ull * 10240 + 48ull * 128 * 128) * sizeof(float);  // convolution inputs + 48 heads of 128 x 128
+  uint64_t total = 0;
+  for (int l = 0; l < 64; ++l) {
+    EXPECT_EQ(in.layer_kv_bytes[l], l % 4 == 3 ? kv_layer : state) << "layer " << l;
+    total += in.layer_kv_bytes[l];
+  }
+  EXPECT_EQ(total, 16 * kv_layer + 48 * state);
+  EXPECT_LT(total * 3, 64 * kv_layer);  // under a third of a dense cache
+  // A decode step reads and writes each DeltaNet layer's state beside its weights.
+  EXPECT_EQ(in.layer_read_bytes[0], in.layer_read_bytes[3] + 2 * state);
 }
 
 TEST(ModelCatalogue, UnknownNamesAndQuantisationsAreNamed) {

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "cluster/primary/catalogue_toml.h"
+#include "model/config.h"
 #include "tensor/dtype.h"
 
 namespace shoal {
@@ -61,6 +62,16 @@ std::optional<CatalogueModel> find_catalogue_model(const std::string& spec) {
   m.kv_width = whole(e, where, "kv_width", 1 << 20);
   m.context = whole(e, where, "context", 1 << 24);
   m.tied_output = e["tied_output"].value_or(false);
+  if (e.contains("delta_net")) {
+    const toml::table* d = e["delta_net"].as_table();
+    if (!d) fail("{}: delta_net is not a table", where);
+    const std::string at = where + ".delta_net";
+    const int conv_kernel = whole(*d, at, "conv_kernel", 64), head_dim = whole(*d, at, "head_dim", 1024);
+    const int key_heads = whole(*d, at, "key_heads", 4096), value_heads = whole(*d, at, "value_heads", 4096);
+    const DeltaNetShape shape{conv_kernel, head_dim, key_heads, value_heads};
+    m.delta_net_state_floats = shape.conv_state_floats() + shape.ssm_state_floats();
+    m.full_attention_interval = whole(e, where, "full_attention_interval", m.n_layer);
+  }
   // A published file's size, where the catalogue has one, over the table's
   // average for the quantisation (mixtures differ from model to model).
   if (e["file_gb"][m.quant])
@@ -82,7 +93,12 @@ PlanInput plan_input_for_catalogue_model(const CatalogueModel& m, int n_ctx, int
   in.layer_read_bytes.assign(m.n_layer, static_cast<uint64_t>(active_per_layer * bytes_per_weight));
   in.layer_flops.assign(m.n_layer, 2.0 * active_per_layer);
   const uint64_t kv_row = row_bytes(kv_types.k, m.kv_width) + row_bytes(kv_types.v, m.kv_width);
-  in.layer_kv_bytes.assign(m.n_layer, kv_row * static_cast<uint64_t>(n_ctx) * n_seq);
+  const uint64_t state = static_cast<uint64_t>(m.delta_net_state_floats) * sizeof(float);
+  for (int l = 0; l < m.n_layer; ++l) {
+    in.layer_kv_bytes.push_back(m.attends(l) ? kv_row * static_cast<uint64_t>(n_ctx) * n_seq : state * n_seq);
+    // A DeltaNet reads and writes its sequence's state once a token.
+    if (!m.attends(l)) in.layer_read_bytes[l] += 2 * state;
+  }
   // The primary's scratch: a row of logits per sequence and a few
   // activation buffers of the batch (plan_input.h's estimate for a file).
   const uint64_t scratch = static_cast<uint64_t>(n_seq) * m.n_vocab * sizeof(float) +

@@ -21,6 +21,12 @@ struct CatalogueModel {
   double bits = 0;            // per weight
   int n_layer = 0, n_embd = 0, n_vocab = 0, kv_width = 0, context = 0;
   bool tied_output = false;
+  // Hybrid models (Qwen3.5/3.6): every full_attention_interval-th layer
+  // attends (and holds KV); the others are Gated DeltaNets holding, per
+  // sequence, a recurrent state of this many f32 values whatever the context.
+  int full_attention_interval = 1;
+  int64_t delta_net_state_floats = 0;
+  bool attends(int layer) const { return (layer + 1) % full_attention_interval == 0; }
 };
 
 // "name:quant" -> the model; std::nullopt when `spec` has no ':' or names

@@ -105,6 +105,8 @@ PlanInput plan_input_for_model(const gguf::File& file, const ModelConfig& config
     in.layer_kv_bytes.push_back(KvCache::bytes_for(config, l, l + 1, std::max(1, n_seq), n_ctx, std::max(1, n_batch),
                                                    kv_types) +
                                 RecurrentState::bytes_for(config, l, l + 1, std::max(1, n_seq)));
+  // A DeltaNet reads and writes its sequence's state once a token, beside its weights.
+  for (int l = 0; l < config.n_layer; ++l) in.layer_read_bytes[l] += 2 * RecurrentState::bytes_for(config, l, l + 1, 1);
 
   const uint64_t embd = tensor_bytes(file, TensorKind::TokenEmbd);
   const uint64_t norm = tensor_bytes(file, TensorKind::OutputNorm);
