@@ -5,6 +5,7 @@
 // but never go back (a state holds every position so far).
 #include <gtest/gtest.h>
 
+#include "engine/generator.h"
 #include "gguf/reader.h"
 #include "model/kv_cache.h"
 #include "model/recurrent_state.h"
@@ -57,6 +58,47 @@ TEST(HybridModel, ASequenceStartsAgainOrGoesOnButNeverGoesBack) {
   // Starting again from position 0 gives a fresh run's bits.
   p.truncate_sequence(0, 0);
   EXPECT_TRUE(same_bits(fresh, all_logits(*engine, tokens, 5)));
+}
+
+// Prefix reuse with a recurrent state: a prompt that extends all a slot
+// holds (the next turn of a chat) reuses it; one that leaves the held
+// tokens anywhere earlier is computed again from position 0, since a state
+// cannot be cut back. Either way the logits are a fresh run's bits.
+TEST(HybridModel, APromptThatExtendsTheSlotReusesItAndAnyOtherIsComputedAgain) {
+  const std::string path = random_model_path("random-qwen35");
+  SHOAL_NEED_FILE(path);
+  auto engine = load_engine(path, 2, 16);
+  ASSERT_EQ(engine->pipeline().max_rollback(), 0);
+  const std::vector<TokenId> history =
+      engine->tokenizer().encode("Once upon a time, there was a little girl named Lily.", true, false);
+  GenerationOptions opt;
+  opt.max_tokens = 1;
+  opt.sampling.temperature = 0.0f;
+  opt.ignore_eos = true;
+  auto last_logits = [&](Generator& g, const std::vector<TokenId>& prompt, int* reused) {
+    std::vector<float> logits;
+    GenerationOptions o = opt;
+    o.on_logits = [&](const float* l, int n) { logits.assign(l, l + n); };
+    *reused = g.generate(prompt, o, nullptr).n_reused;
+    return logits;
+  };
+  auto fresh_logits = [&](const std::vector<TokenId>& prompt) {
+    auto e = load_engine(path, 2, 16);
+    Generator g(e->pipeline(), e->tokenizer(), e->n_ctx());
+    int reused = 0;
+    return last_logits(g, prompt, &reused);
+  };
+  Generator warm(engine->pipeline(), engine->tokenizer(), engine->n_ctx());
+  int reused = 0;
+  last_logits(warm, history, &reused);  // the slot now holds `history`
+  std::vector<TokenId> longer = history;
+  for (TokenId t : {TokenId{7}, TokenId{21}, TokenId{40}}) longer.push_back(t);
+  EXPECT_TRUE(same_bits(last_logits(warm, longer, &reused), fresh_logits(longer)));
+  EXPECT_EQ(reused, static_cast<int>(history.size()));  // everything held was reused
+  std::vector<TokenId> other(history.begin(), history.end() - 2);
+  other.push_back(9);
+  EXPECT_TRUE(same_bits(last_logits(warm, other, &reused), fresh_logits(other)));
+  EXPECT_EQ(reused, 0);  // diverges inside what the slot held: computed again
 }
 
 }  // namespace
