@@ -39,6 +39,20 @@ struct WeightToPrepare {
 // weights keeps it as long as they are used.
 using PreparedMemory = std::vector<std::unique_ptr<uint8_t[]>>;
 
+// YaRN (and a plain magnitude scale), as llama.cpp applies them: between
+// the correction dims (from beta_fast, beta_slow and the original context)
+// each pair's angle ramps from the scaled to the unscaled one by
+// ext_factor, and cos and sin are multiplied by attn_factor, times
+// 1 + 0.1 ln(1 / freq_scale) when ext_factor is not 0 (backend/rope_angles.h).
+struct RopeYarn {
+  float ext_factor = 0.0f;   // 0: no YaRN
+  float attn_factor = 1.0f;
+  float beta_fast = 32.0f;
+  float beta_slow = 1.0f;
+  int orig_ctx = 0;          // the context the model was trained at before scaling
+  bool operator==(const RopeYarn&) const = default;
+};
+
 struct RopeParams {
   int head_dim = 0;
   int rope_dim = 0;          // leading dims that rotate
@@ -46,6 +60,7 @@ struct RopeParams {
   float freq_scale = 1.0f;   // positions are multiplied by this
   bool neox = false;         // rotate halves instead of adjacent pairs
   const Matrix* freq_factors = nullptr;  // [rope_dim/2] f32 divisors, or null
+  RopeYarn yarn;
 };
 
 // One layer's KV cache. Entry (seq, pos) of K is one row of `width` values

@@ -82,6 +82,29 @@ void read_delta_net(const gguf::File& f, ModelConfig& c) {
   check_rope_sections(f, key("rope.dimension_sections"), c.rope_dim);
 }
 
+// YaRN's parameters as llama.cpp derives them (llama_context's
+// constructor): ext_factor 1 for yarn unless the file says; the magnitude
+// scale attn_factor that, with ggml's own 1 + 0.1 ln(factor), comes to
+// mscale(factor, m) / mscale(factor, m_all) (m_all: the file's
+// yarn_log_multiplier, 1 without it), times the file's attn_factor.
+RopeYarn read_yarn(const gguf::File& f, const ModelConfig& c, const std::string& scaling, float freq_scale) {
+  auto key = [&](const char* suffix) { return c.arch + "." + suffix; };
+  RopeYarn y;
+  y.ext_factor = static_cast<float>(f.get_float(key("rope.scaling.yarn_ext_factor"), scaling == "yarn" ? 1.0 : 0.0));
+  y.beta_fast = static_cast<float>(f.get_float(key("rope.scaling.yarn_beta_fast"), 32.0));
+  y.beta_slow = static_cast<float>(f.get_float(key("rope.scaling.yarn_beta_slow"), 1.0));
+  y.orig_ctx = static_cast<int>(f.get_int(key("rope.scaling.original_context_length"), c.n_ctx_train));
+  if (y.ext_factor != 0.0f) {
+    const float factor = 1.0f / freq_scale;
+    auto mscale = [](float scale, float m) { return scale <= 1.0f ? 1.0f : 0.1f * m * std::log(scale) + 1.0f; };
+    const float log_mul = static_cast<float>(f.get_float(key("rope.scaling.yarn_log_multiplier"), 0.0));
+    y.attn_factor = log_mul != 0.0f ? mscale(factor, 1.0f) / mscale(factor, log_mul) : mscale(factor, 1.0f);
+    y.attn_factor *= 1.0f / (1.0f + 0.1f * std::log(factor));  // ggml multiplies this back in
+  }
+  y.attn_factor *= static_cast<float>(f.get_float(key("rope.scaling.attn_factor"), 1.0));
+  return y;  // checked by validate()
+}
+
 }  // namespace
 
 int64_t ModelConfig::dim(Dim d) const {
@@ -134,6 +157,11 @@ void ModelConfig::validate() const {
   if (shared != (n_ff_shexp > 0) || n_ff_shexp < 0 || n_ff_shexp > (1 << 20) || (shared && !moe))
     fail("bad shared expert (width {})", n_ff_shexp);
   if (static_cast<int>(layers.size()) != n_layer) fail("{} layer settings for {} layers", layers.size(), n_layer);
+  if (!(yarn.ext_factor >= 0.0f && yarn.ext_factor <= 1.0f) || !(yarn.attn_factor > 0.0f) ||
+      !std::isfinite(yarn.attn_factor) || !std::isfinite(yarn.beta_fast) || !std::isfinite(yarn.beta_slow) ||
+      (yarn.ext_factor != 0.0f && (yarn.orig_ctx <= 0 || !(yarn.beta_fast > 0.0f) || !(yarn.beta_slow > 0.0f))))
+    fail("bad YaRN parameters (ext_factor {}, attn_factor {}, original context {}, beta {} / {})", yarn.ext_factor,
+         yarn.attn_factor, yarn.orig_ctx, yarn.beta_fast, yarn.beta_slow);
   for (const LayerSettings& l : layers)
     if (l.window < 0 || l.window > (1 << 20) || !(l.rope_freq_base > 0.0f) || !std::isfinite(l.rope_freq_base) ||
         !(l.rope_freq_scale > 0.0f) || !std::isfinite(l.rope_freq_scale))
@@ -209,14 +237,15 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
   if (arch.scale_embeddings) c.embd_scale = std::sqrt(static_cast<float>(c.n_embd));
   c.logit_softcap = static_cast<float>(f.get_float(key("final_logit_softcapping"), 0.0));
 
-  // Rope: linear scaling applies to the global layers; rope_freqs (llama 3)
-  // carries its own factors; other schemes would give wrong answers.
+  // Rope: linear and YaRN scaling apply to the global layers; rope_freqs
+  // (llama 3) carries its own factors; other schemes would give wrong answers.
   const std::string scaling = f.get_string(key("rope.scaling.type"), "linear");
-  if (scaling != "linear" && scaling != "none")
-    fail("{}: rope scaling '{}' is not supported (supported: linear, or llama 3 rope_freqs)", f.path(), scaling);
+  if (scaling != "linear" && scaling != "none" && scaling != "yarn")
+    fail("{}: rope scaling '{}' is not supported (supported: linear, yarn, or llama 3 rope_freqs)", f.path(), scaling);
   float freq_scale = 1.0f;
   const double factor = f.get_float(key("rope.scaling.factor"), f.get_float(key("rope.scale_linear"), 0.0));
-  if (scaling == "linear" && factor != 0.0) freq_scale = static_cast<float>(1.0 / factor);
+  if (scaling != "none" && factor != 0.0) freq_scale = static_cast<float>(1.0 / factor);
+  c.yarn = read_yarn(f, c, scaling, freq_scale);
   const float freq_base = static_cast<float>(f.get_float(key("rope.freq_base"), 10000.0));
 
   const int window = static_cast<int>(f.get_int(key("attention.sliding_window"), 0));

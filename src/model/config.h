@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"
 #include "model/architecture.h"
 
 namespace shoal {
@@ -62,6 +63,7 @@ struct ModelConfig {
   float logit_softcap = 0.0f;  // logits = cap * tanh(logits / cap) when > 0
   bool tied_output = false;    // no output.weight: the head reuses token_embd
   bool rope_freq_factors = false;  // rope_freqs.weight present (llama 3.1 scaling)
+  RopeYarn yarn;                   // YaRN and the rope's magnitude scale (backend/backend.h)
   // Mixture of experts (0 experts: a dense FFN).
   int n_expert = 0;
   int n_expert_used = 0;

@@ -114,7 +114,8 @@ bool attention_block(Backend& be, const ModelConfig& c, const LayerSettings& set
                   settings.rope_freq_base,
                   settings.rope_freq_scale,
                   c.rope_style == RopeStyle::Neox,
-                  rope_freqs.empty() ? nullptr : &rope_freqs};
+                  rope_freqs.empty() ? nullptr : &rope_freqs,
+                  c.yarn};
   be.rope(s.q, n, c.n_head, rope);
   be.rope(s.k, n, c.n_head_kv, rope);
   be.kv_store(kv, s.k, s.v, n);

@@ -79,6 +79,7 @@ CASES = {
     "random-llama3": ["fox", "long", "past8k"],
     "random-qwen35": ["fox", "long"],
     "random-qwen35moe": ["fox", "long"],
+    "random-qwen3-yarn": ["fox", "long"],
 }
 
 

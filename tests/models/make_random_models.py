@@ -111,6 +111,11 @@ MODELS = {
                           sha256="c9fcc547eb5754e235b7544c524ed0e6055631245db39acb8c48450b62ca9aaf"),
 }
 
+# Qwen3 with YaRN as its long-context files declare it (factor 4), the
+# original context cut to 128 so that the tests' 263-token prompt runs past it.
+MODELS["random-qwen3-yarn"] = dict(MODELS["random-qwen3"], yarn=dict(factor=4.0, original_context_length=128),
+                                   sha256="27718904d40333c0e1a4b5591ed8fbf386b3c3f4fe13f85d6320e4ff59dae93d")
+
 # For bench/ (not made by default): a MoE model and a dense one with the same
 # total bytes (8 experts of 1024 vs one FFN of 8192), Q8_0, so that the table
 # shows a decode step reading only the experts it routes to.
@@ -212,6 +217,10 @@ def write(name, path):
     w.add_uint32(f"{arch}.attention.key_length", m["head_dim"])
     w.add_uint32(f"{arch}.attention.value_length", m["head_dim"])
     w.add_uint32(f"{arch}.rope.dimension_count", m.get("rope_dim", m["head_dim"]))
+    if "yarn" in m:
+        w.add_string(f"{arch}.rope.scaling.type", "yarn")
+        w.add_float32(f"{arch}.rope.scaling.factor", m["yarn"]["factor"])
+        w.add_uint32(f"{arch}.rope.scaling.original_context_length", m["yarn"]["original_context_length"])
     if "rope_sections" in m:
         w.add_array(f"{arch}.rope.dimension_sections", m["rope_sections"])
     if "full_attention_interval" in m:

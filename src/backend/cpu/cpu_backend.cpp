@@ -7,6 +7,7 @@
 #include "backend/cpu/attention.h"
 #include "backend/cpu/delta_net.h"
 #include "backend/cpu/swiglu.h"
+#include "backend/rope_angles.h"
 #include "tensor/dequantize.h"
 #include "tensor/gemm.h"
 #include "tensor/interleave.h"
@@ -197,19 +198,14 @@ void CpuBackend::rope(DevicePtr x_ptr, int n_tokens, int n_heads, const RopePara
   check_step(n_tokens);
   float* x = floats(x_ptr);
   const int32_t* positions = step_positions_;
-  const float* freq_factors = p.freq_factors ? p.freq_factors->f32() : nullptr;
   const int half = p.rope_dim / 2;
-  // The angle per position of each pair, once per call (not per token).
-  rope_freqs_.resize(static_cast<size_t>(half));
-  for (int i = 0; i < half; ++i) rope_freqs_[i] = std::pow(static_cast<double>(p.freq_base), -2.0 * i / p.rope_dim);
+  const RopeAngles angles(p);  // the frequencies once per call, not per token
   for_elements(static_cast<int64_t>(n_tokens) * n_heads * p.head_dim, [&](int64_t e0, int64_t e1) {
     const int64_t row = static_cast<int64_t>(n_heads) * p.head_dim;
     for (int64_t t = (e0 + row - 1) / row; t * row < e1 && t < n_tokens; ++t) {
-      const double pos = static_cast<double>(positions[t]) * p.freq_scale;
       for (int i = 0; i < half; ++i) {
-        double theta = pos * rope_freqs_[i];
-        if (freq_factors) theta /= freq_factors[i];
-        const float c = static_cast<float>(std::cos(theta)), s = static_cast<float>(std::sin(theta));
+        float c, s;
+        angles.at(positions[t], i, &c, &s);
         for (int h = 0; h < n_heads; ++h) {
           float* head = x + (t * n_heads + h) * p.head_dim;
           const int a = p.neox ? i : 2 * i, b = p.neox ? i + half : 2 * i + 1;

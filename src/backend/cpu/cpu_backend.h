@@ -85,7 +85,6 @@ class CpuBackend : public Backend {
   std::vector<uint8_t> activation_scratch_;  // activations converted for the weight type
   std::vector<int64_t> first_units_;         // matmuls: each output's first unit of rows
   AttentionScratch attention_scratch_;
-  std::vector<double> rope_freqs_;  // per pair, for the call in progress
 
   // fn(i0, i1) over [0, n), on the pool when n is large enough to pay.
   void for_elements(int64_t n, const std::function<void(int64_t, int64_t)>& fn);

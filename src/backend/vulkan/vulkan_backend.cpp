@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "backend/rope_angles.h"
 #include "backend/vulkan/shader_table.h"
 #include "backend/vulkan/shaders/elementwise_ops.h"
 #include "backend/vulkan/vulkan_devices.h"
@@ -565,25 +566,21 @@ void VulkanBackend::rope(DevicePtr x, int n_tokens, int n_heads, const RopeParam
   const RopeTable* table = nullptr;
   for (const RopeTable& t : step_rope_tables_)
     if (t.freq_base == p.freq_base && t.freq_scale == p.freq_scale && t.rope_dim == p.rope_dim &&
-        t.factors == p.freq_factors)
+        t.factors == p.freq_factors && t.yarn == p.yarn)
       table = &t;
   if (!table) {
     if (step_rope_tables_.size() == kRopeTables) fail("internal: more than {} rope settings in one step", kRopeTables);
-    // The CPU backend's angles, cos and sin (cpu_backend.cpp), for the step's rows.
-    const float* factors = p.freq_factors ? p.freq_factors->f32() : nullptr;
+    // The CPU backend's cos and sin (backend/rope_angles.h), for the step's rows.
+    const RopeAngles angles(p);
     rope_scratch_.resize(static_cast<size_t>(step_tokens_) * half * 2);
-    for (int i = 0; i < half; ++i) {
-      const double freq = std::pow(static_cast<double>(p.freq_base), -2.0 * i / p.rope_dim);
+    for (int i = 0; i < half; ++i)
       for (int t = 0; t < step_tokens_; ++t) {
-        double theta = static_cast<double>(step_positions_[t]) * p.freq_scale * freq;
-        if (factors) theta /= factors[i];
-        rope_scratch_[(static_cast<size_t>(t) * half + i) * 2] = static_cast<float>(std::cos(theta));
-        rope_scratch_[(static_cast<size_t>(t) * half + i) * 2 + 1] = static_cast<float>(std::sin(theta));
+        float* pair = &rope_scratch_[(static_cast<size_t>(t) * half + i) * 2];
+        angles.at(step_positions_[t], i, pair, pair + 1);
       }
-    }
     const size_t offset = step_rope_tables_.size() * rope_table_bytes(max_tokens_);
     upload(DevicePtr{rope_tables_.get(), offset}, rope_scratch_.data(), rope_scratch_.size() * sizeof(float));
-    step_rope_tables_.push_back({p.freq_base, p.freq_scale, p.rope_dim, p.freq_factors, offset});
+    step_rope_tables_.push_back({p.freq_base, p.freq_scale, p.rope_dim, p.freq_factors, p.yarn, offset});
     table = &step_rope_tables_.back();
   }
   const uint32_t push[] = {u32(n_heads), u32(p.head_dim), u32(p.rope_dim), p.neox ? 1u : 0u, floats(x),

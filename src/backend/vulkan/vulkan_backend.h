@@ -116,6 +116,7 @@ class VulkanBackend : public Backend {
     float freq_base, freq_scale;
     int rope_dim;
     const Matrix* factors;
+    RopeYarn yarn;
     size_t offset;  // bytes into rope_tables_
   };
   std::unique_ptr<VulkanBuffer> rope_tables_;

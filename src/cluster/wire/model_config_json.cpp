@@ -94,6 +94,7 @@ nlohmann::json config_to_json(const ModelConfig& c) {
   j["layer_tensors"] = tensor_list(c.layer_tensors);
   j["recurrent_tensors"] = tensor_list(c.recurrent_tensors);
   j["delta_net"] = {c.delta.conv_kernel, c.delta.head_dim, c.delta.n_k_heads, c.delta.n_v_heads};
+  j["yarn"] = {c.yarn.ext_factor, c.yarn.attn_factor, c.yarn.beta_fast, c.yarn.beta_slow, c.yarn.orig_ctx};
   nlohmann::json& layers = j["layers"] = nlohmann::json::array();
   for (const LayerSettings& l : c.layers)
     layers.push_back({l.window, l.rope_freq_base, l.rope_freq_scale, layer_kind_name(l.kind)});
@@ -111,6 +112,9 @@ ModelConfig config_from_json(const nlohmann::json& j) {
     const auto& delta = j.at("delta_net");
     c.delta = DeltaNetShape{delta.at(0).get<int>(), delta.at(1).get<int>(), delta.at(2).get<int>(),
                             delta.at(3).get<int>()};
+    const auto& yarn = j.at("yarn");
+    c.yarn = RopeYarn{yarn.at(0).get<float>(), yarn.at(1).get<float>(), yarn.at(2).get<float>(),
+                      yarn.at(3).get<float>(), yarn.at(4).get<int>()};
     const auto& layers = j.at("layers");
     if (!layers.is_array() || layers.size() > 4096) throw ProtocolError(ErrorCode::Malformed, "LOAD_STAGE config: bad layers");
     for (const auto& l : layers)
