@@ -122,7 +122,7 @@ struct DeltaNetParams {
 
 // Ops only some architectures need, which a backend may lack: a stage
 // whose layers need one it lacks is refused at load, naming the op.
-enum class OptionalOp { DeltaNet, SigmoidMul, SplitHalves };
+enum class OptionalOp { DeltaNet, SigmoidMul, SplitHalves, AttentionSinks, SwigluOai };
 const char* optional_op_name(OptionalOp op);
 
 struct AttentionShape {
@@ -131,6 +131,9 @@ struct AttentionShape {
   int head_dim = 0;
   float scale = 1.0f;  // applied to q·k
   int window = 0;      // attend to the last `window` positions only; 0: all
+  // gpt-oss: a learned logit per query head that joins each softmax's
+  // denominator (attention that may go nowhere); [n_head] f32, or null.
+  const Matrix* sinks = nullptr;
 };
 
 class Backend {
@@ -224,6 +227,9 @@ class Backend {
   // Rows of 2 * half values: each row's first half to a, second to b
   // ([n_rows][half] each).
   virtual void split_halves(DevicePtr src, int64_t n_rows, int half, DevicePtr a, DevicePtr b);
+  // gpt-oss's clamped SwiGLU: x = min(gate, 7), y = clamp(up, -7, 7),
+  // out = x * sigmoid(1.702 x) * (y + 1). out may be gate.
+  virtual void swiglu_oai(DevicePtr gate, DevicePtr up, DevicePtr out, int64_t n);
 };
 
 }  // namespace shoal

@@ -10,6 +10,8 @@ const char* optional_op_name(OptionalOp op) {
     case OptionalOp::DeltaNet: return "gated_delta_net";
     case OptionalOp::SigmoidMul: return "sigmoid_mul";
     case OptionalOp::SplitHalves: return "split_halves";
+    case OptionalOp::AttentionSinks: return "attention_sinks";
+    case OptionalOp::SwigluOai: return "swiglu_oai";
   }
   return "?";
 }
@@ -25,5 +27,6 @@ void Backend::delta_net(DevicePtr, DevicePtr, DevicePtr, const RecurrentLayer&, 
 }
 void Backend::sigmoid_mul(DevicePtr, DevicePtr, int64_t) { lacks(*this, OptionalOp::SigmoidMul); }
 void Backend::split_halves(DevicePtr, int64_t, int, DevicePtr, DevicePtr) { lacks(*this, OptionalOp::SplitHalves); }
+void Backend::swiglu_oai(DevicePtr, DevicePtr, DevicePtr, int64_t) { lacks(*this, OptionalOp::SwigluOai); }
 
 }  // namespace shoal

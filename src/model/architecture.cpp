@@ -51,6 +51,14 @@ constexpr LayerTensor kQwen35DeltaNetExperts[] = {
 constexpr LayerTensor kSharedExpert[] = {
     {K::FfnGateInpShexp}, {K::FfnGateShexp}, {K::FfnUpShexp}, {K::FfnDownShexp}};
 
+// gpt-oss: biased attention with sinks, a window every other layer, and
+// experts with biases and a clamped SwiGLU.
+constexpr LayerTensor kGptOss[] = {
+    {K::AttnNorm}, {K::AttnQ}, {K::AttnK}, {K::AttnV}, {K::AttnQBias}, {K::AttnKBias}, {K::AttnVBias},
+    {K::AttnOutput}, {K::AttnOutputBias}, {K::AttnSinks}, {K::FfnNorm}, {K::FfnGateInp}, {K::FfnGateInpBias},
+    {K::FfnGateExps}, {K::FfnGateExpsBias}, {K::FfnUpExps}, {K::FfnUpExpsBias}, {K::FfnDownExps},
+    {K::FfnDownExpsBias}};
+
 using enum RopeStyle;
 using enum Activation;
 constexpr std::array kArchitectures = {
@@ -64,6 +72,7 @@ constexpr std::array kArchitectures = {
     Architecture{"qwen35", false, Neox, Silu, false, 0, kQwen35, kQwen35DeltaNet, true, "post_attention_norm.weight"},
     Architecture{"qwen35moe", true, Neox, Silu, false, 0, kQwen35Experts, kQwen35DeltaNetExperts, true,
                  "post_attention_norm.weight", kSharedExpert},
+    Architecture{"gpt-oss", true, Neox, SiluOai, false, 2, kGptOss, {}, false, "post_attention_norm.weight", {}, true},
 };
 
 }  // namespace

@@ -21,6 +21,7 @@ enum class RopeStyle {
 enum class Activation {
   Silu,      // SwiGLU: silu(gate) * up
   GeluTanh,  // GeGLU: gelu(gate) * up, gelu in its tanh form
+  SiluOai,   // gpt-oss: clamped, x * sigmoid(1.702 x) * (y + 1) (Backend::swiglu_oai)
 };
 
 struct LayerTensor {
@@ -45,6 +46,9 @@ struct Architecture {
   std::string_view ffn_norm_name = {};
   // A shared expert beside the routed ones, in every layer (qwen35moe).
   std::span<const LayerTensor> shared_expert_tensors = {};
+  // Windowed layers rotate like the global ones (gpt-oss: the file's base and
+  // scale, YaRN included) instead of by rope.freq_base_swa at scale 1 (gemma3).
+  bool window_rope_like_global = false;
 };
 
 // The entry for `name` (with or without experts); throws naming the

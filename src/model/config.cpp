@@ -114,6 +114,7 @@ int64_t ModelConfig::dim(Dim d) const {
     case Dim::Vocab: return n_vocab;
     case Dim::QWidth: return q_width();
     case Dim::QProj: return q_width() * (q_gate ? 2 : 1);
+    case Dim::Heads: return n_head;
     case Dim::KvWidth: return kv_width();
     case Dim::HeadDim: return head_dim;
     case Dim::Ff: return n_ff;
@@ -252,9 +253,11 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
   std::vector<bool> windowed(c.n_layer, false);
   if (window > 0 && arch.sliding_window_period > 0)
     windowed = windowed_layers(f, key("attention.sliding_window_pattern"), c.n_layer, arch.sliding_window_period);
-  const float swa_base = static_cast<float>(f.get_float(key("rope.freq_base_swa"), 10000.0));
+  const float swa_base =
+      static_cast<float>(f.get_float(key("rope.freq_base_swa"), arch.window_rope_like_global ? freq_base : 10000.0));
+  const float swa_scale = arch.window_rope_like_global ? freq_scale : 1.0f;
   for (int l = 0; l < c.n_layer; ++l)
-    c.layers.push_back(windowed[l] ? LayerSettings{window, swa_base, 1.0f} : LayerSettings{0, freq_base, freq_scale});
+    c.layers.push_back(windowed[l] ? LayerSettings{window, swa_base, swa_scale} : LayerSettings{0, freq_base, freq_scale});
 
   if (c.n_expert > 0) {
     c.n_expert_used = static_cast<int>(f.get_int(key("expert_used_count")));

@@ -11,16 +11,31 @@
 namespace shoal {
 namespace {
 
+// Biases of one expert's gate, up and down rows (gpt-oss), each optional.
+struct ExpertBiases {
+  Matrix gate, up, down;
+};
+
 void gated(Backend& be, const ModelConfig& c, const Matrix& gate, const Matrix& up, const Matrix& down,
-           DevicePtr in, DevicePtr out, int n, LayerScratch& s) {
+           DevicePtr in, DevicePtr out, int n, LayerScratch& s, const ExpertBiases& bias = {}) {
   const Backend::MatmulOutput gate_up[] = {{&gate, s.gate}, {&up, s.up}};
   be.matmuls(gate_up, in, n);
+  if (!bias.gate.empty()) be.add_bias(s.gate, bias.gate, n, static_cast<int>(gate.rows));
+  if (!bias.up.empty()) be.add_bias(s.up, bias.up, n, static_cast<int>(up.rows));
   const int64_t count = static_cast<int64_t>(n) * gate.rows;
-  if (c.activation == Activation::GeluTanh)
-    be.geglu(s.gate, s.up, s.gate, count);
-  else
-    be.swiglu(s.gate, s.up, s.gate, count);
+  switch (c.activation) {
+    case Activation::GeluTanh: be.geglu(s.gate, s.up, s.gate, count); break;
+    case Activation::SiluOai: be.swiglu_oai(s.gate, s.up, s.gate, count); break;
+    case Activation::Silu: be.swiglu(s.gate, s.up, s.gate, count); break;
+  }
   be.matmul(down, s.gate, out, n);
+  if (!bias.down.empty()) be.add_bias(out, bias.down, n, static_cast<int>(down.rows));
+}
+
+// Row e of a [n_expert][width] f32 bias, or nothing.
+Matrix expert_bias(const Matrix& m, int e) {
+  if (m.empty()) return {};
+  return Matrix{m.type, m.data + static_cast<size_t>(e) * m.row_stride(), 1, m.cols};
 }
 
 // Expert e of a [n_expert * rows][cols] tensor.
@@ -58,6 +73,7 @@ void expert_ffn(Backend& be, const ModelConfig& c, const LayerWeights& w, Device
                 LayerScratch& s) {
   const int k = c.n_expert_used, width = c.n_embd;
   be.matmul(w[TensorKind::FfnGateInp], in, s.router, n);
+  if (!w[TensorKind::FfnGateInpBias].empty()) be.add_bias(s.router, w[TensorKind::FfnGateInpBias], n, c.n_expert);
   be.download(s.router_host.data(), s.router, static_cast<size_t>(n) * c.n_expert * sizeof(float));
   const size_t n_routes = static_cast<size_t>(n) * k;
   for (int t = 0; t < n; ++t)
@@ -75,8 +91,10 @@ void expert_ffn(Backend& be, const ModelConfig& c, const LayerWeights& w, Device
     const int m = static_cast<int>(rows.size());
     for (int r = 0; r < m; ++r) be.copy(s.gathered + static_cast<int64_t>(r) * width, in + (rows[r] / k) * width, row_bytes);
     const DevicePtr result = s.proj;  // free until the weighted sum below
+    const ExpertBiases bias{expert_bias(w[TensorKind::FfnGateExpsBias], e), expert_bias(w[TensorKind::FfnUpExpsBias], e),
+                            expert_bias(w[TensorKind::FfnDownExpsBias], e)};
     gated(be, c, expert(w[TensorKind::FfnGateExps], e, c.n_ff_exp), expert(w[TensorKind::FfnUpExps], e, c.n_ff_exp),
-          expert(w[TensorKind::FfnDownExps], e, c.n_embd), s.gathered, result, m, s);
+          expert(w[TensorKind::FfnDownExps], e, c.n_embd), s.gathered, result, m, s, bias);
     for (int r = 0; r < m; ++r) be.copy(s.expert_out + static_cast<int64_t>(rows[r]) * width, result + r * width, row_bytes);
   }
 

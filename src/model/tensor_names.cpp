@@ -46,6 +46,12 @@ constexpr std::array kTensors = {
     TensorSpec{K::FfnGateShexp, "ffn_gate_shexp.weight", true, {Embd, FfShared, One}, false},
     TensorSpec{K::FfnUpShexp, "ffn_up_shexp.weight", true, {Embd, FfShared, One}, false},
     TensorSpec{K::FfnDownShexp, "ffn_down_shexp.weight", true, {FfShared, Embd, One}, false},
+    TensorSpec{K::AttnOutputBias, "attn_output.bias", true, {Embd, One, One}, true},
+    TensorSpec{K::AttnSinks, "attn_sinks.weight", true, {Heads, One, One}, true},
+    TensorSpec{K::FfnGateInpBias, "ffn_gate_inp.bias", true, {Experts, One, One}, true},
+    TensorSpec{K::FfnGateExpsBias, "ffn_gate_exps.bias", true, {FfExpert, Experts, One}, true},
+    TensorSpec{K::FfnUpExpsBias, "ffn_up_exps.bias", true, {FfExpert, Experts, One}, true},
+    TensorSpec{K::FfnDownExpsBias, "ffn_down_exps.bias", true, {Embd, Experts, One}, true},
 };
 static_assert(kTensors.size() == static_cast<size_t>(TensorKind::COUNT));
 

@@ -21,6 +21,9 @@ enum class TensorKind {
   // A shared expert beside the routed ones (qwen35moe), scaled by
   // sigmoid(ffn_gate_inp_shexp . x).
   FfnGateInpShexp, FfnGateShexp, FfnUpShexp, FfnDownShexp,
+  // gpt-oss: the output projection's bias, attention sinks (a logit per
+  // head), the router's and each expert's biases.
+  AttnOutputBias, AttnSinks, FfnGateInpBias, FfnGateExpsBias, FfnUpExpsBias, FfnDownExpsBias,
   COUNT  // sentinel
 };
 constexpr int kFirstLayerKind = static_cast<int>(TensorKind::AttnNorm);
@@ -30,7 +33,7 @@ constexpr int layer_slot(TensorKind k) { return static_cast<int>(k) - kFirstLaye
 // A tensor dimension, resolved against a ModelConfig (model/config.h).
 // QProj: the Q projection's rows (q_width, twice that with an output gate);
 // the Ssm* and Conv* ones: DeltaNet's (model/config.h, DeltaNetShape).
-enum class Dim { One, Embd, Vocab, QWidth, QProj, KvWidth, HeadDim, Ff, FfExpert, FfShared, Experts, RopeHalf,
+enum class Dim { One, Embd, Vocab, QWidth, QProj, KvWidth, Heads, HeadDim, Ff, FfExpert, FfShared, Experts, RopeHalf,
                  ConvKernel, ConvWidth, ValueWidth, SsmHeads, SsmHeadDim };
 
 struct TensorSpec {

@@ -85,6 +85,8 @@ std::vector<OptionalOp> optional_ops_for(const ModelConfig& c, int begin, int en
   if (recurrent) ops.push_back(OptionalOp::DeltaNet);
   if (recurrent || (attention && c.q_gate)) ops.push_back(OptionalOp::SigmoidMul);
   if (attention && c.q_gate) ops.push_back(OptionalOp::SplitHalves);
+  if (attention && c.has(TensorKind::AttnSinks)) ops.push_back(OptionalOp::AttentionSinks);
+  if (c.activation == Activation::SiluOai) ops.push_back(OptionalOp::SwigluOai);
   return ops;
 }
 
@@ -120,7 +122,8 @@ bool attention_block(Backend& be, const ModelConfig& c, const LayerSettings& set
   be.rope(s.k, n, c.n_head_kv, rope);
   be.kv_store(kv, s.k, s.v, n);
   if (rows_out && rows_out->empty()) return false;  // every row's K and V are in the cache: nothing more is read
-  AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, c.attn_scale, settings.window};
+  AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, c.attn_scale, settings.window,
+                       w[K::AttnSinks].empty() ? nullptr : &w[K::AttnSinks]};
   be.attention(s.q, kv, n, shape, s.attn);
   if (c.q_gate) be.sigmoid_mul(s.attn, s.q_gate, static_cast<int64_t>(n) * c.q_width());
   return true;
@@ -173,6 +176,7 @@ void forward_layer(Backend& be, const ModelConfig& c, int layer, const LayerWeig
   }
   const int64_t residual = static_cast<int64_t>(m) * c.n_embd;
   be.matmul(w[recurrent ? K::SsmOut : K::AttnOutput], s.attn, s.proj, m);
+  if (!recurrent && !w[K::AttnOutputBias].empty()) be.add_bias(s.proj, w[K::AttnOutputBias], m, c.n_embd);
   if (!w[K::AttnPostNorm].empty())
     be.rmsnorm(s.proj, w[K::AttnPostNorm], s.proj, m, c.n_embd, c.norm_eps);
   be.add(x, s.proj, residual);

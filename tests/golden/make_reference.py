@@ -80,6 +80,7 @@ CASES = {
     "random-qwen35": ["fox", "long"],
     "random-qwen35moe": ["fox", "long"],
     "random-qwen3-yarn": ["fox", "long"],
+    "random-gpt-oss": ["fox", "long"],
 }
 
 

@@ -104,6 +104,18 @@ MODELS = {
                                               "ffn_gate_inp_shexp", "ffn_gate_shexp", "ffn_up_shexp",
                                               "ffn_down_shexp"],
                              sha256="38d458274cd8df6cd5530ec2d12118102d7ba6db705822007e42ff88a1b35602"),
+    # gpt-oss: biased attention with a sink logit per head, a 128-token window
+    # on every other layer (the long prompt runs past it), YaRN (factor 32
+    # over 4096, as the real files), 8 experts of 128 (top 2) with biases and
+    # the clamped SwiGLU; the FFN norm stored as post_attention_norm.
+    "random-gpt-oss": dict(arch="gpt-oss", n_layer=4, rope_base=150000.0, sliding_window=128, n_expert=8,
+                           n_expert_used=2, n_ff_exp=128, yarn=dict(factor=32.0, original_context_length=4096),
+                           layer=["attn_norm", "attn_q", "attn_q.bias", "attn_k", "attn_k.bias", "attn_v",
+                                  "attn_v.bias", "attn_output", "attn_output.bias", "attn_sinks",
+                                  "post_attention_norm", "ffn_gate_inp", "ffn_gate_inp.bias", "ffn_gate_exps",
+                                  "ffn_gate_exps.bias", "ffn_up_exps", "ffn_up_exps.bias", "ffn_down_exps",
+                                  "ffn_down_exps.bias"],
+                           sha256="777c50b05f0a7489ebbd6123376261cb0de9b10b4e9f4dcef94744bd81010be6"),
     # Llama 3.1: rope_freqs.weight divides the rotation frequencies.
     "random-llama3": dict(arch="llama", rope_base=5e5, rope_freqs=True,
                           layer=["attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate",
@@ -190,6 +202,11 @@ def layer_tensor(m, name):
         "attn_q": ((qp, e), e), "attn_k": ((kv, e), e), "attn_v": ((kv, e), e), "attn_output": ((e, q), q),
         "ffn_gate": ((ff, e), e), "ffn_up": ((ff, e), e), "ffn_down": ((e, ff), ff),
         "ffn_gate_inp": ((x, e), e), "ffn_gate_inp_shexp": ((e,), e),
+        # gpt-oss's biases and sinks (a sink's logit is comparable to a score's).
+        "attn_q.bias": ((qp,), (-0.5, 0.5)), "attn_k.bias": ((kv,), (-0.5, 0.5)), "attn_v.bias": ((kv,), (-0.5, 0.5)),
+        "attn_output.bias": ((e,), (-0.2, 0.2)), "attn_sinks": ((m["n_head"],), (-1.0, 2.0)),
+        "ffn_gate_inp.bias": ((x,), (-0.5, 0.5)), "ffn_gate_exps.bias": ((x, ffx), (-0.5, 0.5)),
+        "ffn_up_exps.bias": ((x, ffx), (-0.5, 0.5)), "ffn_down_exps.bias": ((x, e), (-0.2, 0.2)),
         "ffn_gate_shexp": ((m.get("n_ff_shexp", 0), e), e), "ffn_up_shexp": ((m.get("n_ff_shexp", 0), e), e),
         "ffn_down_shexp": ((e, m.get("n_ff_shexp", 0)), m.get("n_ff_shexp", 1)),
         "ffn_gate_exps": ((x, ffx, e), e), "ffn_up_exps": ((x, ffx, e), e), "ffn_down_exps": ((x, e, ffx), ffx),
@@ -236,7 +253,8 @@ def write(name, path):
     w.add_float32(f"{arch}.attention.layer_norm_rms_epsilon", 1e-6)
     if "sliding_window" in m:
         w.add_uint32(f"{arch}.attention.sliding_window", m["sliding_window"])
-        w.add_float32(f"{arch}.rope.freq_base_swa", m["rope_base_swa"])
+        if "rope_base_swa" in m:
+            w.add_float32(f"{arch}.rope.freq_base_swa", m["rope_base_swa"])
     if "softcap" in m:
         w.add_float32(f"{arch}.final_logit_softcapping", m["softcap"])
     if m.get("n_expert"):
@@ -273,8 +291,9 @@ def write(name, path):
         for t in m["recurrent_layer"] if recurrent else m["layer"]:
             shape, fan_in = layer_tensor(m, t)
             full = f"blk.{l}.{t}"
-            # llama.cpp's names: ssm_a has no suffix, ssm_dt is a bias.
-            suffix = {"ssm_a": "", "ssm_dt": ".bias"}.get(t, ".weight")
+            # llama.cpp's names: ssm_a has no suffix, ssm_dt is a bias; a name
+            # with its suffix (attn_q.bias) is taken as it is.
+            suffix = "" if "." in t else {"ssm_a": "", "ssm_dt": ".bias"}.get(t, ".weight")
             if fan_in is None:
                 w.add_tensor(full + suffix, 1.0 + uniform(full, shape, 0.2))
             elif isinstance(fan_in, tuple):

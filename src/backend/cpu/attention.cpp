@@ -271,8 +271,11 @@ HWY_INLINE void Finish(const AttentionArgs& a, int t, int kh, const float* HWY_R
   const int d = a.shape.head_dim, group = a.shape.n_head / a.shape.n_head_kv;
   const size_t stride = 2 + static_cast<size_t>(padded_dim(d));
   float* out = a.out + static_cast<size_t>(t) * a.shape.n_head * d + static_cast<size_t>(kh) * group * d;
+  const float* sinks = a.shape.sinks ? a.shape.sinks->f32() + kh * group : nullptr;
   for (int g = 0; g < group; ++g, run += stride, out += d) {
-    const VA inv = hn::Set(da, 1.0f / run[1]);
+    // A sink's logit joins the denominator (scaled to the running max).
+    const float sum = sinks ? run[1] + std::exp(sinks[g] - run[0]) : run[1];
+    const VA inv = hn::Set(da, 1.0f / sum);
     HWY_ALIGN float tail[8];
     for (int i = 0; i < d; i += static_cast<int>(hn::Lanes(da))) {
       const VA r = hn::Mul(hn::LoadU(da, run + 2 + i), inv);
@@ -432,6 +435,7 @@ void cpu_attention_reference(const float* q, const KvLayerView& kv, const int32_
         const uint8_t* v = kv.v_row(seq_ids[t], p);
         for (int i = 0; i < d; ++i) acc[i] += w * kv_value(kv.v_type, v, kh * d + i);
       }
+      if (shape.sinks) sum += std::exp(static_cast<double>(shape.sinks->f32()[h]) - m);
       for (int i = 0; i < d; ++i) out[(static_cast<size_t>(t) * shape.n_head + h) * d + i] = static_cast<float>(acc[i] / sum);
     }
   }

@@ -65,6 +65,7 @@ class CpuBackend : public Backend {
                  const DeltaNetParams& p, int n_tokens, DevicePtr out) override;
   void sigmoid_mul(DevicePtr x, DevicePtr gate, int64_t n) override;
   void split_halves(DevicePtr src, int64_t n_rows, int half, DevicePtr a, DevicePtr b) override;
+  void swiglu_oai(DevicePtr gate, DevicePtr up, DevicePtr out, int64_t n) override;
 
   // Matrices multiplied since construction (a test's proof that a GPU run
   // left the CPU idle).

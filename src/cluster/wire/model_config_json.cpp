@@ -9,11 +9,19 @@
 namespace shoal::wire {
 namespace {
 
-const char* activation_name(Activation a) { return a == Activation::GeluTanh ? "gelu_tanh" : "silu"; }
+const char* activation_name(Activation a) {
+  switch (a) {
+    case Activation::GeluTanh: return "gelu_tanh";
+    case Activation::SiluOai: return "silu_oai";
+    case Activation::Silu: break;
+  }
+  return "silu";
+}
 
 Activation activation_named(const std::string& s) {
   if (s == "silu") return Activation::Silu;
   if (s == "gelu_tanh") return Activation::GeluTanh;
+  if (s == "silu_oai") return Activation::SiluOai;
   throw ProtocolError(ErrorCode::BadRequest, "LOAD_STAGE config: unknown activation '" + s + "'");
 }
 
