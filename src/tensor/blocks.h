@@ -115,13 +115,31 @@ struct BlockQ6_K {
   uint16_t d;
 };
 
+// MXFP4 (gpt-oss's experts): x[j] = kMxfp4Values[q[j]] * 2^(e - 128), q[j]
+// a nibble as in Q4_0: an E2M1 float doubled (so that it is an integer)
+// under a shared power-of-two scale (E8M0) halved to match.
+struct BlockMXFP4 {
+  uint8_t e;
+  uint8_t qs[kQK / 2];
+};
+
 #pragma pack(pop)
+
+inline constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+// 2^(e - 128) as ggml's e8m0_to_fp32_half: exact, subnormal below e = 2.
+inline float e8m0_half(uint8_t e) {
+  const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
+  float f;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+}
 
 static_assert(sizeof(BlockQ4_0) == 18);
 static_assert(sizeof(BlockQ4_1) == 20);
 static_assert(sizeof(BlockQ5_0) == 22);
 static_assert(sizeof(BlockQ5_1) == 24);
 static_assert(sizeof(BlockQ8_0) == 34);
+static_assert(sizeof(BlockMXFP4) == 17);
 static_assert(sizeof(BlockQ8_K) == 292);
 static_assert(sizeof(BlockQ2_K) == 84);
 static_assert(sizeof(BlockQ3_K) == 110);

@@ -57,6 +57,16 @@ void dequant_q4_0(const BlockQ4_0* b, float* y, int64_t nb) {
   }
 }
 
+void dequant_mxfp4(const BlockMXFP4* b, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, ++b, y += kQK) {
+    const float d = e8m0_half(b->e);
+    for (int j = 0; j < kQK / 2; ++j) {
+      y[j] = d * kMxfp4Values[b->qs[j] & 0xF];
+      y[j + kQK / 2] = d * kMxfp4Values[b->qs[j] >> 4];
+    }
+  }
+}
+
 void dequant_q4_1(const BlockQ4_1* b, float* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, ++b, y += kQK) {
     const float d = half_to_float(b->d);
@@ -217,6 +227,7 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
       return;
     }
     case DType::Q4_0: return dequant_q4_0(static_cast<const BlockQ4_0*>(src), dst, nb);
+    case DType::MXFP4: return dequant_mxfp4(static_cast<const BlockMXFP4*>(src), dst, nb);
     case DType::Q4_1: return dequant_q4_1(static_cast<const BlockQ4_1*>(src), dst, nb);
     case DType::Q5_0: return dequant_q5_0(static_cast<const BlockQ5_0*>(src), dst, nb);
     case DType::Q5_1: return dequant_q5_1(static_cast<const BlockQ5_1*>(src), dst, nb);

@@ -23,6 +23,7 @@ constexpr std::array kTypes = {
     DTypeInfo{DType::Q6_K, "Q6_K", 256, 210},
     DTypeInfo{DType::Q8_K, "Q8_K", 256, 292},
     DTypeInfo{DType::BF16, "BF16", 1, 2},
+    DTypeInfo{DType::MXFP4, "MXFP4", 32, 17},
 };
 
 }  // namespace

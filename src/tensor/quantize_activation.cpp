@@ -94,7 +94,8 @@ DType activation_dtype(DType weight) {
     case DType::Q4_1:
     case DType::Q5_0:
     case DType::Q5_1:
-    case DType::Q8_0: return DType::Q8_0;
+    case DType::Q8_0:
+    case DType::MXFP4: return DType::Q8_0;
     case DType::Q2_K:
     case DType::Q3_K:
     case DType::Q4_K:

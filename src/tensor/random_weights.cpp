@@ -64,6 +64,7 @@ std::vector<uint8_t> random_weights(DType type, int64_t n, std::mt19937& rng) {
       case DType::Q4_K:
       case DType::Q5_K: put_half(row, base, tiny(rng)); put_half(row, base + 2, tiny(rng)); break;
       case DType::Q6_K: put_half(row, base + 208, tiny(rng)); break;
+      case DType::MXFP4: row[base] = static_cast<uint8_t>(116 + byte(rng) % 8); break;  // scales 2^-12 .. 2^-5
       default: fail("random_weights: no generator for {}", info.name);
     }
   }

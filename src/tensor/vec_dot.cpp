@@ -32,6 +32,7 @@ float VecDot(DType type, const void* weight, const void* activation, int64_t n) 
     case DType::BF16: return DotFloat(BF16Weights{w}, af, static_cast<size_t>(n));
     case DType::Q8_0: return DotQ32<Q8_0Kernel>(reinterpret_cast<const BlockQ8_0*>(w), a8, nb32);
     case DType::Q4_0: return DotQ32<Qx_0Kernel<BlockQ4_0, false>>(reinterpret_cast<const BlockQ4_0*>(w), a8, nb32);
+    case DType::MXFP4: return DotQ32<Mxfp4Kernel>(reinterpret_cast<const BlockMXFP4*>(w), a8, nb32);
     case DType::Q5_0: return DotQ32<Qx_0Kernel<BlockQ5_0, true>>(reinterpret_cast<const BlockQ5_0*>(w), a8, nb32);
     case DType::Q4_1: return DotQ32<Qx_1Kernel<BlockQ4_1, false>>(reinterpret_cast<const BlockQ4_1*>(w), a8, nb32);
     case DType::Q5_1: return DotQ32<Qx_1Kernel<BlockQ5_1, true>>(reinterpret_cast<const BlockQ5_1*>(w), a8, nb32);
@@ -73,7 +74,8 @@ int dot_block_size(DType type) {
     case DType::Q4_1:
     case DType::Q5_0:
     case DType::Q5_1:
-    case DType::Q8_0: return kQK;
+    case DType::Q8_0:
+    case DType::MXFP4: return kQK;
     case DType::Q2_K:
     case DType::Q3_K:
     case DType::Q4_K:

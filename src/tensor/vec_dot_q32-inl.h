@@ -75,6 +75,26 @@ struct Qx_0Kernel {
   }
 };
 
+// MXFP4: each nibble looked up as its doubled E2M1 value (an int8), then the
+// same exact int8 products as Q4_0, scaled by 2^(e - 128) * da.
+struct Mxfp4Kernel {
+  const BlockMXFP4* HWY_RESTRICT w;
+  const BlockQ8_0* HWY_RESTRICT a;
+
+  HWY_INLINE VF Block(int64_t i, VF acc) const {
+    const size_t N = hn::Lanes(D16());
+    HWY_ALIGN int8_t values[kQK];
+    for (int j = 0; j < kQK / 2; ++j) {
+      values[j] = kMxfp4Values[w[i].qs[j] & 0xF];
+      values[j + kQK / 2] = kMxfp4Values[w[i].qs[j] >> 4];
+    }
+    V32 s0 = hn::Zero(D32()), s1 = hn::Zero(D32());
+    for (size_t j = 0; j < kQK; j += N) s0 = DotAcc(LoadI8(values + j), LoadI8(a[i].qs + j), s0, s1);
+    const float scale = e8m0_half(w[i].e) * F16ToF32(a[i].d);
+    return hn::MulAdd(hn::Set(DF(), scale), FloatSum(s0, s1), acc);
+  }
+};
+
 // Q4_1 and Q5_1: sum x*a = d*da * sum(q*qa) + m*da * sum(qa).
 template <class BlockT, bool kFifthBit>
 struct Qx_1Kernel {

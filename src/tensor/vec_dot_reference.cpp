@@ -62,6 +62,18 @@ int block_sum(const BlockQ8_0& a) {
   return s;
 }
 
+// MXFP4: x = 2^(e - 128) * kMxfp4Values[q].
+float dot_mxfp4(const BlockMXFP4* w, const BlockQ8_0* a, int64_t nb) {
+  float sum = 0.0f;
+  int q[kQK];
+  for (int64_t i = 0; i < nb; ++i) {
+    unpack_nibbles(w[i].qs, q);
+    for (int j = 0; j < kQK; ++j) q[j] = kMxfp4Values[q[j]];
+    sum += e8m0_half(w[i].e) * half_to_float(a[i].d) * static_cast<float>(block_dot(q, a[i]));
+  }
+  return sum;
+}
+
 // Q4_0/Q5_0/Q8_0: x = d * (q - offset).
 template <typename Block>
 float dot_q_sym(const Block* w, const BlockQ8_0* a, int64_t nb, int offset) {
@@ -191,6 +203,7 @@ float vec_dot_reference(DType weight, const void* weight_row, const void* activa
     case DType::F16: return dot_half<half_to_float>(w, af, n);
     case DType::BF16: return dot_half<bf16_to_f32>(w, af, n);
     case DType::Q4_0: return dot_q_sym(reinterpret_cast<const BlockQ4_0*>(w), a8, nb, 8);
+    case DType::MXFP4: return dot_mxfp4(reinterpret_cast<const BlockMXFP4*>(w), a8, nb);
     case DType::Q5_0: return dot_q_sym(reinterpret_cast<const BlockQ5_0*>(w), a8, nb, 16);
     case DType::Q8_0: return dot_q_sym(reinterpret_cast<const BlockQ8_0*>(w), a8, nb, 0);
     case DType::Q4_1: return dot_q_affine(reinterpret_cast<const BlockQ4_1*>(w), a8, nb);

@@ -81,6 +81,7 @@ CASES = {
     "random-qwen35moe": ["fox", "long"],
     "random-qwen3-yarn": ["fox", "long"],
     "random-gpt-oss": ["fox", "long"],
+    "random-gpt-oss-mxfp4": ["fox", "long"],
 }
 
 

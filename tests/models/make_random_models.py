@@ -128,6 +128,9 @@ MODELS = {
 MODELS["random-qwen3-yarn"] = dict(MODELS["random-qwen3"], yarn=dict(factor=4.0, original_context_length=128),
                                    sha256="27718904d40333c0e1a4b5591ed8fbf386b3c3f4fe13f85d6320e4ff59dae93d")
 
+# gpt-oss as its files are: the experts' matrices in MXFP4, the rest F32.
+MODELS["random-gpt-oss-mxfp4"] = dict(MODELS["random-gpt-oss"], expert_quant="MXFP4", sha256="ab32bb8bd9f5d4b214c8e04c9a6da89b9f70b61801c12ab0c47ad2ea43b71526")
+
 # For bench/ (not made by default): a MoE model and a dense one with the same
 # total bytes (8 experts of 1024 vs one FFN of 8192), Q8_0, so that the table
 # shows a decode step reading only the experts it routes to.
@@ -274,10 +277,13 @@ def write(name, path):
         w.add_uint32(f"tokenizer.ggml.{key}", int(src.fields[f"tokenizer.ggml.{key}"].parts[-1][0]))
 
     def add_matrix(name, data):
-        if m.get("quant") != "Q8_0":
+        quant = m.get("quant")
+        if m.get("expert_quant") and name.endswith("_exps.weight"):
+            quant = m["expert_quant"]
+        if quant is None:
             return w.add_tensor(name, data)
-        q = gguf.quants.quantize(data, gguf.GGMLQuantizationType.Q8_0)
-        w.add_tensor(name, q, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+        kind = getattr(gguf.GGMLQuantizationType, quant)
+        w.add_tensor(name, gguf.quants.quantize(data, kind), raw_dtype=kind)
 
     e = m["n_embd"]
     add_matrix("token_embd.weight", uniform("token_embd", (n_vocab, e), 1.0))

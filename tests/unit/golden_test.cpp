@@ -44,7 +44,7 @@ void PrintTo(const GoldenCase& c, std::ostream* os) {
 bool also_on_vulkan(const std::string& golden_file) {
   return golden_file.starts_with("stories260K.") || golden_file == "smollm2-135m.fox.json" ||
          (golden_file.starts_with("random-") && golden_file.ends_with(".fox.json") &&
-          !golden_file.starts_with("random-qwen35") && !golden_file.starts_with("random-gpt-oss"));
+          !golden_file.starts_with("random-qwen35") && !golden_file.starts_with("random-gpt-oss"));  // + -mxfp4
 }
 
 // Tolerances, max |logit diff| over the golden top-10 ids under teacher
@@ -74,12 +74,17 @@ bool also_on_vulkan(const std::string& golden_file) {
 //   llama.cpp: the tolerance is 2x the movement, per prompt. Qwen2.5 Q4_K_M
 //   has no F32 file fetched: its movement is against the float64 forward of
 //   tests/golden/make_reference.py --noise (0.26, 0.22; we differ by 0.25, 0.23).
+//   random-gpt-oss-mxfp4 (its experts in MXFP4, whose matmul both engines
+//   feed Q8_0 activations): llama.cpp on the file against llama.cpp on its
+//   gguf-py dequantization to F32 moves by 1.52 and 2.11 (random weights
+//   amplify rounding); we differ from llama.cpp by 0.026 and 0.047.
 float quantized_movement(const std::string& golden_file) {
   static const std::map<std::string, float> measured = {
       {"smollm2-135m.fox.json", 0.905f},  {"smollm2-135m.france.json", 1.444f},
       {"smollm2-135m.long.json", 0.818f}, {"gemma3-270m.fox.json", 1.435f},
       {"gemma3-270m.germany.json", 0.669f}, {"gemma3-270m.long.json", 1.374f},
-      {"qwen2.5-coder-0.5b.fox.json", 0.26f}, {"qwen2.5-coder-0.5b.france.json", 0.22f}};
+      {"qwen2.5-coder-0.5b.fox.json", 0.26f}, {"qwen2.5-coder-0.5b.france.json", 0.22f},
+      {"random-gpt-oss-mxfp4.fox.json", 1.522f}, {"random-gpt-oss-mxfp4.long.json", 2.114f}};
   auto it = measured.find(golden_file);
   return it == measured.end() ? 0.0f : it->second;
 }
@@ -87,11 +92,11 @@ float quantized_movement(const std::string& golden_file) {
 float tolerance_for(const std::string& golden_file, const std::string& model_file) {
   if (model_file.find("SmolLM2-135M-Instruct.F32") != std::string::npos) return 1.5e-4f;
   if (model_file.find("gemma-3-270m.F32") != std::string::npos) return 0.03f;
+  if (const float m = quantized_movement(golden_file); m > 0) return 2 * m;
   if (model_file.find("random-gemma3") != std::string::npos) return 2e-3f;
   if (model_file.find("random-") != std::string::npos) return 4e-5f;
   if (model_file.find("stories260K") != std::string::npos) return 0.02f;
   if (model_file.find("llama-2-tiny-random") != std::string::npos) return 3e-4f;
-  if (const float m = quantized_movement(golden_file); m > 0) return 2 * m;
   ADD_FAILURE() << "no tolerance is derived for " << golden_file << " (" << model_file << ")";
   return 0.0f;
 }
