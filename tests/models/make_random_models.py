@@ -149,6 +149,12 @@ MODELS["bench-qwen35"] = dict(
     MODELS["random-qwen35"], n_embd=1024, n_layer=24, n_head=8, n_head_kv=2, head_dim=256, n_ff=3584, rope_dim=64,
     rope_sections=[11, 11, 10, 0], full_attention_interval=4, quant="Q8_0",
     ssm=dict(conv_kernel=4, state_size=128, group_count=16, time_step_rank=16), sha256="75d5532de4536f004048073eb4732d7f337ee390756a76d795bef49333f91b49")
+# gpt-oss at ~0.4 B parameters (8 layers of width 1024, 16/4 heads of 64,
+# 16 experts of 1024, top 4), its experts in MXFP4 and the rest Q8_0, as
+# the real files mix them.
+MODELS["bench-gpt-oss"] = dict(
+    MODELS["random-gpt-oss"], n_embd=1024, n_layer=8, n_head=16, n_head_kv=4, head_dim=64, n_expert=16,
+    n_expert_used=4, n_ff_exp=1024, quant="Q8_0", expert_quant="MXFP4", sha256="0")
 TEST_MODELS = [name for name in MODELS if name.startswith("random-")]
 
 

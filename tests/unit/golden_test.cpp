@@ -44,7 +44,7 @@ void PrintTo(const GoldenCase& c, std::ostream* os) {
 bool also_on_vulkan(const std::string& golden_file) {
   return golden_file.starts_with("stories260K.") || golden_file == "smollm2-135m.fox.json" ||
          (golden_file.starts_with("random-") && golden_file.ends_with(".fox.json") &&
-          !golden_file.starts_with("random-qwen35") && !golden_file.starts_with("random-gpt-oss"));  // + -mxfp4
+          !golden_file.starts_with("random-qwen35") && !golden_file.starts_with("random-gpt-oss"));
 }
 
 // Tolerances, max |logit diff| over the golden top-10 ids under teacher
