@@ -84,10 +84,19 @@ struct Mxfp4Kernel {
   HWY_INLINE VF Block(int64_t i, VF acc) const {
     const size_t N = hn::Lanes(D16());
     HWY_ALIGN int8_t values[kQK];
+#if HWY_TARGET == HWY_SCALAR
     for (int j = 0; j < kQK / 2; ++j) {
       values[j] = kMxfp4Values[w[i].qs[j] & 0xF];
       values[j + kQK / 2] = kMxfp4Values[w[i].qs[j] >> 4];
     }
+#else
+    // The 16 nibble values as a byte table: one shuffle looks up 16 nibbles.
+    const hn::Full128<uint8_t> d8;
+    const auto table = hn::LoadU(d8, reinterpret_cast<const uint8_t*>(kMxfp4Values));
+    const auto q = hn::LoadU(d8, w[i].qs);
+    hn::Store(hn::TableLookupBytes(table, hn::And(q, hn::Set(d8, 0x0F))), d8, reinterpret_cast<uint8_t*>(values));
+    hn::Store(hn::TableLookupBytes(table, hn::ShiftRight<4>(q)), d8, reinterpret_cast<uint8_t*>(values + kQK / 2));
+#endif
     V32 s0 = hn::Zero(D32()), s1 = hn::Zero(D32());
     for (size_t j = 0; j < kQK; j += N) s0 = DotAcc(LoadI8(values + j), LoadI8(a[i].qs + j), s0, s1);
     const float scale = e8m0_half(w[i].e) * F16ToF32(a[i].d);

@@ -154,7 +154,7 @@ MODELS["bench-qwen35"] = dict(
 # the real files mix them.
 MODELS["bench-gpt-oss"] = dict(
     MODELS["random-gpt-oss"], n_embd=1024, n_layer=8, n_head=16, n_head_kv=4, head_dim=64, n_expert=16,
-    n_expert_used=4, n_ff_exp=1024, quant="Q8_0", expert_quant="MXFP4", sha256="0")
+    n_expert_used=4, n_ff_exp=1024, quant="Q8_0", expert_quant="MXFP4", sha256="c14d7b6cc5c0ec09fcaa8c164b99e6f3c3181738b95a6bc6fec94a92e70eb56a")
 TEST_MODELS = [name for name in MODELS if name.startswith("random-")]
 
 
