@@ -214,6 +214,17 @@ TEST(ModelCatalogue, AHybridModelHoldsKvOnlyOnItsAttentionLayers) {
   EXPECT_EQ(in.layer_read_bytes[0], in.layer_read_bytes[3] + 2 * state);
 }
 
+// gpt-oss's windowed layers (every other one) hold 128 positions and a
+// batch, whatever the context.
+TEST(ModelCatalogue, WindowedLayersHoldTheirWindowOnly) {
+  const auto m = find_catalogue_model("gpt-oss-20b:q8_0");
+  ASSERT_TRUE(m.has_value());
+  const PlanInput in = plan_input_for_catalogue_model(*m, 32768, 1, 512, KvTypes{});
+  const uint64_t row = 2ull * 512 * 2;  // K and V rows of 512 f16 values
+  EXPECT_EQ(in.layer_kv_bytes[0], (128 + 512) * row);
+  EXPECT_EQ(in.layer_kv_bytes[1], 32768 * row);
+}
+
 TEST(ModelCatalogue, UnknownNamesAndQuantisationsAreNamed) {
   auto error_of = [](const std::string& spec) {
     try {
@@ -223,7 +234,8 @@ TEST(ModelCatalogue, UnknownNamesAndQuantisationsAreNamed) {
     }
     return std::string("no error");
   };
-  EXPECT_NE(error_of("gpt-5:q4_0").find("known: llama-2-7b"), std::string::npos) << error_of("gpt-5:q4_0");
+  EXPECT_NE(error_of("gpt-5:q4_0").find("known: gpt-oss-120b, gpt-oss-20b, llama-2-7b"), std::string::npos)
+      << error_of("gpt-5:q4_0");
   EXPECT_NE(error_of("llama-2-7b:q9").find("no quantisation 'q9'"), std::string::npos);
   EXPECT_FALSE(find_catalogue_model("/no/colon/model.gguf").has_value());
 }

@@ -62,6 +62,10 @@ std::optional<CatalogueModel> find_catalogue_model(const std::string& spec) {
   m.kv_width = whole(e, where, "kv_width", 1 << 20);
   m.context = whole(e, where, "context", 1 << 24);
   m.tied_output = e["tied_output"].value_or(false);
+  if (e.contains("sliding_window")) {
+    m.sliding_window = whole(e, where, "sliding_window", 1 << 24);
+    m.window_period = whole(e, where, "window_period", m.n_layer);
+  }
   if (e.contains("delta_net")) {
     const toml::table* d = e["delta_net"].as_table();
     if (!d) fail("{}: delta_net is not a table", where);
@@ -95,7 +99,9 @@ PlanInput plan_input_for_catalogue_model(const CatalogueModel& m, int n_ctx, int
   const uint64_t kv_row = row_bytes(kv_types.k, m.kv_width) + row_bytes(kv_types.v, m.kv_width);
   const uint64_t state = static_cast<uint64_t>(m.delta_net_state_floats) * sizeof(float);
   for (int l = 0; l < m.n_layer; ++l) {
-    in.layer_kv_bytes.push_back(m.attends(l) ? kv_row * static_cast<uint64_t>(n_ctx) * n_seq : state * n_seq);
+    // A windowed layer keeps its window and one batch (model/kv_cache.h).
+    const int positions = m.windowed(l) ? std::min(n_ctx, m.sliding_window + std::max(1, n_batch)) : n_ctx;
+    in.layer_kv_bytes.push_back(m.attends(l) ? kv_row * static_cast<uint64_t>(positions) * n_seq : state * n_seq);
     // A DeltaNet reads and writes its sequence's state once a token.
     if (!m.attends(l)) in.layer_read_bytes[l] += 2 * state;
   }

@@ -27,6 +27,11 @@ struct CatalogueModel {
   int full_attention_interval = 1;
   int64_t delta_net_state_floats = 0;
   bool attends(int layer) const { return (layer + 1) % full_attention_interval == 0; }
+  // Sliding-window layers (gpt-oss: even layers see the last 128 positions)
+  // hold KV for the window only.
+  int sliding_window = 0;
+  int window_period = 0;  // layer i is windowed when i % period < period - 1
+  bool windowed(int layer) const { return sliding_window > 0 && layer % window_period < window_period - 1; }
 };
 
 // "name:quant" -> the model; std::nullopt when `spec` has no ':' or names
