@@ -213,6 +213,12 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
   c.name = f.get_string("general.name", c.arch);
 
   c.n_layer = static_cast<int>(f.get_int(key("block_count")));
+  // Multi-token-prediction layers (Qwen3.5, DeepSeek V3: nextn) follow the
+  // model's own in the file; a plain forward pass does not run them, as
+  // llama.cpp's does not, so they are not layers here (their tensors stay unread).
+  const int64_t nextn = f.get_int(key("nextn_predict_layers"), 0);
+  if (nextn < 0 || nextn >= c.n_layer) fail("{}: bad nextn_predict_layers {} for {} blocks", f.path(), nextn, c.n_layer);
+  c.n_layer -= static_cast<int>(nextn);
   c.n_embd = static_cast<int>(f.get_int(key("embedding_length")));
   c.n_ff = static_cast<int>(f.get_int(key("feed_forward_length")));
   c.n_head = static_cast<int>(f.get_int(key("attention.head_count")));

@@ -119,3 +119,27 @@ def test_unsupported_qwen35_variants_are_refused_by_name(shoal_bin, tmp_path):
     missing = qwen35_variant(tmp_path, "missing.gguf", drop="blk.2.ssm_a")
     r = run_shoal(shoal_bin, "run", "-m", missing, "-p", "x", "-n", 1)
     assert r.returncode == 1 and "missing tensor 'blk.2.ssm_a'" in r.stderr, r.stderr
+
+
+def test_qwen35_multi_token_prediction_layer_is_not_run(shoal_bin, tmp_path):
+    """Qwen3.5 files carry a multi-token-prediction block after the model's
+    own (nextn_predict_layers); a plain forward pass skips it, as llama.cpp's
+    does, so the text is the one without it."""
+    src = random_model("random-qwen35")
+    r = gguf.GGUFReader(str(src))
+    dst = tmp_path / "with-mtp.gguf"
+    w = writer_like(r, dst)
+    copy_metadata(r, w, skip=("qwen35.block_count",))
+    w.add_uint32("qwen35.block_count", 5)
+    w.add_uint32("qwen35.nextn_predict_layers", 1)
+    for t in r.tensors:
+        w.add_tensor(t.name, t.data, raw_dtype=t.tensor_type)
+    for t in r.tensors:  # the extra block: a copy of the last one (never read)
+        if t.name.startswith("blk.3."):
+            w.add_tensor("blk.4." + t.name[len("blk.3."):], t.data, raw_dtype=t.tensor_type)
+    finish(w)
+    args = ("run", "-p", "Once upon a time", "-n", 12, "--temp", 0, "-t", 2)
+    plain = run_shoal(shoal_bin, args[0], "-m", src, *args[1:])
+    mtp = run_shoal(shoal_bin, args[0], "-m", dst, *args[1:])
+    assert plain.returncode == 0 and mtp.returncode == 0, mtp.stderr
+    assert mtp.stdout == plain.stdout
