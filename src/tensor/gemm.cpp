@@ -54,7 +54,7 @@ HWY_INLINE __m256i SumLanes8(const __m256i (&v)[8]) {
 template <class Kernel, int NT>
 HWY_INLINE void PlainRow(const uint8_t* row, int64_t b, const Tile<NT>& t, __m128 (&acc)[NT]) {
   const auto& x = reinterpret_cast<const typename Kernel::Plain*>(row)[b];
-  const float dw = F16ToF32(x.d);
+  const float dw = Kernel::RowScale(x);
   for (int k = 0; k < NT; ++k) {
     const auto& a = reinterpret_cast<const typename Kernel::Act*>(t.act[k])[b];
     int32_t isum = SumLanes(Kernel::Lanes(x, a));
@@ -77,7 +77,7 @@ HWY_INLINE void PlainEight(const uint8_t* const (&rows)[8], int64_t b, const Til
   float dw[8], mw[8];
   for (int r = 0; r < 8; ++r) {
     const Plain& x = reinterpret_cast<const Plain*>(rows[r])[b];
-    dw[r] = F16ToF32(x.d);
+    dw[r] = Kernel::RowScale(x);
     if constexpr (Kernel::kMin) mw[r] = F16ToF32(x.m);
     if constexpr (Kernel::kKMin) mw[r] = F16ToF32(x.dmin);
   }
@@ -131,7 +131,8 @@ void ChainRows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size
     });
   };
   int64_t r = r0;
-  for (; r < std::min(r1, grouped); r += 8) {
+  // (A kernel without an x8 layout never meets grouped rows: interleavable() is false for its type.)
+  for (; Kernel::kGrouped && r < std::min(r1, grouped); r += 8) {
     const auto* group = reinterpret_cast<const typename Kernel::X8*>(w.data + r * w.row_stride());
 #if HWY_TARGET == HWY_AVX3_DL
     // Prefill with VNNI: this group and the next in one register (decode
@@ -167,8 +168,10 @@ void ChainRows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size
     });
   }
   // Plain rows: for a tile of tokens eight at a time (lane = row, as above);
-  // one token (decode) streams row after row, which memory serves faster.
-  for (; n_tokens > 1 && r + 8 <= r1; r += 8) {
+  // one token (decode) streams row after row, which memory serves faster,
+  // except for a type with no x8 layout, where eight rows share the block
+  // sums' reduction (the same bits either way).
+  for (; (n_tokens > 1 || !Kernel::kGrouped) && r + 8 <= r1; r += 8) {
     const uint8_t* rows[8];
     for (int k = 0; k < 8; ++k) rows[k] = w.row(r + k);
     EightRows(r, [&](const auto& t, auto& acc, int64_t b, bool) { PlainEight<Kernel>(rows, b, t, acc); });
@@ -216,6 +219,7 @@ bool GemmRows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size_
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
   switch (w.type) {
     case DType::Q4_0: ChainRows<Q4_0Chain>(w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;
+    case DType::MXFP4: ChainRows<Mxfp4Chain>(w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;
     case DType::Q4_1: ChainRows<Q4_1Chain>(w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;
     case DType::Q5_0: ChainRows<Q5_0Chain>(w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;
     case DType::Q5_1: ChainRows<Q5_1Chain>(w, r0, r1, act, act_row_bytes, n_tokens, y, y_stride); return true;

@@ -158,6 +158,10 @@ struct ChainTraits {
   static constexpr bool kMin = kMin_;
   static constexpr bool kKMin = kKMin_;
   static constexpr bool kTwoGroups = false;  // TwoGroups (two groups of eight rows per 512-bit register) on AVX3_DL
+  static constexpr bool kGrouped = true;     // has an x8 layout (Group); otherwise plain rows only
+  // A plain block's scale.
+  template <class P>
+  static HWY_INLINE float RowScale(const P& x) { return F16ToF32(x.d); }
 };
 
 // The 4-bit quants of an x8 32-block: lo[c] holds values 4c..4c+3 and hi[c]
@@ -263,6 +267,22 @@ struct Q4_0Chain : ChainTraits<BlockQ4_0x8, BlockQ4_0, BlockQ8_0, 8> {  // q is 
     }
   }
 #endif
+};
+
+// MXFP4, plain rows only (no x8 layout yet): each nibble's doubled E2M1
+// value looked up by one byte shuffle, then |w| * (a with w's sign), the
+// exact w * a without an unsigned offset (|w| <= 12 keeps maddubs' int16
+// pairs far from saturating); the scale is 2^(e - 128).
+struct Mxfp4Chain : ChainTraits<BlockMXFP4, BlockMXFP4, BlockQ8_0> {
+  static constexpr bool kGrouped = false;
+  static HWY_INLINE float RowScale(const BlockMXFP4& x) { return e8m0_half(x.e); }
+  static HWY_INLINE __m256i Lanes(const Plain& x, const BlockQ8_0& a) {
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4Values)));
+    const __m256i w = _mm256_shuffle_epi8(table, Nibbles32(x.qs));
+    return DotBytes(_mm256_abs_epi8(w), _mm256_sign_epi8(Load32(a.qs), w));
+  }
+  template <int NT>
+  static HWY_INLINE void Group(const X8&, int64_t, const Tile<NT>&, __m256 (&)[NT]) {}
 };
 
 struct Q4_1Chain : ChainTraits<BlockQ4_1x8, BlockQ4_1, BlockQ8_0, 0, true> {  // x = d * q + m
