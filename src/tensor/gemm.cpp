@@ -131,8 +131,7 @@ void ChainRows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size
     });
   };
   int64_t r = r0;
-  // (A kernel without an x8 layout never meets grouped rows: interleavable() is false for its type.)
-  for (; Kernel::kGrouped && r < std::min(r1, grouped); r += 8) {
+  for (; r < std::min(r1, grouped); r += 8) {
     const auto* group = reinterpret_cast<const typename Kernel::X8*>(w.data + r * w.row_stride());
 #if HWY_TARGET == HWY_AVX3_DL
     // Prefill with VNNI: this group and the next in one register (decode
@@ -168,10 +167,8 @@ void ChainRows(const Matrix& w, int64_t r0, int64_t r1, const uint8_t* act, size
     });
   }
   // Plain rows: for a tile of tokens eight at a time (lane = row, as above);
-  // one token (decode) streams row after row, which memory serves faster,
-  // except for a type with no x8 layout, where eight rows share the block
-  // sums' reduction (the same bits either way).
-  for (; (n_tokens > 1 || !Kernel::kGrouped) && r + 8 <= r1; r += 8) {
+  // one token (decode) streams row after row, which memory serves faster.
+  for (; n_tokens > 1 && r + 8 <= r1; r += 8) {
     const uint8_t* rows[8];
     for (int k = 0; k < 8; ++k) rows[k] = w.row(r + k);
     EightRows(r, [&](const auto& t, auto& acc, int64_t b, bool) { PlainEight<Kernel>(rows, b, t, acc); });

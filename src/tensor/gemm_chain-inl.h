@@ -158,7 +158,6 @@ struct ChainTraits {
   static constexpr bool kMin = kMin_;
   static constexpr bool kKMin = kKMin_;
   static constexpr bool kTwoGroups = false;  // TwoGroups (two groups of eight rows per 512-bit register) on AVX3_DL
-  static constexpr bool kGrouped = true;     // has an x8 layout (Group); otherwise plain rows only
   // A plain block's scale.
   template <class P>
   static HWY_INLINE float RowScale(const P& x) { return F16ToF32(x.d); }
@@ -269,20 +268,50 @@ struct Q4_0Chain : ChainTraits<BlockQ4_0x8, BlockQ4_0, BlockQ8_0, 8> {  // q is 
 #endif
 };
 
-// MXFP4, plain rows only (no x8 layout yet): each nibble's doubled E2M1
-// value looked up by one byte shuffle, then |w| * (a with w's sign), the
-// exact w * a without an unsigned offset (|w| <= 12 keeps maddubs' int16
-// pairs far from saturating); the scale is 2^(e - 128).
-struct Mxfp4Chain : ChainTraits<BlockMXFP4, BlockMXFP4, BlockQ8_0> {
-  static constexpr bool kGrouped = false;
+// MXFP4: each nibble's doubled E2M1 value looked up by one byte shuffle,
+// then |w| * (a with w's sign), the exact w * a without an unsigned offset
+// (|w| <= 12: an int16 lane's sum of 16 products stays below 2^15); the
+// scale is 2^(e - 128).
+HWY_INLINE __m256i Mxfp4Table() {
+  return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4Values)));
+}
+// 2^(e - 128) of eight E8M0 bytes, exactly as e8m0_half.
+HWY_INLINE __m256 E8M0HalfToFloats(const uint8_t* e) {
+  const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(e)));
+  const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(v, _mm256_set1_epi32(1)), 23);
+  const __m256i tiny = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), v);  // e < 2: subnormal
+  const __m256i is_tiny = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), v);
+  return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, tiny, is_tiny));
+}
+struct Mxfp4Chain : ChainTraits<BlockMXFP4x8, BlockMXFP4, BlockQ8_0> {
   static HWY_INLINE float RowScale(const BlockMXFP4& x) { return e8m0_half(x.e); }
   static HWY_INLINE __m256i Lanes(const Plain& x, const BlockQ8_0& a) {
-    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4Values)));
-    const __m256i w = _mm256_shuffle_epi8(table, Nibbles32(x.qs));
+    const __m256i w = _mm256_shuffle_epi8(Mxfp4Table(), Nibbles32(x.qs));
     return DotBytes(_mm256_abs_epi8(w), _mm256_sign_epi8(Load32(a.qs), w));
   }
   template <int NT>
-  static HWY_INLINE void Group(const X8&, int64_t, const Tile<NT>&, __m256 (&)[NT]) {}
+  static HWY_INLINE void Group(const X8& g, int64_t b, const Tile<NT>& t, __m256 (&acc)[NT]) {
+    const __m256 dw = E8M0HalfToFloats(g.e);
+    const GroupNibbles q(g.qs);
+    const __m256i table = Mxfp4Table();
+    __m256i lo[4], hi[4], lo_abs[4], hi_abs[4];
+    for (int c = 0; c < 4; ++c) {
+      lo[c] = _mm256_shuffle_epi8(table, q.lo[c]);
+      hi[c] = _mm256_shuffle_epi8(table, q.hi[c]);
+      lo_abs[c] = _mm256_abs_epi8(lo[c]);
+      hi_abs[c] = _mm256_abs_epi8(hi[c]);
+    }
+    for (int k = 0; k < NT; ++k) {
+      const BlockQ8_0& a = reinterpret_cast<const BlockQ8_0*>(t.act[k])[b];
+      __m256i p = _mm256_setzero_si256();
+      for (int c = 0; c < 4; ++c) {
+        p = _mm256_add_epi16(p, _mm256_maddubs_epi16(lo_abs[c], _mm256_sign_epi8(Broadcast4(a.qs + 4 * c), lo[c])));
+        p = _mm256_add_epi16(p, _mm256_maddubs_epi16(hi_abs[c], _mm256_sign_epi8(Broadcast4(a.qs + 16 + 4 * c), hi[c])));
+      }
+      const __m256i isum = _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+      acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(t.scales[k][b])), acc[k]);
+    }
+  }
 };
 
 struct Q4_1Chain : ChainTraits<BlockQ4_1x8, BlockQ4_1, BlockQ8_0, 0, true> {  // x = d * q + m

@@ -20,7 +20,8 @@ bool interleavable(DType type, int64_t cols) {
     case DType::Q3_K:
     case DType::Q4_K:
     case DType::Q5_K:
-    case DType::Q6_K: return true;
+    case DType::Q6_K:
+    case DType::MXFP4: return true;
     default: return false;
   }
 }
@@ -64,7 +65,8 @@ struct GroupLayout {
     auto planes = [&](auto& plain, auto& x8) {
       for (size_t c = 0; c < sizeof(plain) / 4; ++c) move_bytes<kToX8>(&plain[4 * c], &x8[32 * c + 4 * r], 4);
     };
-    MOVE(in.d, out.d[r]);
+    if constexpr (requires { in.d; }) MOVE(in.d, out.d[r]);
+    if constexpr (requires { in.e; }) MOVE(in.e, out.e[r]);
     if constexpr (requires { in.m; }) MOVE(in.m, out.m[r]);
     if constexpr (requires { in.dmin; }) MOVE(in.dmin, out.dmin[r]);
     if constexpr (requires { in.scales; })
@@ -108,6 +110,7 @@ void with_layout(DType type, Fn&& fn) {
     case DType::Q5_0: return fn(GroupLayout<BlockQ5_0, BlockQ5_0x8, true>{});
     case DType::Q5_1: return fn(GroupLayout<BlockQ5_1, BlockQ5_1x8, true>{});
     case DType::Q8_0: return fn(GroupLayout<BlockQ8_0, BlockQ8_0x8>{});
+    case DType::MXFP4: return fn(GroupLayout<BlockMXFP4, BlockMXFP4x8>{});
     case DType::Q2_K: return fn(GroupLayout<BlockQ2_K, BlockQ2_Kx8>{});
     case DType::Q3_K: return fn(GroupLayout<BlockQ3_K, BlockQ3_Kx8>{});
     case DType::Q4_K: return fn(GroupLayout<BlockQ4_K, BlockQ4_Kx8>{});

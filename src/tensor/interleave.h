@@ -48,6 +48,11 @@ struct BlockQ5_1x8 {
   uint8_t qh[8 * 4];
   uint8_t qs[8 * kQK / 2];
 };
+// The eight rows' scales side by side; qs as Q4_0's.
+struct BlockMXFP4x8 {
+  uint8_t e[8];
+  uint8_t qs[8 * kQK / 2];
+};
 // qs[32c + 4r + j] = qs[4c + j] of row r (c < 8).
 struct BlockQ8_0x8 {
   uint16_t d[8];
