@@ -486,12 +486,6 @@ void VulkanBackend::prepare_matrix(const Matrix& m) {
 
 uint64_t VulkanBackend::prepare_weights(std::span<const WeightToPrepare> weights, PreparedMemory&) {
   const uint64_t before = held_bytes_;
-  // A weight type without a matmul shader (MXFP4 today) is refused here,
-  // at load and by name, not mid-step.
-  for (const WeightToPrepare& w : weights)
-    if (!w.matrix->empty() && !w.rows_only && !find_shader("matmul_" + std::string(dtype_info(w.matrix->type).name)))
-      fail("the Vulkan backend has no matmul for {} weights (run these layers on the CPU)",
-           dtype_info(w.matrix->type).name);
   for (const WeightToPrepare& w : weights)
     if (!w.matrix->empty()) prepare_matrix(*w.matrix);
   flush();
