@@ -5,12 +5,16 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import socket
 import struct
 import time
 
 MAGIC = 0x4C4F4853
-VERSION = 7
+# The version this build speaks, read from the one place it is declared so a
+# protocol bump cannot leave the tests' peer speaking the old one.
+_PROTOCOL_H = os.path.join(os.path.dirname(__file__), "..", "..", "src", "cluster", "wire", "protocol.h")
+VERSION = int(re.search(r"kProtocolVersion = (\d+);", open(_PROTOCOL_H).read()).group(1))
 TAG = 16  # AES-256-GCM tag on every frame of an encrypted link
 HEADER = struct.Struct("<IHHIIQQ")  # magic, version, type, flags, reserved, request id, payload bytes
 HELLO, AUTH, AUTH_OK, ERROR, PING, PONG, STATS, STATS_REPLY = 1, 2, 3, 4, 5, 6, 7, 8
