@@ -61,6 +61,7 @@ struct RopeParams {
   bool neox = false;         // rotate halves instead of adjacent pairs
   const Matrix* freq_factors = nullptr;  // [rope_dim/2] f32 divisors, or null
   RopeYarn yarn;
+  int rope_offset = 0;       // the rotating dims start here in each head (latent attention's trail its nope part)
 };
 
 // One layer's KV cache. Entry (seq, pos) of K is one row of `width` values
@@ -79,6 +80,9 @@ struct KvView {
   size_t v_seq_stride = 0;
   int width = 0;            // n_head_kv * head_dim
   int ring = 0;             // > 0: a sliding-window layer keeps its positions in a ring of this many
+  // Latent attention: V is each K row's leading values and has no storage
+  // of its own (v, v_type, strides repeat K's); kv_store writes K only.
+  bool v_in_k = false;
   size_t slot(int pos) const { return static_cast<size_t>(ring > 0 ? pos % ring : pos); }
   size_t k_offset(int seq, int pos) const { return seq * k_seq_stride + slot(pos) * k_row_bytes; }
   size_t v_offset(int seq, int pos) const { return seq * v_seq_stride + slot(pos) * v_row_bytes; }
@@ -86,7 +90,7 @@ struct KvView {
   P v_row(int seq, int pos) const requires std::is_pointer_v<P> { return v + v_offset(seq, pos); }
   template <class Q>
   KvView<Q> with(Q k_base, Q v_base) const {
-    KvView<Q> o{k_base, v_base, k_type, v_type, k_row_bytes, v_row_bytes, k_seq_stride, v_seq_stride, width, ring};
+    KvView<Q> o{k_base, v_base, k_type, v_type, k_row_bytes, v_row_bytes, k_seq_stride, v_seq_stride, width, ring, v_in_k};
     return o;
   }
 };
@@ -122,7 +126,10 @@ struct DeltaNetParams {
 
 // Ops only some architectures need, which a backend may lack: a stage
 // whose layers need one it lacks is refused at load, naming the op.
-enum class OptionalOp { DeltaNet, SigmoidMul, SplitHalves, AttentionSinks, SwigluOai };
+// LatentAttention: attention whose V is a prefix of its K rows, with a
+// value head size of its own (AttentionShape::v_head_dim), and rope at an
+// offset into the head.
+enum class OptionalOp { DeltaNet, SigmoidMul, SplitHalves, AttentionSinks, SwigluOai, LatentAttention };
 const char* optional_op_name(OptionalOp op);
 
 struct AttentionShape {
@@ -134,6 +141,10 @@ struct AttentionShape {
   // gpt-oss: a learned logit per query head that joins each softmax's
   // denominator (attention that may go nowhere); [n_head] f32, or null.
   const Matrix* sinks = nullptr;
+  // Values per head of V and of the output, when not head_dim (latent
+  // attention: the latent, a prefix of the K row); 0: head_dim.
+  int v_head_dim = 0;
+  int v_dim() const { return v_head_dim > 0 ? v_head_dim : head_dim; }
 };
 
 class Backend {
@@ -153,6 +164,13 @@ class Backend {
   virtual void upload(DevicePtr dst, const void* src, size_t bytes) = 0;
   virtual void download(void* dst, DevicePtr src, size_t bytes) = 0;
   virtual void copy(DevicePtr dst, DevicePtr src, size_t bytes) = 0;
+  // n_rows rows of `width` floats from src to dst, rows `src_stride` and
+  // `dst_stride` floats apart (a head's slice of every token, and back).
+  virtual void copy_rows(DevicePtr dst, int64_t dst_stride, DevicePtr src, int64_t src_stride, int64_t width,
+                         int64_t n_rows) {
+    for (int64_t r = 0; r < n_rows; ++r)
+      copy(dst + r * dst_stride, src + r * src_stride, static_cast<size_t>(width) * sizeof(float));
+  }
 
   // Throws shoal::Error when this backend cannot hold KV rows of these sizes
   // (before any memory is allocated for them).

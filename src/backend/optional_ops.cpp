@@ -12,6 +12,7 @@ const char* optional_op_name(OptionalOp op) {
     case OptionalOp::SplitHalves: return "split_halves";
     case OptionalOp::AttentionSinks: return "attention_sinks";
     case OptionalOp::SwigluOai: return "swiglu_oai";
+    case OptionalOp::LatentAttention: return "latent_attention";
   }
   return "?";
 }

@@ -59,6 +59,28 @@ constexpr LayerTensor kGptOss[] = {
     {K::FfnGateExps}, {K::FfnGateExpsBias}, {K::FfnUpExps}, {K::FfnUpExpsBias}, {K::FfnDownExps},
     {K::FfnDownExpsBias}};
 
+// DeepSeek V2/V3 (deepseek2): multi-head latent attention (a low-rank
+// query, or one projection in the lite models), then a dense FFN in the
+// leading layers and experts with a selection bias and an ungated shared
+// expert in the rest.
+constexpr LayerTensor kLatentAttention[] = {
+    {K::AttnNorm}, kOptional(K::AttnQ), kOptional(K::AttnQA), kOptional(K::AttnQANorm), kOptional(K::AttnQB),
+    {K::AttnKvAMqa}, {K::AttnKvANorm}, {K::AttnKB}, {K::AttnVB}, {K::AttnOutput}};
+constexpr LayerTensor kDenseFfn[] = {{K::FfnNorm}, {K::FfnGate}, {K::FfnUp}, {K::FfnDown}};
+constexpr LayerTensor kBiasedExperts[] = {
+    {K::FfnNorm}, {K::FfnGateInp}, kOptional(K::FfnExpProbsB), {K::FfnGateExps}, {K::FfnUpExps}, {K::FfnDownExps}};
+// A layer's list from its token mixing and its FFN.
+template <size_t A, size_t B>
+constexpr std::array<LayerTensor, A + B> join(const LayerTensor (&a)[A], const LayerTensor (&b)[B]) {
+  std::array<LayerTensor, A + B> out{};
+  for (size_t i = 0; i < A; ++i) out[i] = a[i];
+  for (size_t i = 0; i < B; ++i) out[A + i] = b[i];
+  return out;
+}
+constexpr auto kDeepseek2Lead = join(kLatentAttention, kDenseFfn);
+constexpr auto kDeepseek2Experts = join(kLatentAttention, kBiasedExperts);
+constexpr LayerTensor kUngatedSharedExpert[] = {{K::FfnGateShexp}, {K::FfnUpShexp}, {K::FfnDownShexp}};
+
 using enum RopeStyle;
 using enum Activation;
 constexpr std::array kArchitectures = {
@@ -73,6 +95,10 @@ constexpr std::array kArchitectures = {
     Architecture{"qwen35moe", true, Neox, Silu, false, 0, kQwen35Experts, kQwen35DeltaNetExperts, true,
                  "post_attention_norm.weight", kSharedExpert},
     Architecture{"gpt-oss", true, Neox, SiluOai, false, 2, kGptOss, {}, false, "post_attention_norm.weight", {}, true},
+    Architecture{.name = "deepseek2", .experts = true, .rope_style = Interleaved, .activation = Silu,
+                 .scale_embeddings = false, .sliding_window_period = 0, .layer_tensors = kDeepseek2Experts,
+                 .shared_expert_tensors = kUngatedSharedExpert, .lead_tensors = kDeepseek2Lead,
+                 .latent_attention = true, .routing_from_file = true},
 };
 
 }  // namespace

@@ -49,6 +49,14 @@ struct Architecture {
   // Windowed layers rotate like the global ones (gpt-oss: the file's base and
   // scale, YaRN included) instead of by rope.freq_base_swa at scale 1 (gemma3).
   bool window_rope_like_global = false;
+  // The leading layers' tensors, a dense FFN where the others have experts
+  // (deepseek2: how many comes from the file).
+  std::span<const LayerTensor> lead_tensors = {};
+  // Multi-head latent attention replaces Q/K/V (deepseek2; model/config.h).
+  bool latent_attention = false;
+  // The router's gating function, weight normalisation and scale come from
+  // the file (expert_gating_func, ...), as llama.cpp reads them for deepseek2.
+  bool routing_from_file = false;
 };
 
 // The entry for `name` (with or without experts); throws naming the

@@ -82,13 +82,65 @@ void read_delta_net(const gguf::File& f, ModelConfig& c) {
   check_rope_sections(f, key("rope.dimension_sections"), c.rope_dim);
 }
 
+// Latent attention's sizes (deepseek2), as llama.cpp reads them: the
+// file's key_length / value_length are the cached row's (latent + rope) and
+// the latent's; key_length_mla / value_length_mla are a head's query and
+// value. Files from before the split of attn_kv_b lack the _mla keys.
+void read_latent_attention(const gguf::File& f, ModelConfig& c) {
+  auto key = [&](const char* suffix) { return c.arch + "." + suffix; };
+  if (!f.find(key("attention.key_length_mla")) || f.find_tensor("blk.0.attn_kv_b.weight"))
+    fail("{}: a deepseek2 file without attention.key_length_mla and split attn_k_b / attn_v_b (converted before "
+         "llama.cpp's MLA cache): convert it again with a current convert_hf_to_gguf.py",
+         f.path());
+  if (f.find(key("attention.temperature_scale")))
+    fail("{}: attention temperature scaling (attention.temperature_scale) is not supported", f.path());
+  LatentAttentionShape& a = c.mla;
+  a.q_lora_rank = static_cast<int>(f.get_int(key("attention.q_lora_rank"), 0));
+  a.kv_lora_rank = static_cast<int>(f.get_int(key("attention.kv_lora_rank")));
+  a.qk_nope = static_cast<int>(f.get_int(key("attention.key_length_mla"))) - c.rope_dim;
+  a.v_head_dim = static_cast<int>(f.get_int(key("attention.value_length_mla")));
+  if (f.get_int(key("attention.value_length"), a.kv_lora_rank) != a.kv_lora_rank)
+    fail("{}: attention.value_length {} is not the latent's kv_lora_rank {}", f.path(),
+         f.get_int(key("attention.value_length")), a.kv_lora_rank);
+  c.n_dense_lead = static_cast<int>(f.get_int(key("leading_dense_block_count"), 0));
+  // The key's scale is a head's query size, not the cached row's; YaRN's
+  // multiplier strengthens it (llama.cpp's kq_scale for deepseek2).
+  const float freq_scale = c.layers.empty() ? 1.0f : c.layers[0].rope_freq_scale;
+  const float log_mul = static_cast<float>(f.get_float(key("rope.scaling.yarn_log_multiplier"), 0.0)) / 0.1f;
+  const float ln = std::log(1.0f / freq_scale);
+  const float mscale = c.yarn.attn_factor * (1.0f + 0.1f * ln) * (1.0f + 0.1f * log_mul * ln);
+  c.attn_scale = mscale * mscale / std::sqrt(static_cast<float>(a.qk_nope + c.rope_dim));
+}
+
+// The router as the file describes it (deepseek2 and kin; llama.cpp reads
+// these keys for those only): gating function (1 softmax, 2 sigmoid; a file
+// without the key is softmax, except GLM-4.7-Flash's, recognised by its
+// depth and vocabulary as llama.cpp does), weight normalisation and scale.
+void read_routing(const gguf::File& f, ModelConfig& c) {
+  auto key = [&](const char* suffix) { return c.arch + "." + suffix; };
+  int64_t gating = f.get_int(key("expert_gating_func"), 0);
+  if (gating == 0) gating = (c.n_layer == 47 || c.n_layer == 48) && c.n_vocab == 154880 ? 2 : 1;
+  if (gating != 1 && gating != 2)
+    fail("{}: expert_gating_func {} is not supported (1: softmax, 2: sigmoid)", f.path(), gating);
+  c.expert_gating = gating == 2 ? ExpertGating::Sigmoid : ExpertGating::Softmax;
+  c.expert_weights_norm = f.get_bool(key("expert_weights_norm"), false);
+  c.expert_weights_scale = static_cast<float>(f.get_float(key("expert_weights_scale"), 1.0));
+  if (c.expert_weights_scale == 0.0f) c.expert_weights_scale = 1.0f;  // llama.cpp skips a zero scale
+  c.n_ff_shexp = c.n_ff_exp * static_cast<int>(f.get_int(key("expert_shared_count"), 0));
+}
+
 // YaRN's parameters as llama.cpp derives them (llama_context's
 // constructor): ext_factor 1 for yarn unless the file says; the magnitude
 // scale attn_factor that, with ggml's own 1 + 0.1 ln(factor), comes to
 // mscale(factor, m) / mscale(factor, m_all) (m_all: the file's
 // yarn_log_multiplier, 1 without it), times the file's attn_factor.
+//
+// DeepSeek's files store 0.1 x mscale_all_dim as the multiplier and its
+// models take mscale = mscale_all_dim, so the ratio is 1 there; the
+// multiplier scales the attention instead (latent_attention_scale).
 RopeYarn read_yarn(const gguf::File& f, const ModelConfig& c, const std::string& scaling, float freq_scale) {
   auto key = [&](const char* suffix) { return c.arch + "." + suffix; };
+  const bool deepseek = c.arch == "deepseek2";
   RopeYarn y;
   y.ext_factor = static_cast<float>(f.get_float(key("rope.scaling.yarn_ext_factor"), scaling == "yarn" ? 1.0 : 0.0));
   y.beta_fast = static_cast<float>(f.get_float(key("rope.scaling.yarn_beta_fast"), 32.0));
@@ -97,8 +149,10 @@ RopeYarn read_yarn(const gguf::File& f, const ModelConfig& c, const std::string&
   if (y.ext_factor != 0.0f) {
     const float factor = 1.0f / freq_scale;
     auto mscale = [](float scale, float m) { return scale <= 1.0f ? 1.0f : 0.1f * m * std::log(scale) + 1.0f; };
-    const float log_mul = static_cast<float>(f.get_float(key("rope.scaling.yarn_log_multiplier"), 0.0));
-    y.attn_factor = log_mul != 0.0f ? mscale(factor, 1.0f) / mscale(factor, log_mul) : mscale(factor, 1.0f);
+    float log_mul = static_cast<float>(f.get_float(key("rope.scaling.yarn_log_multiplier"), 0.0));
+    if (deepseek) log_mul /= 0.1f;
+    const float m = deepseek && log_mul != 0.0f ? log_mul : 1.0f;
+    y.attn_factor = log_mul != 0.0f ? mscale(factor, m) / mscale(factor, log_mul) : mscale(factor, 1.0f);
     y.attn_factor *= 1.0f / (1.0f + 0.1f * std::log(factor));  // ggml multiplies this back in
   }
   y.attn_factor *= static_cast<float>(f.get_float(key("rope.scaling.attn_factor"), 1.0));
@@ -113,7 +167,7 @@ int64_t ModelConfig::dim(Dim d) const {
     case Dim::Embd: return n_embd;
     case Dim::Vocab: return n_vocab;
     case Dim::QWidth: return q_width();
-    case Dim::QProj: return q_width() * (q_gate ? 2 : 1);
+    case Dim::QProj: return q_proj_width();
     case Dim::Heads: return n_head;
     case Dim::KvWidth: return kv_width();
     case Dim::HeadDim: return head_dim;
@@ -127,6 +181,11 @@ int64_t ModelConfig::dim(Dim d) const {
     case Dim::ValueWidth: return delta.value_width();
     case Dim::SsmHeads: return delta.n_v_heads;
     case Dim::SsmHeadDim: return delta.head_dim;
+    case Dim::AttnOut: return attn_out_width();
+    case Dim::QLora: return mla.q_lora_rank;
+    case Dim::KvLora: return mla.kv_lora_rank;
+    case Dim::QkNope: return mla.qk_nope;
+    case Dim::MlaValue: return mla.v_head_dim;
   }
   return 0;
 }
@@ -143,7 +202,8 @@ void ModelConfig::validate() const {
     fail("bad dimensions (embedding {}, heads {}/{}, ffn {}, vocabulary {})", n_embd, n_head, n_head_kv, n_ff,
          n_vocab);
   if (n_head % n_head_kv != 0) fail("head_count {} is not a multiple of head_count_kv {}", n_head, n_head_kv);
-  if (head_dim <= 0 || head_dim > 512 || head_dim % 2 != 0) fail("unsupported head size {}", head_dim);
+  if (head_dim <= 0 || head_dim > (latent_attention() ? 576 : 512) || head_dim % 2 != 0)
+    fail("unsupported head size {}", head_dim);
   if (rope_dim <= 0 || rope_dim > head_dim || rope_dim % 2 != 0)
     fail("bad rope dimension {} for head size {}", rope_dim, head_dim);
   if (!(attn_scale > 0.0f) || !std::isfinite(attn_scale) || !std::isfinite(embd_scale) ||
@@ -154,7 +214,7 @@ void ModelConfig::validate() const {
               n_ff_exp > (1 << 20)))
     fail("bad experts: {} of {} used, expert width {}", n_expert_used, n_expert, n_ff_exp);
   if (!moe && (n_expert != 0 || n_ff_exp != 0)) fail("{} experts of width {} but no router tensor", n_expert, n_ff_exp);
-  const bool shared = has(TensorKind::FfnGateInpShexp);
+  const bool shared = has(TensorKind::FfnGateShexp);
   if (shared != (n_ff_shexp > 0) || n_ff_shexp < 0 || n_ff_shexp > (1 << 20) || (shared && !moe))
     fail("bad shared expert (width {})", n_ff_shexp);
   if (static_cast<int>(layers.size()) != n_layer) fail("{} layer settings for {} layers", layers.size(), n_layer);
@@ -195,9 +255,53 @@ void ModelConfig::validate() const {
     };
     if (ffn_of(recurrent_tensors) != ffn_of(layer_tensors)) fail("DeltaNet and attention layers with different FFNs");
   }
-  for (TensorKind k : {TensorKind::AttnNorm, TensorKind::AttnQ, TensorKind::AttnK, TensorKind::AttnV,
-                       TensorKind::AttnOutput, TensorKind::FfnNorm})
-    if (!has(k)) fail("a layer without {}", tensor_spec(k).name);
+  if (n_expert_groups != 0 &&
+      (n_expert_groups < 2 || n_expert % n_expert_groups != 0 || n_expert / n_expert_groups < 2 ||
+       n_group_used < 1 || n_group_used >= n_expert_groups || n_group_used * (n_expert / n_expert_groups) < n_expert_used))
+    fail("bad expert groups: {} experts in {} groups, {} groups used, {} experts used", n_expert, n_expert_groups,
+         n_group_used, n_expert_used);
+  if (n_dense_lead < 0 || n_dense_lead > n_layer || (n_dense_lead > 0) == lead_tensors.empty())
+    fail("bad leading dense layers ({} of {}, {} tensors)", n_dense_lead, n_layer, lead_tensors.size());
+  for (size_t i = 0; i < lead_tensors.size(); ++i)
+    if (static_cast<int>(lead_tensors[i]) < kFirstLayerKind ||
+        std::find(lead_tensors.begin(), lead_tensors.begin() + i, lead_tensors[i]) != lead_tensors.begin() + i)
+      fail("bad leading layer tensor list");
+  if (n_dense_lead > 0) {
+    // The leading layers attend as the others and have a dense FFN.
+    auto before_ffn = [](const std::vector<TensorKind>& list) {
+      return std::vector<TensorKind>(list.begin(), std::find(list.begin(), list.end(), TensorKind::FfnNorm));
+    };
+    const auto has_lead = [&](TensorKind k) { return std::find(lead_tensors.begin(), lead_tensors.end(), k) != lead_tensors.end(); };
+    if (before_ffn(lead_tensors) != before_ffn(layer_tensors) || !has_lead(TensorKind::FfnNorm) ||
+        !has_lead(TensorKind::FfnGate) || !has_lead(TensorKind::FfnUp) || !has_lead(TensorKind::FfnDown) ||
+        has_lead(TensorKind::FfnGateInp))
+      fail("leading dense layers that differ from the others before their FFN, or without a dense FFN");
+  }
+  if (latent_attention()) {
+    const LatentAttentionShape& a = mla;
+    if (a.kv_lora_rank <= 0 || a.kv_lora_rank > 4096 || a.qk_nope <= 0 || a.qk_nope > 1024 || a.v_head_dim <= 0 ||
+        a.v_head_dim > 1024 || a.q_lora_rank < 0 || a.q_lora_rank > 65536 || n_head_kv != 1 ||
+        head_dim != a.kv_lora_rank + rope_dim || a.kv_lora_rank % 8 != 0)
+      fail("bad latent attention sizes (latent {}, query rank {}, nope {}, rope {}, value {}, cached row {}, {} KV heads)",
+           a.kv_lora_rank, a.q_lora_rank, a.qk_nope, rope_dim, a.v_head_dim, head_dim, n_head_kv);
+    const bool low_rank = has(TensorKind::AttnQA) && has(TensorKind::AttnQANorm) && has(TensorKind::AttnQB);
+    if (low_rank == has(TensorKind::AttnQ) || low_rank != (a.q_lora_rank > 0) ||
+        has(TensorKind::AttnQA) != low_rank || has(TensorKind::AttnQB) != low_rank)
+      fail("latent attention needs either attn_q or attn_q_a, attn_q_a_norm and attn_q_b (query rank {})",
+           a.q_lora_rank);
+    for (TensorKind k : {TensorKind::AttnNorm, TensorKind::AttnKvAMqa, TensorKind::AttnKvANorm, TensorKind::AttnKB,
+                         TensorKind::AttnVB, TensorKind::AttnOutput, TensorKind::FfnNorm})
+      if (!has(k)) fail("a latent attention layer without {}", tensor_spec(k).name);
+    if (has(TensorKind::AttnK) || has(TensorKind::AttnV) || has(TensorKind::AttnQNorm) || q_gate)
+      fail("latent attention with separate K/V projections, Q/K norms or an output gate");
+  } else {
+    for (TensorKind k : {TensorKind::AttnNorm, TensorKind::AttnQ, TensorKind::AttnK, TensorKind::AttnV,
+                         TensorKind::AttnOutput, TensorKind::FfnNorm})
+      if (!has(k)) fail("a layer without {}", tensor_spec(k).name);
+    for (TensorKind k : {TensorKind::AttnQA, TensorKind::AttnQANorm, TensorKind::AttnQB, TensorKind::AttnKvAMqa,
+                         TensorKind::AttnKvANorm, TensorKind::AttnKB, TensorKind::AttnVB})
+      if (has(k)) fail("{} outside latent attention", tensor_spec(k).name);
+  }
   const bool dense = has(TensorKind::FfnGate) && has(TensorKind::FfnUp) && has(TensorKind::FfnDown);
   const bool experts = has(TensorKind::FfnGateExps) && has(TensorKind::FfnUpExps) && has(TensorKind::FfnDownExps);
   if (moe ? !experts : !dense) fail("a layer without a complete feed-forward block");
@@ -230,7 +334,7 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
   if (c.n_layer <= 0 || c.n_layer > 4096) fail("{}: bad block_count {}", f.path(), c.n_layer);
   if (c.n_head <= 0) fail("{}: bad head_count {}", f.path(), c.n_head);
   c.head_dim = static_cast<int>(f.get_int(key("attention.key_length"), c.n_embd / c.n_head));
-  if (f.get_int(key("attention.value_length"), c.head_dim) != c.head_dim)
+  if (!arch.latent_attention && f.get_int(key("attention.value_length"), c.head_dim) != c.head_dim)
     fail("{}: key and value heads of different sizes are not supported", f.path());
   c.rope_dim = static_cast<int>(f.get_int(key("rope.dimension_count"), c.head_dim));
 
@@ -270,8 +374,9 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
     c.n_ff_exp = static_cast<int>(f.get_int(key("expert_feed_forward_length"), c.n_ff));
     if (!arch.shared_expert_tensors.empty())
       c.n_ff_shexp = static_cast<int>(f.get_int(key("expert_shared_feed_forward_length"), c.n_ff));
-    // expert_weights_scale stays 1: llama.cpp reads that key only for
-    // architectures Shoal does not run (DeepSeek and kin).
+    // Groups of experts (DeepSeek V3): llama.cpp reads these for every architecture.
+    c.n_expert_groups = static_cast<int>(f.get_int(key("expert_group_count"), 0));
+    c.n_group_used = static_cast<int>(f.get_int(key("expert_group_used_count"), 0));
   }
 
   const gguf::TensorInfo& embd = f.tensor(shoal::tensor_name(TensorKind::TokenEmbd));
@@ -281,16 +386,21 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
   c.q_gate = arch.attention_output_gate;
   if (!arch.ffn_norm_name.empty()) c.ffn_norm_name = arch.ffn_norm_name;
   if (!arch.recurrent_tensors.empty()) read_delta_net(f, c);
+  if (arch.latent_attention) read_latent_attention(f, c);
+  if (arch.routing_from_file && c.n_expert > 0) read_routing(f, c);
   // Optional tensors: what the first layer of a kind has, every layer of
   // that kind must have (the binder checks).
   auto first_of = [&](LayerKind kind) {
-    for (int l = 0; l < c.n_layer; ++l)
+    for (int l = c.n_dense_lead; l < c.n_layer; ++l)
       if (c.layers[l].kind == kind) return l;
     return 0;
   };
   for (const LayerTensor& t : arch.layer_tensors)
     if (!t.optional || f.find_tensor(c.tensor_name(t.kind, first_of(LayerKind::Attention))))
       c.layer_tensors.push_back(t.kind);
+  if (c.n_dense_lead > 0)
+    for (const LayerTensor& t : arch.lead_tensors)
+      if (!t.optional || f.find_tensor(c.tensor_name(t.kind, 0))) c.lead_tensors.push_back(t.kind);
   for (const LayerTensor& t : arch.recurrent_tensors)
     if (!t.optional || f.find_tensor(c.tensor_name(t.kind, first_of(LayerKind::DeltaNet))))
       c.recurrent_tensors.push_back(t.kind);

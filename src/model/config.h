@@ -43,6 +43,25 @@ struct DeltaNetShape {
   int64_t ssm_state_floats() const { return static_cast<int64_t>(n_v_heads) * head_dim * head_dim; }
 };
 
+// Multi-head latent attention (deepseek2), as llama.cpp runs it: each
+// token caches one row of kv_lora_rank latent values and rope_dim roped key
+// values, shared by every head (one KV head of head_dim = kv_lora_rank +
+// rope_dim); a head's query is its nope part (qk_nope values) pushed
+// through the head's absorbed key matrix into the latent, then its roped
+// part; the head's output, a mix of latents, goes through its value matrix
+// to v_head_dim values. Absent (kv_lora_rank 0) for the others.
+struct LatentAttentionShape {
+  int q_lora_rank = 0;   // 0: the query is one projection (attn_q), not a low-rank pair
+  int kv_lora_rank = 0;
+  int qk_nope = 0;       // each head's query values that do not rotate
+  int v_head_dim = 0;
+  bool operator==(const LatentAttentionShape&) const = default;
+};
+
+// How the router's logits become expert weights (llama.cpp's
+// expert_gating_func): a softmax over all experts, or each one's sigmoid.
+enum class ExpertGating { Softmax, Sigmoid };
+
 struct ModelConfig {
   std::string arch;     // general.architecture
   std::string name;     // general.name, for display
@@ -70,11 +89,18 @@ struct ModelConfig {
   int n_ff_exp = 0;              // each expert's feed-forward width
   int n_ff_shexp = 0;            // the shared expert's width (qwen35moe); 0: none
   float expert_weights_scale = 1.0f;
+  ExpertGating expert_gating = ExpertGating::Softmax;
+  bool expert_weights_norm = true;  // the chosen experts' weights are divided by their sum
+  int n_expert_groups = 0;       // > 1: experts in groups, top-k drawn from the best n_group_used groups
+  int n_group_used = 0;
+  int n_dense_lead = 0;          // leading layers with a dense FFN before the expert ones (deepseek2)
+  LatentAttentionShape mla;      // latent attention's sizes (deepseek2)
   bool q_gate = false;           // attn_q holds, head by head, the query and a gate on the output (qwen35)
   DeltaNetShape delta;           // the DeltaNet layers' sizes (hybrid models)
   std::string ffn_norm_name = "ffn_norm.weight";  // the GGUF name of the FFN's norm
   std::vector<TensorKind> layer_tensors;      // what every attention layer holds, in bind and wire order
   std::vector<TensorKind> recurrent_tensors;  // what every DeltaNet layer holds; empty without them
+  std::vector<TensorKind> lead_tensors;       // what each of the n_dense_lead layers holds
   std::vector<LayerSettings> layers;          // n_layer entries
 
   int q_width() const { return n_head * head_dim; }
@@ -83,12 +109,23 @@ struct ModelConfig {
   bool recurrent(int layer) const { return layers[layer].kind == LayerKind::DeltaNet; }
   bool has_recurrent_layers() const { return !recurrent_tensors.empty(); }
   // What layer `layer` holds.
-  const std::vector<TensorKind>& tensors_of(int layer) const { return recurrent(layer) ? recurrent_tensors : layer_tensors; }
+  const std::vector<TensorKind>& tensors_of(int layer) const {
+    return recurrent(layer) ? recurrent_tensors : layer < n_dense_lead ? lead_tensors : layer_tensors;
+  }
+  bool latent_attention() const { return mla.kv_lora_rank > 0; }
+  // Rows of the query projection: each head's query (and gate), or under
+  // latent attention its nope and rope parts.
+  int q_proj_width() const { return latent_attention() ? n_head * (mla.qk_nope + rope_dim) : q_width() * (q_gate ? 2 : 1); }
+  // The output projection's input: the heads' outputs.
+  int attn_out_width() const { return latent_attention() ? n_head * mla.v_head_dim : q_width(); }
+  // Values per cached V row: none under latent attention (V is the K row's latent part).
+  int kv_v_width() const { return latent_attention() ? 0 : kv_width(); }
   // The GGUF name of a tensor of this model (blk.N.name for a layer's).
   std::string tensor_name(TensorKind kind, int layer = -1) const;
   // The widest activation row a matmul reads or writes (sizes the scratch).
   int max_activation_width() const {
-    return std::max({n_embd, n_ff, q_width() * (q_gate ? 2 : 1), n_ff_exp, n_ff_shexp, n_expert, delta.conv_width()});
+    return std::max({n_embd, n_ff, q_width(), q_proj_width(), n_ff_exp, n_ff_shexp, n_expert, delta.conv_width(),
+                     mla.q_lora_rank, kv_width()});
   }
   // The size of a tensor dimension for this model.
   int64_t dim(Dim d) const;

@@ -39,11 +39,7 @@ Matrix expert_bias(const Matrix& m, int e) {
 }
 
 // Expert e of a [n_expert * rows][cols] tensor.
-Matrix expert(const Matrix& m, int e, int64_t rows) {
-  // Groups of eight rows never straddle two experts (weights.cpp groups an
-  // expert tensor only when each expert's rows are whole groups).
-  return Matrix{m.type, m.data + static_cast<size_t>(e) * rows * m.row_stride(), rows, m.cols, m.interleaved};
-}
+Matrix expert(const Matrix& m, int e, int64_t rows) { return stacked_slice(m, e, rows); }
 
 // The top-k experts of one token, best first (ties to the lower id), and
 // their weights: softmax over all experts, renormalised over the chosen
@@ -62,6 +58,64 @@ void route(const float* logits, int n_expert, int k, float scale, int* order, in
   }
 }
 
+// The general router (deepseek2), as llama.cpp's build_moe_ffn: each
+// expert's probability (softmax over all, or its sigmoid); a selection
+// score = probability + the file's bias; with groups, only the experts of
+// the n_group_used groups with the best sums of their two best scores
+// compete; the top k by score, weighted by their unbiased probabilities,
+// normalised to sum 1 if the file says, times the scale. Ties go to the
+// lower id, groups too.
+void route_biased(const float* logits, const float* bias, const ModelConfig& c, int* order, int* experts,
+                  float* weights) {
+  const int n = c.n_expert, k = c.n_expert_used;
+  std::vector<double> probs(n), score(n);
+  if (c.expert_gating == ExpertGating::Sigmoid) {
+    for (int e = 0; e < n; ++e) probs[e] = 1.0 / (1.0 + std::exp(-static_cast<double>(logits[e])));
+  } else {
+    const float top = *std::max_element(logits, logits + n);
+    double sum = 0.0;
+    for (int e = 0; e < n; ++e) sum += probs[e] = std::exp(static_cast<double>(logits[e] - top));
+    for (int e = 0; e < n; ++e) probs[e] /= sum;
+  }
+  for (int e = 0; e < n; ++e) score[e] = probs[e] + (bias ? bias[e] : 0.0);
+  if (c.n_expert_groups > 1) {
+    const int groups = c.n_expert_groups, per = n / groups;
+    std::vector<double> group_score(groups);
+    std::vector<int> group_order(groups);
+    for (int g = 0; g < groups; ++g) {
+      double best = -INFINITY, second = -INFINITY;
+      for (int e = g * per; e < (g + 1) * per; ++e) {
+        if (score[e] > best) second = best, best = score[e];
+        else if (score[e] > second) second = score[e];
+      }
+      group_score[g] = best + second;
+    }
+    std::iota(group_order.begin(), group_order.end(), 0);
+    std::stable_sort(group_order.begin(), group_order.end(),
+                     [&](int a, int b) { return group_score[a] > group_score[b]; });
+    for (int r = c.n_group_used; r < groups; ++r)
+      for (int e = group_order[r] * per; e < (group_order[r] + 1) * per; ++e) score[e] = -INFINITY;
+  }
+  std::iota(order, order + n, 0);
+  std::partial_sort(order, order + k, order + n, [&](int a, int b) {
+    return score[a] != score[b] ? score[a] > score[b] : a < b;
+  });
+  double sum = 0.0;
+  for (int j = 0; j < k; ++j) sum += probs[order[j]];
+  const double norm = c.expert_weights_norm ? std::max(sum, 6.103515625e-5) : 1.0;
+  for (int j = 0; j < k; ++j) {
+    experts[j] = order[j];
+    weights[j] = static_cast<float>(probs[order[j]] / norm * c.expert_weights_scale);
+  }
+}
+
+// Whether the plain router (softmax, renormalised over the chosen ones, no
+// bias or groups) is the model's.
+bool plain_routing(const ModelConfig& c, const LayerWeights& w) {
+  return c.expert_gating == ExpertGating::Softmax && c.expert_weights_norm && c.n_expert_groups <= 1 &&
+         w[TensorKind::FfnExpProbsB].empty();
+}
+
 }  // namespace
 
 void dense_ffn(Backend& be, const ModelConfig& c, const LayerWeights& w, DevicePtr in, DevicePtr out, int n,
@@ -76,9 +130,17 @@ void expert_ffn(Backend& be, const ModelConfig& c, const LayerWeights& w, Device
   if (!w[TensorKind::FfnGateInpBias].empty()) be.add_bias(s.router, w[TensorKind::FfnGateInpBias], n, c.n_expert);
   be.download(s.router_host.data(), s.router, static_cast<size_t>(n) * c.n_expert * sizeof(float));
   const size_t n_routes = static_cast<size_t>(n) * k;
-  for (int t = 0; t < n; ++t)
-    route(s.router_host.data() + static_cast<size_t>(t) * c.n_expert, c.n_expert, k, c.expert_weights_scale,
-          s.expert_order.data(), &s.route_expert[static_cast<size_t>(t) * k], &s.route_weight[static_cast<size_t>(t) * k]);
+  const bool plain = plain_routing(c, w);
+  const float* bias = w[TensorKind::FfnExpProbsB].empty() ? nullptr : w[TensorKind::FfnExpProbsB].f32();
+  for (int t = 0; t < n; ++t) {
+    const float* logits = s.router_host.data() + static_cast<size_t>(t) * c.n_expert;
+    int* experts = &s.route_expert[static_cast<size_t>(t) * k];
+    float* weights = &s.route_weight[static_cast<size_t>(t) * k];
+    if (plain)
+      route(logits, c.n_expert, k, c.expert_weights_scale, s.expert_order.data(), experts, weights);
+    else
+      route_biased(logits, bias, c, s.expert_order.data(), experts, weights);
+  }
 
   // Each expert once, over the rows routed to it.
   std::vector<int>& rows = s.expert_rows;
@@ -98,13 +160,17 @@ void expert_ffn(Backend& be, const ModelConfig& c, const LayerWeights& w, Device
     for (int r = 0; r < m; ++r) be.copy(s.expert_out + static_cast<int64_t>(rows[r]) * width, result + r * width, row_bytes);
   }
 
-  // A shared expert sees every row; its gate is one logit per row.
+  // A shared expert sees every row; its gate, where it has one (qwen35moe,
+  // not deepseek2), is one logit per row.
   const bool shared = c.n_ff_shexp > 0;
+  const bool shared_gated = shared && !w[TensorKind::FfnGateInpShexp].empty();
   if (shared) {
     gated(be, c, w[TensorKind::FfnGateShexp], w[TensorKind::FfnUpShexp], w[TensorKind::FfnDownShexp], in, s.gathered,
           n, s);
-    be.matmul(w[TensorKind::FfnGateInpShexp], in, s.router, n);
     be.download(s.shared_host.data(), s.gathered, static_cast<size_t>(n) * row_bytes);
+  }
+  if (shared_gated) {
+    be.matmul(w[TensorKind::FfnGateInpShexp], in, s.router, n);
     be.download(s.shared_gate_host.data(), s.router, static_cast<size_t>(n) * sizeof(float));
   }
 
@@ -120,7 +186,7 @@ void expert_ffn(Backend& be, const ModelConfig& c, const LayerWeights& w, Device
       for (int i = 0; i < width; ++i) o[i] += weight * y[i];
     }
     if (shared) {
-      const float gate = 1.0f / (1.0f + std::exp(-s.shared_gate_host[t]));
+      const float gate = shared_gated ? 1.0f / (1.0f + std::exp(-s.shared_gate_host[t])) : 1.0f;
       const float* y = s.shared_host.data() + static_cast<size_t>(t) * width;
       for (int i = 0; i < width; ++i) o[i] += gate * y[i];
     }

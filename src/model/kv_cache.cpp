@@ -55,7 +55,7 @@ size_t KvCache::bytes_for(const ModelConfig& c, int begin, int end, int n_seq, i
                           KvTypes types) {
   size_t positions = 0;
   for (int l = begin; l < end; ++l) positions += static_cast<size_t>(positions_for(c, l, n_ctx, max_tokens));
-  return positions * n_seq * (row_bytes(types.k, c.kv_width()) + row_bytes(types.v, c.kv_width()));
+  return positions * n_seq * (row_bytes(types.k, c.kv_width()) + row_bytes(types.v, c.kv_v_width()));
 }
 
 KvCache::KvCache(Backend& backend, const ModelConfig& config, int begin, int end, int n_seq, int n_ctx,
@@ -66,6 +66,7 @@ KvCache::KvCache(Backend& backend, const ModelConfig& config, int begin, int end
       width_(config.kv_width()),
       rollback_(max_rollback(config, n_ctx, max_tokens)),
       recurrent_(config.has_recurrent_layers()),
+      v_in_k_(config.latent_attention()),
       types_(types),
       k_row_bytes_(0),
       v_row_bytes_(0),
@@ -74,7 +75,7 @@ KvCache::KvCache(Backend& backend, const ModelConfig& config, int begin, int end
     fail("bad layer range [{}, {}) for a model of {} layers", begin, end, config.n_layer);
   check_kv_types(types, config);
   k_row_bytes_ = row_bytes(types.k, width_);
-  v_row_bytes_ = row_bytes(types.v, width_);
+  v_row_bytes_ = row_bytes(types.v, config.kv_v_width());
   backend.check_kv_rows(k_row_bytes_, v_row_bytes_);
   for (int l = begin; l < end; ++l) {
     const int positions = positions_for(config, l, n_ctx, max_tokens);
@@ -82,7 +83,7 @@ KvCache::KvCache(Backend& backend, const ModelConfig& config, int begin, int end
     const size_t rows = static_cast<size_t>(positions) * n_seq;
     total_positions_ += rows;
     k_.push_back(rows ? backend.allocate(rows * k_row_bytes_) : nullptr);
-    v_.push_back(rows ? backend.allocate(rows * v_row_bytes_) : nullptr);
+    v_.push_back(rows && !v_in_k_ ? backend.allocate(rows * v_row_bytes_) : nullptr);
   }
 }
 
@@ -100,6 +101,13 @@ KvLayer KvCache::layer(int index) const {
   view.v_seq_stride = static_cast<size_t>(l.positions) * v_row_bytes_;
   view.width = width_;
   view.ring = l.ring ? l.positions : 0;
+  if (v_in_k_) {  // V reads the latent at the front of each K row
+    view.v = view.k;
+    view.v_type = view.k_type;
+    view.v_row_bytes = view.k_row_bytes;
+    view.v_seq_stride = view.k_seq_stride;
+    view.v_in_k = true;
+  }
   return view;
 }
 

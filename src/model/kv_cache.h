@@ -1,7 +1,8 @@
 #pragma once
 // The KV cache of a range of layers: for each layer, K and V for every
 // sequence slot and position, each in its own type (KvTypes: F16 by default,
-// as llama.cpp; F32 or Q8_0 on request). Positions of a sequence fill from 0 with
+// as llama.cpp; F32 or Q8_0 on request; latent attention caches K rows
+// only, its V being their latent part). Positions of a sequence fill from 0 with
 // no gaps; the cache tracks each sequence's length to refuse a gap.
 //
 // A layer that attends through a sliding window keeps only the positions it
@@ -65,6 +66,7 @@ class KvCache {
   Backend& backend_;
   int n_seq_, n_ctx_, width_, rollback_;
   bool recurrent_;  // the model has DeltaNet layers: positions only go on or start again
+  bool v_in_k_;     // latent attention: no V rows (model/config.h)
   KvTypes types_;
   size_t k_row_bytes_, v_row_bytes_;
   std::vector<Layer> layers_;

@@ -22,7 +22,7 @@ constexpr std::array kTensors = {
     TensorSpec{K::AttnVBias, "attn_v.bias", true, {KvWidth, One, One}, true},
     TensorSpec{K::AttnQNorm, "attn_q_norm.weight", true, {HeadDim, One, One}, true},
     TensorSpec{K::AttnKNorm, "attn_k_norm.weight", true, {HeadDim, One, One}, true},
-    TensorSpec{K::AttnOutput, "attn_output.weight", true, {QWidth, Embd, One}, false},
+    TensorSpec{K::AttnOutput, "attn_output.weight", true, {AttnOut, Embd, One}, false},
     TensorSpec{K::AttnPostNorm, "post_attention_norm.weight", true, {Embd, One, One}, true},
     TensorSpec{K::FfnNorm, "ffn_norm.weight", true, {Embd, One, One}, true},
     TensorSpec{K::FfnGate, "ffn_gate.weight", true, {Embd, Ff, One}, false},
@@ -52,6 +52,14 @@ constexpr std::array kTensors = {
     TensorSpec{K::FfnGateExpsBias, "ffn_gate_exps.bias", true, {FfExpert, Experts, One}, true},
     TensorSpec{K::FfnUpExpsBias, "ffn_up_exps.bias", true, {FfExpert, Experts, One}, true},
     TensorSpec{K::FfnDownExpsBias, "ffn_down_exps.bias", true, {Embd, Experts, One}, true},
+    TensorSpec{K::AttnQA, "attn_q_a.weight", true, {Embd, QLora, One}, false},
+    TensorSpec{K::AttnQANorm, "attn_q_a_norm.weight", true, {QLora, One, One}, true},
+    TensorSpec{K::AttnQB, "attn_q_b.weight", true, {QLora, QProj, One}, false},
+    TensorSpec{K::AttnKvAMqa, "attn_kv_a_mqa.weight", true, {Embd, KvWidth, One}, false},
+    TensorSpec{K::AttnKvANorm, "attn_kv_a_norm.weight", true, {KvLora, One, One}, true},
+    TensorSpec{K::AttnKB, "attn_k_b.weight", true, {QkNope, KvLora, Heads}, false},
+    TensorSpec{K::AttnVB, "attn_v_b.weight", true, {KvLora, MlaValue, Heads}, false},
+    TensorSpec{K::FfnExpProbsB, "exp_probs_b.bias", true, {Experts, One, One}, true},
 };
 static_assert(kTensors.size() == static_cast<size_t>(TensorKind::COUNT));
 

@@ -24,6 +24,11 @@ enum class TensorKind {
   // gpt-oss: the output projection's bias, attention sinks (a logit per
   // head), the router's and each expert's biases.
   AttnOutputBias, AttnSinks, FfnGateInpBias, FfnGateExpsBias, FfnUpExpsBias, FfnDownExpsBias,
+  // Multi-head latent attention (deepseek2): the query's low-rank pair and
+  // its norm, the joint latent + rope-key projection and the latent's norm,
+  // each head's absorbed key (latent <- nope query) and value (latent ->
+  // value) matrices; the router's selection bias.
+  AttnQA, AttnQANorm, AttnQB, AttnKvAMqa, AttnKvANorm, AttnKB, AttnVB, FfnExpProbsB,
   COUNT  // sentinel
 };
 constexpr int kFirstLayerKind = static_cast<int>(TensorKind::AttnNorm);
@@ -32,9 +37,12 @@ constexpr int layer_slot(TensorKind k) { return static_cast<int>(k) - kFirstLaye
 
 // A tensor dimension, resolved against a ModelConfig (model/config.h).
 // QProj: the Q projection's rows (q_width, twice that with an output gate);
-// the Ssm* and Conv* ones: DeltaNet's (model/config.h, DeltaNetShape).
+// the Ssm* and Conv* ones: DeltaNet's (model/config.h, DeltaNetShape);
+// AttnOut: the output projection's input (q_width, or n_head value heads
+// under latent attention); QLora, KvLora, QkNope, MlaValue: latent
+// attention's ranks and head parts (model/config.h, LatentAttentionShape).
 enum class Dim { One, Embd, Vocab, QWidth, QProj, KvWidth, Heads, HeadDim, Ff, FfExpert, FfShared, Experts, RopeHalf,
-                 ConvKernel, ConvWidth, ValueWidth, SsmHeads, SsmHeadDim };
+                 ConvKernel, ConvWidth, ValueWidth, SsmHeads, SsmHeadDim, AttnOut, QLora, KvLora, QkNope, MlaValue };
 
 struct TensorSpec {
   TensorKind kind;

@@ -7,6 +7,10 @@ namespace {
 
 int ff_width(const ModelConfig& c) { return std::max({c.n_ff, c.n_ff_exp, c.n_ff_shexp}); }
 int mix_width(const ModelConfig& c) { return std::max(c.q_width(), c.delta.value_width()); }
+// Latent attention's per-head slices: a head's nope query or latent output
+// in, its absorbed query or value out.
+int head_in_width(const ModelConfig& c) { return std::max(c.mla.qk_nope, c.mla.kv_lora_rank); }
+int head_out_width(const ModelConfig& c) { return std::max(c.mla.kv_lora_rank, c.mla.v_head_dim); }
 
 // Row rows[i] of buf (rows of `width` floats) to row i, i ascending: no
 // source row is overwritten before it is read, since rows[i] >= i.
@@ -45,6 +49,12 @@ LayerScratch::LayerScratch(Backend& be, const ModelConfig& c, int max_tokens) {
     q_and_gate = take(2 * c.q_width());
     q_gate = take(c.q_width());
   }
+  if (c.latent_attention()) {
+    q_heads = take(c.q_proj_width());
+    q_low = take(std::max(c.mla.q_lora_rank, 1));
+    head_in = take(head_in_width(c));
+    head_out = take(head_out_width(c));
+  }
   if (c.has_recurrent_layers()) {
     mixed = take(c.delta.conv_width());
     z = take(c.delta.value_width());
@@ -72,6 +82,9 @@ LayerScratch::LayerScratch(Backend& be, const ModelConfig& c, int max_tokens) {
 uint64_t LayerScratch::bytes_for(const ModelConfig& c, int max_tokens) {
   uint64_t widths = 3ull * c.n_embd + c.q_width() + mix_width(c) + 2ull * c.kv_width() + 2ull * ff_width(c);
   if (c.q_gate) widths += 3ull * c.q_width();
+  if (c.latent_attention())
+    widths += static_cast<uint64_t>(c.q_proj_width()) + std::max(c.mla.q_lora_rank, 1) + head_in_width(c) +
+              head_out_width(c);
   if (c.has_recurrent_layers())
     widths += static_cast<uint64_t>(c.delta.conv_width()) + c.delta.value_width() + 2ull * c.delta.n_v_heads;
   if (c.n_expert > 0) widths += c.n_expert + c.n_embd + static_cast<uint64_t>(c.n_expert_used) * c.n_embd;
@@ -87,6 +100,7 @@ std::vector<OptionalOp> optional_ops_for(const ModelConfig& c, int begin, int en
   if (attention && c.q_gate) ops.push_back(OptionalOp::SplitHalves);
   if (attention && c.has(TensorKind::AttnSinks)) ops.push_back(OptionalOp::AttentionSinks);
   if (c.activation == Activation::SiluOai) ops.push_back(OptionalOp::SwigluOai);
+  if (attention && c.latent_attention()) ops.push_back(OptionalOp::LatentAttention);
   return ops;
 }
 
@@ -129,6 +143,67 @@ bool attention_block(Backend& be, const ModelConfig& c, const LayerSettings& set
   return true;
 }
 
+// y = W_h x_h for each head h: x_width values at h * x_head of each row of
+// x (rows x_row apart) through slice h of the stacked `w`, into y_width
+// values at h * y_head of each row of y.
+struct HeadSlices {
+  DevicePtr at;
+  int width;
+  int64_t head, row;
+};
+void per_head_matmul(Backend& be, const Matrix& w, int n_head, const HeadSlices& x, const HeadSlices& y, int n,
+                     LayerScratch& s) {
+  for (int h = 0; h < n_head; ++h) {
+    be.copy_rows(s.head_in, x.width, x.at + h * x.head, x.row, x.width, n);
+    be.matmul(stacked_slice(w, h, y.width), s.head_in, s.head_out, n);
+    be.copy_rows(y.at + h * y.head, y.row, s.head_out, y.width, y.width, n);
+  }
+}
+
+// Multi-head latent attention (deepseek2, model/config.h) as llama.cpp
+// computes it with the absorbed matrices; leaves [n][n_head * v_head_dim]
+// in s.attn, like attention_block.
+bool latent_attention_block(Backend& be, const ModelConfig& c, const LayerSettings& settings, const LayerWeights& w,
+                            const KvLayer& kv, int n, LayerScratch& s, const std::vector<int>* rows_out) {
+  using K = TensorKind;
+  const LatentAttentionShape& a = c.mla;
+  const int rope = c.rope_dim, query = a.qk_nope + rope, row = c.head_dim, latent = a.kv_lora_rank;
+  // The heads' queries [n][n_head][nope | rope], through the low-rank pair or one projection.
+  if (a.q_lora_rank > 0) {
+    be.matmul(w[K::AttnQA], s.norm, s.q_low, n);
+    be.rmsnorm(s.q_low, w[K::AttnQANorm], s.q_low, n, a.q_lora_rank, c.norm_eps);
+    be.matmul(w[K::AttnQB], s.q_low, s.q_heads, n);
+  } else {
+    be.matmul(w[K::AttnQ], s.norm, s.q_heads, n);
+  }
+  // The cached row [n][latent | rope]: the latent normalised, the rope key rotated.
+  be.matmul(w[K::AttnKvAMqa], s.norm, s.k, n);
+  be.copy_rows(s.v, latent, s.k, row, latent, n);
+  be.rmsnorm(s.v, w[K::AttnKvANorm], s.v, n, latent, c.norm_eps);
+  be.copy_rows(s.k, row, s.v, latent, latent, n);
+  RopeParams rope_params{query, rope, settings.rope_freq_base, settings.rope_freq_scale, c.rope_style == RopeStyle::Neox,
+                         nullptr, c.yarn, a.qk_nope};
+  be.rope(s.q_heads, n, c.n_head, rope_params);
+  rope_params.head_dim = row;
+  rope_params.rope_offset = latent;
+  be.rope(s.k, n, 1, rope_params);
+  be.kv_store(kv, s.k, s.k, n);
+  if (rows_out && rows_out->empty()) return false;
+  // Each head's query in the cached row's terms: its nope part absorbed
+  // into the latent, its rope part as it is.
+  const int64_t heads = c.n_head;
+  per_head_matmul(be, w[K::AttnKB], c.n_head, {s.q_heads, a.qk_nope, query, heads * query},
+                  {s.q, latent, row, heads * row}, n, s);
+  be.copy_rows(s.q + latent, row, s.q_heads + a.qk_nope, query, rope, static_cast<int64_t>(n) * c.n_head);
+  const AttentionShape shape{c.n_head, 1, row, c.attn_scale, settings.window, nullptr, latent};
+  be.attention(s.q, kv, n, shape, s.attn);
+  // Each head's mix of latents through its value matrix, then side by side in s.attn.
+  per_head_matmul(be, w[K::AttnVB], c.n_head, {s.attn, latent, latent, heads * latent},
+                  {s.q, a.v_head_dim, a.v_head_dim, heads * a.v_head_dim}, n, s);
+  be.copy(s.attn, s.q, static_cast<size_t>(n) * c.attn_out_width() * sizeof(float));
+  return true;
+}
+
 // A Gated DeltaNet over its recurrent state; leaves [n][value_width] in
 // s.attn: each head's output normalised and gated by silu(z). Every row
 // goes through the state, wanted or not.
@@ -162,10 +237,12 @@ void forward_layer(Backend& be, const ModelConfig& c, int layer, const LayerWeig
   if (recurrent) {
     delta_net_block(be, c, w, memory.state.layer(index), n, s);
     if (rows_out && rows_out->empty()) return;
+  } else if (c.latent_attention()) {
+    if (!latent_attention_block(be, c, settings, w, memory.kv.layer(index), n, s, rows_out)) return;
   } else if (!attention_block(be, c, settings, w, rope_freqs, memory.kv.layer(index), n, s, rows_out)) {
     return;
   }
-  const int mixed_width = recurrent ? c.delta.value_width() : c.q_width();
+  const int mixed_width = recurrent ? c.delta.value_width() : c.attn_out_width();
   // From here on each row is on its own: only the rows read after this
   // layer go on, moved to the front (as llama.cpp's last layer does).
   const bool some = rows_out && static_cast<int>(rows_out->size()) < n;

@@ -33,6 +33,9 @@ struct LayerScratch {
   // DeltaNet layers (qwen35): the joint projection [max_tokens][conv_width],
   // the output gate z [max_tokens][value_width], alpha and beta [max_tokens][n_v_heads].
   DevicePtr mixed, z, alpha, beta;
+  // Latent attention (deepseek2): the heads' queries [max_tokens][q_proj_width],
+  // the low-rank query [max_tokens][q_lora_rank], one head's slice in and out.
+  DevicePtr q_heads, q_low, head_in, head_out;
   DevicePtr gate, up;              // [max_tokens][max(n_ff, n_ff_exp)]
   DevicePtr proj;                  // [max_tokens][n_embd]
   // Mixture of experts only. The routing runs on the host: the router's

@@ -26,6 +26,14 @@ struct LayerWeights {
   Matrix& operator[](TensorKind k) { return tensors[layer_slot(k)]; }
 };
 
+// Slice i of a stacked [n * rows][cols] tensor (an expert, or a head's
+// matrix under latent attention). Groups of eight rows never straddle two
+// slices (weights.cpp groups a stacked tensor only when each slice's rows
+// are whole groups).
+inline Matrix stacked_slice(const Matrix& m, int i, int64_t rows) {
+  return Matrix{m.type, m.data + static_cast<size_t>(i) * rows * m.row_stride(), rows, m.cols, m.interleaved};
+}
+
 struct ModelWeights {
   Matrix token_embd;          // [n_vocab][n_embd]; empty on a worker
   Matrix output_norm;         // [n_embd] f32; empty on a worker

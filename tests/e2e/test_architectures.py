@@ -143,3 +143,37 @@ def test_qwen35_multi_token_prediction_layer_is_not_run(shoal_bin, tmp_path):
     mtp = run_shoal(shoal_bin, args[0], "-m", dst, *args[1:])
     assert plain.returncode == 0 and mtp.returncode == 0, mtp.stderr
     assert mtp.stdout == plain.stdout
+
+
+def deepseek2_variant(tmp_path, name, extra=None, legacy=False):
+    """A copy of random-deepseek2 with an extra metadata key, or as files
+    converted before llama.cpp's MLA cache were: one attn_kv_b per layer
+    instead of attn_k_b and attn_v_b, and no key_length_mla."""
+    r = gguf.GGUFReader(str(random_model("random-deepseek2")))
+    dst = tmp_path / name
+    w = writer_like(r, dst)
+    skip = ("deepseek2.attention.key_length_mla", "deepseek2.attention.value_length_mla") if legacy else ()
+    copy_metadata(r, w, skip=skip)
+    for key, value in (extra or {}).items():
+        w.add_float32(key, value)
+    for t in r.tensors:
+        if legacy and t.name.endswith(("attn_k_b.weight", "attn_v_b.weight")):
+            if t.name.endswith("attn_k_b.weight"):  # the two stacked: enough to be that file's shape
+                w.add_tensor(t.name.replace("attn_k_b", "attn_kv_b"), t.data.reshape(-1, 128).copy())
+            continue
+        w.add_tensor(t.name, t.data, raw_dtype=t.tensor_type)
+    finish(w)
+    return dst
+
+
+def test_unsupported_deepseek2_variants_are_refused_by_name(shoal_bin, tmp_path):
+    """A DeepSeek file from before the split of attn_kv_b (which llama.cpp
+    decompresses to a full K/V cache) and Mistral Large's attention
+    temperature are refused with their names; a layer without its router's
+    selection bias is a missing tensor, not a different routing."""
+    legacy = deepseek2_variant(tmp_path, "legacy.gguf", legacy=True)
+    r = run_shoal(shoal_bin, "run", "-m", legacy, "-p", "x", "-n", 1)
+    assert r.returncode == 1 and "key_length_mla" in r.stderr and "convert it again" in r.stderr, r.stderr
+    temperature = deepseek2_variant(tmp_path, "temp.gguf", extra={"deepseek2.attention.temperature_scale": 0.1})
+    r = run_shoal(shoal_bin, "run", "-m", temperature, "-p", "x", "-n", 1)
+    assert r.returncode == 1 and "attention.temperature_scale" in r.stderr, r.stderr

@@ -82,6 +82,7 @@ CASES = {
     "random-qwen3-yarn": ["fox", "long"],
     "random-gpt-oss": ["fox", "long"],
     "random-gpt-oss-mxfp4": ["fox", "long"],
+    "random-deepseek2": ["fox", "long"],
 }
 
 

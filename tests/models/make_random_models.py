@@ -116,6 +116,26 @@ MODELS = {
                                   "ffn_gate_exps.bias", "ffn_up_exps", "ffn_up_exps.bias", "ffn_down_exps",
                                   "ffn_down_exps.bias"],
                            sha256="777c50b05f0a7489ebbd6123376261cb0de9b10b4e9f4dcef94744bd81010be6"),
+    # DeepSeek V3 (deepseek2): multi-head latent attention (query rank 96,
+    # latent 128, heads of 64 nope + 32 rope values, values of 64; the cache
+    # row is the latent and the rope key, 160 values), YaRN with DeepSeek's
+    # multiplier (0.1 x mscale_all_dim 0.707, as DeepSeek-V2's), one leading
+    # dense layer, then 8 experts of 128 in 4 groups (the best 2 groups
+    # compete), sigmoid gating with a selection bias, weights normalised and
+    # scaled by 2.5, and one ungated shared expert.
+    "random-deepseek2": dict(arch="deepseek2", n_layer=4, n_head_kv=1, head_dim=160, rope_dim=32, rope_base=1e4,
+                             n_expert=8, n_expert_used=2, n_ff_exp=128, n_dense_lead=1, n_shared=1,
+                             mla=dict(q_lora_rank=96, kv_lora_rank=128, qk_nope=64, v_head_dim=64),
+                             routing=dict(gating=2, norm=True, scale=2.5, groups=4, groups_used=2),
+                             yarn=dict(factor=4.0, original_context_length=128, log_multiplier=0.0707),
+                             layer=["attn_norm", "attn_q_a", "attn_q_a_norm", "attn_q_b", "attn_kv_a_mqa",
+                                    "attn_kv_a_norm", "attn_k_b", "attn_v_b", "attn_output", "ffn_norm",
+                                    "ffn_gate_inp", "exp_probs_b.bias", "ffn_gate_exps", "ffn_up_exps",
+                                    "ffn_down_exps", "ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp"],
+                             lead_layer=["attn_norm", "attn_q_a", "attn_q_a_norm", "attn_q_b", "attn_kv_a_mqa",
+                                         "attn_kv_a_norm", "attn_k_b", "attn_v_b", "attn_output", "ffn_norm",
+                                         "ffn_gate", "ffn_up", "ffn_down"],
+                             sha256="da63f798b8fd75ddbfa23be66b315dc20ad23b95a2f6b05803e92e3c761f389e"),
     # Llama 3.1: rope_freqs.weight divides the rotation frequencies.
     "random-llama3": dict(arch="llama", rope_base=5e5, rope_freqs=True,
                           layer=["attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate",
@@ -155,6 +175,15 @@ MODELS["bench-qwen35"] = dict(
 MODELS["bench-gpt-oss"] = dict(
     MODELS["random-gpt-oss"], n_embd=1024, n_layer=8, n_head=16, n_head_kv=4, head_dim=64, n_expert=16,
     n_expert_used=4, n_ff_exp=1024, quant="Q8_0", expert_quant="MXFP4", sha256="c14d7b6cc5c0ec09fcaa8c164b99e6f3c3181738b95a6bc6fec94a92e70eb56a")
+# DeepSeek V3's design at ~0.47 B parameters (16 layers of width 1024, the
+# first dense; 16 heads of 64 nope + 32 rope values over a latent of 256,
+# query rank 384, values of 64; 16 experts of 512, top 4 from the best 2 of
+# 4 groups, and a shared one), Q8_0.
+MODELS["bench-deepseek2"] = dict(
+    MODELS["random-deepseek2"], n_embd=1024, n_layer=16, n_head=16, head_dim=288, n_ff=2816, n_expert=16,
+    n_expert_used=4, n_ff_exp=512, quant="Q8_0",
+    mla=dict(q_lora_rank=384, kv_lora_rank=256, qk_nope=64, v_head_dim=64),
+    sha256="c33507d92b466d751d9d4e44d2c9b1ac1dc75c6a0f468e7297c0161b7b8e8e09")
 TEST_MODELS = [name for name in MODELS if name.startswith("random-")]
 
 
@@ -190,6 +219,21 @@ def layer_tensor(m, name):
     x, ffx = m.get("n_expert", 0), m.get("n_ff_exp", ff)
     norm = lambda n: ((n,), None)
     qp = 2 * q if m.get("q_gate") else q  # Q and its output gate, head by head
+    shexp = m.get("n_ff_shexp", m.get("n_shared", 0) * ffx) or 1
+    mla = m.get("mla")
+    if mla:
+        h, rope, lat, nope, vh = m["n_head"], m["rope_dim"], mla["kv_lora_rank"], mla["qk_nope"], mla["v_head_dim"]
+        extra = {
+            "attn_q_a": ((mla["q_lora_rank"], e), e), "attn_q_a_norm": norm(mla["q_lora_rank"]),
+            "attn_q_b": ((h * (nope + rope), mla["q_lora_rank"]), mla["q_lora_rank"]),
+            "attn_kv_a_mqa": ((lat + rope, e), e), "attn_kv_a_norm": norm(lat),
+            "attn_k_b": ((h, lat, nope), nope), "attn_v_b": ((h, vh, lat), lat),
+            "attn_output": ((e, h * vh), h * vh),
+            # A selection bias the size of the sigmoid's spread: it changes choices.
+            "exp_probs_b.bias": ((x,), (-0.3, 0.3)),
+        }
+        if name in extra:
+            return extra[name]
     ssm = m.get("ssm")
     if ssm:
         hs, hk, hv = ssm["state_size"], ssm["group_count"], ssm["time_step_rank"]
@@ -216,8 +260,7 @@ def layer_tensor(m, name):
         "attn_output.bias": ((e,), (-0.2, 0.2)), "attn_sinks": ((m["n_head"],), (-1.0, 2.0)),
         "ffn_gate_inp.bias": ((x,), (-0.5, 0.5)), "ffn_gate_exps.bias": ((x, ffx), (-0.5, 0.5)),
         "ffn_up_exps.bias": ((x, ffx), (-0.5, 0.5)), "ffn_down_exps.bias": ((x, e), (-0.2, 0.2)),
-        "ffn_gate_shexp": ((m.get("n_ff_shexp", 0), e), e), "ffn_up_shexp": ((m.get("n_ff_shexp", 0), e), e),
-        "ffn_down_shexp": ((e, m.get("n_ff_shexp", 0)), m.get("n_ff_shexp", 1)),
+        "ffn_gate_shexp": ((shexp, e), e), "ffn_up_shexp": ((shexp, e), e), "ffn_down_shexp": ((e, shexp), shexp),
         "ffn_gate_exps": ((x, ffx, e), e), "ffn_up_exps": ((x, ffx, e), e), "ffn_down_exps": ((x, e, ffx), ffx),
     }[name]
 
@@ -241,12 +284,29 @@ def write(name, path):
     w.add_uint32(f"{arch}.attention.head_count", m["n_head"])
     w.add_uint32(f"{arch}.attention.head_count_kv", m["n_head_kv"])
     w.add_uint32(f"{arch}.attention.key_length", m["head_dim"])
-    w.add_uint32(f"{arch}.attention.value_length", m["head_dim"])
+    mla = m.get("mla")
+    w.add_uint32(f"{arch}.attention.value_length", mla["kv_lora_rank"] if mla else m["head_dim"])
+    if mla:  # llama.cpp's keys for latent attention
+        w.add_uint32(f"{arch}.attention.q_lora_rank", mla["q_lora_rank"])
+        w.add_uint32(f"{arch}.attention.kv_lora_rank", mla["kv_lora_rank"])
+        w.add_uint32(f"{arch}.attention.key_length_mla", mla["qk_nope"] + m["rope_dim"])
+        w.add_uint32(f"{arch}.attention.value_length_mla", mla["v_head_dim"])
+        w.add_uint32(f"{arch}.leading_dense_block_count", m["n_dense_lead"])
+    if "routing" in m:
+        r = m["routing"]
+        w.add_uint32(f"{arch}.expert_shared_count", m["n_shared"])
+        w.add_uint32(f"{arch}.expert_gating_func", r["gating"])
+        w.add_bool(f"{arch}.expert_weights_norm", r["norm"])
+        w.add_float32(f"{arch}.expert_weights_scale", r["scale"])
+        w.add_uint32(f"{arch}.expert_group_count", r["groups"])
+        w.add_uint32(f"{arch}.expert_group_used_count", r["groups_used"])
     w.add_uint32(f"{arch}.rope.dimension_count", m.get("rope_dim", m["head_dim"]))
     if "yarn" in m:
         w.add_string(f"{arch}.rope.scaling.type", "yarn")
         w.add_float32(f"{arch}.rope.scaling.factor", m["yarn"]["factor"])
         w.add_uint32(f"{arch}.rope.scaling.original_context_length", m["yarn"]["original_context_length"])
+        if "log_multiplier" in m["yarn"]:
+            w.add_float32(f"{arch}.rope.scaling.yarn_log_multiplier", m["yarn"]["log_multiplier"])
     if "rope_sections" in m:
         w.add_array(f"{arch}.rope.dimension_sections", m["rope_sections"])
     if "full_attention_interval" in m:
@@ -300,7 +360,8 @@ def write(name, path):
     interval = m.get("full_attention_interval", 0)
     for l in range(m["n_layer"]):
         recurrent = interval > 0 and (l + 1) % interval != 0
-        for t in m["recurrent_layer"] if recurrent else m["layer"]:
+        lead = l < m.get("n_dense_lead", 0)
+        for t in m["recurrent_layer"] if recurrent else m["lead_layer"] if lead else m["layer"]:
             shape, fan_in = layer_tensor(m, t)
             full = f"blk.{l}.{t}"
             # llama.cpp's names: ssm_a has no suffix, ssm_dt is a bias; a name

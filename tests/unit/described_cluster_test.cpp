@@ -225,6 +225,22 @@ TEST(ModelCatalogue, WindowedLayersHoldTheirWindowOnly) {
   EXPECT_EQ(in.layer_kv_bytes[1], 32768 * row);
 }
 
+// DeepSeek V3's latent attention caches one row of 576 values a token and
+// layer (the latent and the rope key; V is the latent): 2.1 GiB for a
+// 32k-token sequence in f16, where a full K/V cache of its 128 heads
+// (keys of 192, values of 128) would be 71 times that.
+TEST(ModelCatalogue, LatentAttentionCachesOneRowOfLatents) {
+  for (const char* spec : {"deepseek-v3:q4_k_m", "kimi-k2:q4_k_m"}) {
+    const auto m = find_catalogue_model(spec);
+    ASSERT_TRUE(m.has_value());
+    const PlanInput in = plan_input_for_catalogue_model(*m, 32768, 1, 512, KvTypes{});
+    ASSERT_EQ(in.layer_kv_bytes.size(), 61u);
+    for (uint64_t bytes : in.layer_kv_bytes) EXPECT_EQ(bytes, 32768ull * 576 * 2);
+  }
+  const uint64_t dense_layer = 32768ull * 128 * (192 + 128) * 2;
+  EXPECT_GT(dense_layer, 70 * 32768ull * 576 * 2);
+}
+
 TEST(ModelCatalogue, UnknownNamesAndQuantisationsAreNamed) {
   auto error_of = [](const std::string& spec) {
     try {
@@ -234,7 +250,7 @@ TEST(ModelCatalogue, UnknownNamesAndQuantisationsAreNamed) {
     }
     return std::string("no error");
   };
-  EXPECT_NE(error_of("gpt-5:q4_0").find("known: gpt-oss-120b, gpt-oss-20b, llama-2-7b"), std::string::npos)
+  EXPECT_NE(error_of("gpt-5:q4_0").find("known: deepseek-v3, gpt-oss-120b, gpt-oss-20b, kimi-k2, llama-2-7b"), std::string::npos)
       << error_of("gpt-5:q4_0");
   EXPECT_NE(error_of("llama-2-7b:q9").find("no quantisation 'q9'"), std::string::npos);
   EXPECT_FALSE(find_catalogue_model("/no/colon/model.gguf").has_value());

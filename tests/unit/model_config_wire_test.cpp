@@ -56,10 +56,18 @@ TEST(ModelConfigWire, HostileConfigsAreRefused) {
   EXPECT_EQ(refusal(j).first, wire::ErrorCode::Malformed);
 
   j = good;
-  j["layer_tensors"].push_back("attn_kv_a_mqa.weight");  // a block this worker cannot compute (MLA, not yet)
+  j["layer_tensors"].push_back("attn_kv_b.weight");  // a block this worker cannot compute (MLA's unsplit K/V)
   const auto [code, message] = refusal(j);
   EXPECT_EQ(code, wire::ErrorCode::BadRequest);
-  EXPECT_NE(message.find("attn_kv_a_mqa.weight"), std::string::npos) << message;
+  EXPECT_NE(message.find("attn_kv_b.weight"), std::string::npos) << message;
+
+  j = good;
+  j["layer_tensors"].push_back("attn_kv_a_mqa.weight");  // latent attention's tensor in an ordinary layer
+  EXPECT_EQ(refusal(j).first, wire::ErrorCode::Malformed);
+
+  j = good;
+  j["expert_gating"] = "sqrt_softplus";  // a router this worker does not compute
+  EXPECT_EQ(refusal(j).first, wire::ErrorCode::BadRequest);
 
   j = good;
   j["layer_tensors"].push_back("attn_norm.weight");  // twice
@@ -90,6 +98,30 @@ TEST(ModelConfigWire, HostileDeltaNetSizesAreRefused) {
   }
   nlohmann::json j = good;
   j["recurrent_tensors"].erase(j["recurrent_tensors"].begin() + 3);  // no convolution
+  EXPECT_EQ(refusal(j).first, wire::ErrorCode::Malformed);
+}
+
+TEST(ModelConfigWire, HostileLatentAttentionIsRefused) {
+  const std::string deepseek = random_model_path("random-deepseek2");
+  SHOAL_NEED_FILE(deepseek);
+  const nlohmann::json good = wire::config_to_json(ModelConfig::from_gguf(*gguf::File::open(deepseek)));
+  EXPECT_EQ(wire::config_from_json(good).mla, ModelConfig::from_gguf(*gguf::File::open(deepseek)).mla);
+  // A latent that is not the cached row less its rope part; one that would
+  // inflate the scratch; a query rank without the low-rank pair's tensors.
+  for (const nlohmann::json& mla : {nlohmann::json{96, 120, 64, 64}, nlohmann::json{96, 128, 1 << 20, 64},
+                                    nlohmann::json{0, 128, 64, 64}}) {
+    nlohmann::json j = good;
+    j["latent_attention"] = mla;
+    EXPECT_EQ(refusal(j).first, wire::ErrorCode::Malformed) << mla.dump();
+  }
+  nlohmann::json j = good;
+  j["n_dense_lead"] = 0;  // leading tensors without leading layers
+  EXPECT_EQ(refusal(j).first, wire::ErrorCode::Malformed);
+  j = good;
+  j["n_expert_groups"] = 3;  // 8 experts do not split into 3 groups
+  EXPECT_EQ(refusal(j).first, wire::ErrorCode::Malformed);
+  j = good;
+  j["lead_tensors"].erase(j["lead_tensors"].end() - 1);  // a dense FFN without its down projection
   EXPECT_EQ(refusal(j).first, wire::ErrorCode::Malformed);
 }
 

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/contrib/math/math-inl.h"
@@ -48,7 +49,7 @@ struct AttentionArgs {
 // A head's accumulator is padded to whole 8-lane vectors (head sizes need not be).
 inline int padded_dim(int d) { return (d + 7) / 8 * 8; }
 inline size_t part_floats(const AttentionShape& s) {
-  return static_cast<size_t>(s.n_head / s.n_head_kv) * (2 + padded_dim(s.head_dim));
+  return static_cast<size_t>(s.n_head / s.n_head_kv) * (2 + padded_dim(s.v_dim()));
 }
 
 // The first position query t sees.
@@ -119,7 +120,7 @@ HWY_INLINE void AccumulateTile(const AttentionArgs& a, int seq, int kh, int p0, 
                                const float (*HWY_RESTRICT scores)[kAttentionChunk], float* HWY_RESTRICT part) {
   const DA da;
   const int N = static_cast<int>(hn::Lanes(da));
-  const int d = a.shape.head_dim;
+  const int d = a.shape.v_dim();
   const size_t stride = 2 + static_cast<size_t>(padded_dim(d)), v_head_bytes = row_bytes(VT, d);
   VA acc[NH][NV];
   for (int h = 0; h < NH; ++h)
@@ -155,7 +156,7 @@ HWY_INLINE void AccumulateV(const AttentionArgs& a, int seq, int kh, int p0, int
                             const float (*HWY_RESTRICT scores)[kAttentionChunk], float* HWY_RESTRICT part) {
   const DA da;
   const int N = static_cast<int>(hn::Lanes(da));
-  const int vectors = padded_dim(a.shape.head_dim) / N, group = a.shape.n_head / a.shape.n_head_kv;
+  const int vectors = padded_dim(a.shape.v_dim()) / N, group = a.shape.n_head / a.shape.n_head_kv;
   if (group == 1) {
     for (int k0 = 0; k0 < vectors; k0 += 8)
       AccumulateTile<VT, kWholeVectors, 1, 8>(a, seq, kh, p0, n, 0, k0 * N, std::min(8, vectors - k0), scores, part);
@@ -172,7 +173,7 @@ HWY_INLINE void AccumulateV(const AttentionArgs& a, int seq, int kh, int p0, int
 template <DType VT>
 HWY_INLINE void AccumulateV(const AttentionArgs& a, int seq, int kh, int p0, int n,
                             const float (*HWY_RESTRICT scores)[kAttentionChunk], float* HWY_RESTRICT part) {
-  if (a.shape.head_dim % 8 == 0) return AccumulateV<VT, true>(a, seq, kh, p0, n, scores, part);
+  if (a.shape.v_dim() % 8 == 0) return AccumulateV<VT, true>(a, seq, kh, p0, n, scores, part);
   AccumulateV<VT, false>(a, seq, kh, p0, n, scores, part);
 }
 
@@ -214,7 +215,7 @@ void ChunkPartial(const AttentionArgs& a, int t, int kh, int p0, int p1, float* 
     case DType::F16: ScoreK<DType::F16>(a, seq, kh, p0, n, q, q8, scores); break;
     default: ScoreK<DType::Q8_0>(a, seq, kh, p0, n, q, q8, scores); break;
   }
-  const size_t stride = 2 + static_cast<size_t>(padded_dim(d));
+  const size_t stride = 2 + static_cast<size_t>(padded_dim(a.shape.v_dim()));
   const VA scale = hn::Set(da, a.shape.scale);
   for (int g = 0; g < group; ++g) {
     float* s = scores[g];
@@ -268,7 +269,7 @@ HWY_INLINE void Merge(float* HWY_RESTRICT run, const float* HWY_RESTRICT part, i
 // out heads of item (t, kh) = acc / sum.
 HWY_INLINE void Finish(const AttentionArgs& a, int t, int kh, const float* HWY_RESTRICT run) {
   const DA da;
-  const int d = a.shape.head_dim, group = a.shape.n_head / a.shape.n_head_kv;
+  const int d = a.shape.v_dim(), group = a.shape.n_head / a.shape.n_head_kv;
   const size_t stride = 2 + static_cast<size_t>(padded_dim(d));
   float* out = a.out + static_cast<size_t>(t) * a.shape.n_head * d + static_cast<size_t>(kh) * group * d;
   const float* sinks = a.shape.sinks ? a.shape.sinks->f32() + kh * group : nullptr;
@@ -291,15 +292,19 @@ HWY_INLINE void Finish(const AttentionArgs& a, int t, int kh, const float* HWY_R
 
 // Items [i0, i1) start to finish, chunk after chunk.
 void AttendItems(const AttentionArgs& a, int64_t i0, int64_t i1) {
-  HWY_ALIGN float run[kAttentionMaxGroup * (2 + kAttentionMaxHeadDim)];
-  HWY_ALIGN float part[kAttentionMaxGroup * (2 + kAttentionMaxHeadDim)];
+  // Per thread, off the stack: up to 128 heads of 512 values (latent attention).
+  thread_local std::vector<float> run_buffer, part_buffer;
+  run_buffer.resize(part_floats(a.shape));
+  part_buffer.resize(part_floats(a.shape));
+  float* HWY_RESTRICT run = run_buffer.data();
+  float* HWY_RESTRICT part = part_buffer.data();
   const int group = a.shape.n_head / a.shape.n_head_kv;
   for (int64_t item = i0; item < i1; ++item) {
     const int t = static_cast<int>(item / a.shape.n_head_kv), kh = static_cast<int>(item % a.shape.n_head_kv);
     const int pos = a.positions[t], first = first_visible(a.shape, pos);
     for (int p0 = first; p0 <= pos; p0 += kAttentionChunk) {
       ChunkPartial(a, t, kh, p0, std::min(pos + 1, p0 + kAttentionChunk), p0 == first ? run : part);
-      if (p0 != first) Merge(run, part, group, a.shape.head_dim);
+      if (p0 != first) Merge(run, part, group, a.shape.v_dim());
     }
     Finish(a, t, kh, run);
   }
@@ -322,13 +327,15 @@ void ChunkRange(const AttentionArgs& a, int64_t c0, int64_t c1) {
 
 // Split mode, pass 2: items [i0, i1) merge their chunks in order.
 void MergeItems(const AttentionArgs& a, int64_t i0, int64_t i1) {
-  HWY_ALIGN float run[kAttentionMaxGroup * (2 + kAttentionMaxHeadDim)];
+  thread_local std::vector<float> run_buffer;
+  run_buffer.resize(part_floats(a.shape));
+  float* HWY_RESTRICT run = run_buffer.data();
   const int group = a.shape.n_head / a.shape.n_head_kv;
   const size_t n_part = part_floats(a.shape);
   for (int64_t item = i0; item < i1; ++item) {
     const int64_t c0 = a.chunk_offsets[item], c1 = a.chunk_offsets[item + 1];
     std::memcpy(run, a.partials + c0 * n_part, n_part * sizeof(float));
-    for (int64_t c = c0 + 1; c < c1; ++c) Merge(run, a.partials + c * n_part, group, a.shape.head_dim);
+    for (int64_t c = c0 + 1; c < c1; ++c) Merge(run, a.partials + c * n_part, group, a.shape.v_dim());
     Finish(a, static_cast<int>(item / a.shape.n_head_kv), static_cast<int>(item % a.shape.n_head_kv), run);
   }
 }
@@ -357,9 +364,10 @@ void cpu_attention(ThreadPool& pool, const float* q, const KvLayerView& kv, cons
                    const int32_t* positions, int n_tokens, const AttentionShape& shape, float* out,
                    AttentionScratch& scratch) {
   const int group = shape.n_head / shape.n_head_kv;
-  if (shape.head_dim > kAttentionMaxHeadDim || group > kAttentionMaxGroup)
-    fail("attention with head size {} and {} query heads per KV head is not supported (at most {}, {})",
-         shape.head_dim, group, kAttentionMaxHeadDim, kAttentionMaxGroup);
+  if (shape.head_dim > kAttentionMaxHeadDim || shape.v_dim() > kAttentionMaxHeadDim || group > kAttentionMaxGroup ||
+      (kv.v_in_k && shape.v_dim() > shape.head_dim))
+    fail("attention with head size {} (values {}) and {} query heads per KV head is not supported (at most {}, {})",
+         shape.head_dim, shape.v_dim(), group, kAttentionMaxHeadDim, kAttentionMaxGroup);
   AttentionArgs a{q, nullptr, 0, kv, seq_ids, positions, shape, out, nullptr, nullptr};
   if (kv.k_type == DType::Q8_0) {  // the query meets a Q8_0 key as Q8_0, as in the matmuls
     const int64_t width = static_cast<int64_t>(shape.n_head) * shape.head_dim;
@@ -405,8 +413,8 @@ double kv_value(DType type, const uint8_t* row, int i) {
 
 void cpu_attention_reference(const float* q, const KvLayerView& kv, const int32_t* seq_ids, const int32_t* positions,
                              int n_tokens, const AttentionShape& shape, float* out) {
-  const int d = shape.head_dim, group = shape.n_head / shape.n_head_kv;
-  std::vector<double> scores, acc(d);
+  const int d = shape.head_dim, dv = shape.v_dim(), group = shape.n_head / shape.n_head_kv;
+  std::vector<double> scores, acc(dv);
   std::vector<float> qh(d);
   std::vector<uint8_t> q8(row_bytes(DType::Q8_0, d) + 1);
   for (int t = 0; t < n_tokens; ++t) {
@@ -433,10 +441,10 @@ void cpu_attention_reference(const float* q, const KvLayerView& kv, const int32_
         const double w = std::exp(scores[p - first] - m);
         sum += w;
         const uint8_t* v = kv.v_row(seq_ids[t], p);
-        for (int i = 0; i < d; ++i) acc[i] += w * kv_value(kv.v_type, v, kh * d + i);
+        for (int i = 0; i < dv; ++i) acc[i] += w * kv_value(kv.v_type, v, kh * dv + i);
       }
       if (shape.sinks) sum += std::exp(static_cast<double>(shape.sinks->f32()[h]) - m);
-      for (int i = 0; i < d; ++i) out[(static_cast<size_t>(t) * shape.n_head + h) * d + i] = static_cast<float>(acc[i] / sum);
+      for (int i = 0; i < dv; ++i) out[(static_cast<size_t>(t) * shape.n_head + h) * dv + i] = static_cast<float>(acc[i] / sum);
     }
   }
 }

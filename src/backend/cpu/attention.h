@@ -21,8 +21,8 @@ namespace shoal {
 using KvLayerView = KvView<uint8_t*>;
 
 inline constexpr int kAttentionChunk = 128;  // cache positions per partial softmax
-inline constexpr int kAttentionMaxHeadDim = 512;
-inline constexpr int kAttentionMaxGroup = 32;  // query heads per KV head
+inline constexpr int kAttentionMaxHeadDim = 576;  // latent attention's cached row: 512 + 64
+inline constexpr int kAttentionMaxGroup = 128;  // query heads per KV head (latent attention: every head)
 
 // Buffers that grow to what a call needs and are kept for the next one.
 struct AttentionScratch {
@@ -31,7 +31,7 @@ struct AttentionScratch {
   std::vector<uint8_t> q8;             // the queries in Q8_0 when K is Q8_0
 };
 
-// q, out: [n_tokens][n_head * head_dim].
+// q: [n_tokens][n_head * head_dim], out: [n_tokens][n_head * v_dim].
 void cpu_attention(ThreadPool& pool, const float* q, const KvLayerView& kv, const int32_t* seq_ids,
                    const int32_t* positions, int n_tokens, const AttentionShape& shape, float* out,
                    AttentionScratch& scratch);

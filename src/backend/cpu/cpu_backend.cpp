@@ -207,7 +207,7 @@ void CpuBackend::rope(DevicePtr x_ptr, int n_tokens, int n_heads, const RopePara
         float c, s;
         angles.at(positions[t], i, &c, &s);
         for (int h = 0; h < n_heads; ++h) {
-          float* head = x + (t * n_heads + h) * p.head_dim;
+          float* head = x + (t * n_heads + h) * p.head_dim + p.rope_offset;
           const int a = p.neox ? i : 2 * i, b = p.neox ? i + half : 2 * i + 1;
           const float x0 = head[a], x1 = head[b];
           head[a] = x0 * c - x1 * s;
@@ -243,7 +243,7 @@ void CpuBackend::kv_store(const KvLayer& kv_layer, DevicePtr k_ptr, DevicePtr v_
   for (int t = 0; t < n_tokens; ++t) {
     const size_t row = static_cast<size_t>(t) * kv.width;
     encode_kv_row(kv.k_type, k + row, kv.k_row(step_seq_ids_[t], step_positions_[t]), kv.width);
-    encode_kv_row(kv.v_type, v + row, kv.v_row(step_seq_ids_[t], step_positions_[t]), kv.width);
+    if (!kv.v_in_k) encode_kv_row(kv.v_type, v + row, kv.v_row(step_seq_ids_[t], step_positions_[t]), kv.width);
   }
 }
 

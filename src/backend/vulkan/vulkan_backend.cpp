@@ -583,6 +583,8 @@ void VulkanBackend::rope(DevicePtr x, int n_tokens, int n_heads, const RopeParam
     step_rope_tables_.push_back({p.freq_base, p.freq_scale, p.rope_dim, p.freq_factors, p.yarn, offset});
     table = &step_rope_tables_.back();
   }
+  // Latent attention's rope at an offset is refused at load (OptionalOp::LatentAttention).
+  if (p.rope_offset != 0) fail("the Vulkan rope shader rotates each head's leading dims only");
   const uint32_t push[] = {u32(n_heads), u32(p.head_dim), u32(p.rope_dim), p.neox ? 1u : 0u, floats(x),
                            u32(table->offset / sizeof(float))};
   dispatch("rope", {vk_buffer(x), rope_tables_->handle()}, push, sizeof(push), u32((half + 63) / 64), u32(n_heads),
@@ -591,6 +593,7 @@ void VulkanBackend::rope(DevicePtr x, int n_tokens, int n_heads, const RopeParam
 
 void VulkanBackend::kv_store(const KvLayer& kv, DevicePtr k, DevicePtr v, int n_tokens) {
   check_step(n_tokens);
+  if (kv.v_in_k) fail("the Vulkan backend stores V rows of their own only (latent attention is refused at load)");
   for (int part = 0; part < 2; ++part) {
     const DevicePtr dst = part == 0 ? kv.k : kv.v;
     const size_t row_bytes = part == 0 ? kv.k_row_bytes : kv.v_row_bytes;
@@ -614,6 +617,7 @@ void VulkanBackend::kv_store(const KvLayer& kv, DevicePtr k, DevicePtr v, int n_
 void VulkanBackend::attention(DevicePtr q, const KvLayer& kv, int n_tokens, const AttentionShape& s, DevicePtr out) {
   check_step(n_tokens);
   if (s.head_dim > 512) fail("the Vulkan attention shader takes heads of up to 512 values, not {}", s.head_dim);
+  if (s.v_dim() != s.head_dim) fail("the Vulkan attention shader takes V heads of the K heads' size");
   struct {
     uint32_t n_head, n_head_kv, head_dim, window, q_off, o_off, k_off, v_off;
     uint32_t k_row_bytes, v_row_bytes, k_seq_stride, v_seq_stride, ring, k_type, v_type, pos_off;

@@ -60,6 +60,7 @@ std::optional<CatalogueModel> find_catalogue_model(const std::string& spec) {
   m.n_embd = whole(e, where, "n_embd", 1 << 20);
   m.n_vocab = whole(e, where, "n_vocab", 1 << 24);
   m.kv_width = whole(e, where, "kv_width", 1 << 20);
+  m.v_width = e.contains("v_width") ? static_cast<int>(toml_number(e["v_width"], where, "v_width", 0, 1 << 20)) : m.kv_width;
   m.context = whole(e, where, "context", 1 << 24);
   m.tied_output = e["tied_output"].value_or(false);
   if (e.contains("sliding_window")) {
@@ -96,7 +97,7 @@ PlanInput plan_input_for_catalogue_model(const CatalogueModel& m, int n_ctx, int
   in.layer_bytes.assign(m.n_layer, static_cast<uint64_t>(per_layer * bytes_per_weight));
   in.layer_read_bytes.assign(m.n_layer, static_cast<uint64_t>(active_per_layer * bytes_per_weight));
   in.layer_flops.assign(m.n_layer, 2.0 * active_per_layer);
-  const uint64_t kv_row = row_bytes(kv_types.k, m.kv_width) + row_bytes(kv_types.v, m.kv_width);
+  const uint64_t kv_row = row_bytes(kv_types.k, m.kv_width) + row_bytes(kv_types.v, m.v_width);
   const uint64_t state = static_cast<uint64_t>(m.delta_net_state_floats) * sizeof(float);
   for (int l = 0; l < m.n_layer; ++l) {
     // A windowed layer keeps its window and one batch (model/kv_cache.h).

@@ -20,6 +20,9 @@ struct CatalogueModel {
   double active_weights = 0;  // read per decode step (a mixture of experts reads its routed experts)
   double bits = 0;            // per weight
   int n_layer = 0, n_embd = 0, n_vocab = 0, kv_width = 0, context = 0;
+  // Values per cached V row: kv_width, or 0 under latent attention (DeepSeek:
+  // the cached row is the latent and the rope key, V is the latent).
+  int v_width = 0;
   bool tied_output = false;
   // Hybrid models (Qwen3.5/3.6): every full_attention_interval-th layer
   // attends (and holds KV); the others are Gated DeltaNets holding, per

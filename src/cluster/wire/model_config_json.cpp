@@ -34,7 +34,7 @@ struct Field {
 using C = ModelConfig;
 constexpr std::tuple kFields{
     std::array<Field<std::string>, 2>{{{"arch", &C::arch}, {"name", &C::name}}},
-    std::array<Field<int>, 13>{{{"n_layer", &C::n_layer},
+    std::array<Field<int>, 16>{{{"n_layer", &C::n_layer},
                                 {"n_embd", &C::n_embd},
                                 {"n_head", &C::n_head},
                                 {"n_head_kv", &C::n_head_kv},
@@ -46,14 +46,19 @@ constexpr std::tuple kFields{
                                 {"n_expert", &C::n_expert},
                                 {"n_expert_used", &C::n_expert_used},
                                 {"n_ff_exp", &C::n_ff_exp},
-                                {"n_ff_shexp", &C::n_ff_shexp}}},
+                                {"n_ff_shexp", &C::n_ff_shexp},
+                                {"n_expert_groups", &C::n_expert_groups},
+                                {"n_group_used", &C::n_group_used},
+                                {"n_dense_lead", &C::n_dense_lead}}},
     std::array<Field<float>, 5>{{{"norm_eps", &C::norm_eps},
                                  {"attn_scale", &C::attn_scale},
                                  {"embd_scale", &C::embd_scale},
                                  {"logit_softcap", &C::logit_softcap},
                                  {"expert_weights_scale", &C::expert_weights_scale}}},
-    std::array<Field<bool>, 3>{
-        {{"tied_output", &C::tied_output}, {"rope_freq_factors", &C::rope_freq_factors}, {"q_gate", &C::q_gate}}},
+    std::array<Field<bool>, 4>{{{"tied_output", &C::tied_output},
+                                {"rope_freq_factors", &C::rope_freq_factors},
+                                {"q_gate", &C::q_gate},
+                                {"expert_weights_norm", &C::expert_weights_norm}}},
     std::array<Field<std::string>, 1>{{{"ffn_norm_name", &C::ffn_norm_name}}},
 };
 
@@ -101,6 +106,9 @@ nlohmann::json config_to_json(const ModelConfig& c) {
   j["activation"] = activation_name(c.activation);
   j["layer_tensors"] = tensor_list(c.layer_tensors);
   j["recurrent_tensors"] = tensor_list(c.recurrent_tensors);
+  j["lead_tensors"] = tensor_list(c.lead_tensors);
+  j["expert_gating"] = c.expert_gating == ExpertGating::Sigmoid ? "sigmoid" : "softmax";
+  j["latent_attention"] = {c.mla.q_lora_rank, c.mla.kv_lora_rank, c.mla.qk_nope, c.mla.v_head_dim};
   j["delta_net"] = {c.delta.conv_kernel, c.delta.head_dim, c.delta.n_k_heads, c.delta.n_v_heads};
   j["yarn"] = {c.yarn.ext_factor, c.yarn.attn_factor, c.yarn.beta_fast, c.yarn.beta_slow, c.yarn.orig_ctx};
   nlohmann::json& layers = j["layers"] = nlohmann::json::array();
@@ -117,6 +125,13 @@ ModelConfig config_from_json(const nlohmann::json& j) {
     c.activation = activation_named(j.at("activation").get<std::string>());
     c.layer_tensors = tensor_kinds(j.at("layer_tensors"));
     c.recurrent_tensors = tensor_kinds(j.at("recurrent_tensors"));
+    c.lead_tensors = tensor_kinds(j.at("lead_tensors"));
+    const std::string gating = j.at("expert_gating").get<std::string>();
+    if (gating != "softmax" && gating != "sigmoid")
+      throw ProtocolError(ErrorCode::BadRequest, "LOAD_STAGE config: unknown expert gating '" + gating + "'");
+    c.expert_gating = gating == "sigmoid" ? ExpertGating::Sigmoid : ExpertGating::Softmax;
+    const auto& mla = j.at("latent_attention");
+    c.mla = LatentAttentionShape{mla.at(0).get<int>(), mla.at(1).get<int>(), mla.at(2).get<int>(), mla.at(3).get<int>()};
     const auto& delta = j.at("delta_net");
     c.delta = DeltaNetShape{delta.at(0).get<int>(), delta.at(1).get<int>(), delta.at(2).get<int>(),
                             delta.at(3).get<int>()};

@@ -11,12 +11,13 @@
 namespace shoal::wire {
 
 constexpr uint32_t kMagic = 0x4C4F4853;  // "SHOL" little-endian
-constexpr uint16_t kProtocolVersion = 8;  // v2: HEARTBEAT, deadlines; v3: AEAD frames after a keyed handshake;
+constexpr uint16_t kProtocolVersion = 9;  // v2: HEARTBEAT, deadlines; v3: AEAD frames after a keyed handshake;
                                           // v4: LOAD_STAGE describes the block by its tensors and settings;
                                           // v5: LOAD_STAGE names the KV cache types;
                                           // v6: the handshake transcript is authenticated;
                                           // v7: content names are SHA-256;
                                           // v8: LOAD_STAGE gives each layer's kind (attention or DeltaNet)
+                                          // v9: LOAD_STAGE gives latent attention, leading dense layers, the router
 constexpr size_t kHeaderBytes = 32;
 constexpr uint64_t kDefaultMaxPayload = 256ull << 20;  // refused before any allocation
 constexpr int kHandshakeTimeoutMs = 5000;
