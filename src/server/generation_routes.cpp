@@ -91,7 +91,7 @@ void send_whole(ServingContext& ctx, httplib::Response& res, const std::shared_p
   if (r.finish_reason == "cancelled") throw shutting_down();
   std::string reasoning;
   if (meta.thinks) {
-    ReasoningSplitter split;
+    ReasoningSplitter split(meta.reasoning_markers);
     ReasoningSplitter::Parts a = split.feed(text), b = split.finish();
     reasoning = a.reasoning + b.reasoning;
     text = a.content + b.content;
@@ -117,6 +117,7 @@ void send_stream(ServingContext& ctx, httplib::Response& res, std::shared_ptr<Re
   st->channel = std::move(channel);
   st->id = id;
   st->meta = meta;
+  st->split = ReasoningSplitter(meta.reasoning_markers);
   st->include_usage = include_usage;
   res.status = 200;
   res.set_header("Cache-Control", "no-cache");
@@ -204,6 +205,7 @@ void handle_generation(ServingContext& ctx, const httplib::Request& req, httplib
   const size_t n_prompt = prompt.size();
   ResponseMeta meta = new_response_meta(chat, ctx.model_id);
   meta.thinks = chat && engine.chat_template().thinks();
+  meta.reasoning_markers = engine.chat_template().reasoning_markers();
 
   auto channel = std::make_shared<RequestChannel>();
   Metrics& metrics = ctx.metrics;

@@ -69,6 +69,7 @@ struct ResponseMeta {
   std::string model;
   bool chat = false;
   bool thinks = false;  // chat with a thinking template: split out reasoning_content
+  ReasoningMarkers reasoning_markers;  // where the template's output puts it
 };
 ResponseMeta new_response_meta(bool chat, const std::string& model);
 

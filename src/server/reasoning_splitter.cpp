@@ -5,8 +5,6 @@
 namespace shoal::server {
 namespace {
 
-constexpr std::string_view kOpen = "<think>", kClose = "</think>";
-
 bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
 
 // The length of the longest proper prefix of `tag` that `s` ends with (the
@@ -32,13 +30,21 @@ ReasoningSplitter::Parts ReasoningSplitter::feed(std::string_view piece) {
     switch (state_) {
       case State::Start: {
         // Only a block at the very start (after whitespace) is reasoning.
+        const std::string_view open = markers_.open, answer = markers_.answer;
         size_t i = 0;
         while (i < held_.size() && is_space(held_[i])) ++i;
         const std::string_view rest = std::string_view(held_).substr(i);
-        if (rest.size() < kOpen.size() && kOpen.starts_with(rest)) return out;  // maybe "<think>" still coming
-        if (rest.starts_with(kOpen)) {
-          held_.erase(0, i + kOpen.size());
+        // Maybe the marker is still coming.
+        if ((rest.size() < open.size() && open.starts_with(rest)) ||
+            (!answer.empty() && rest.size() < answer.size() && answer.starts_with(rest)))
+          return out;
+        if (rest.starts_with(open)) {
+          held_.erase(0, i + open.size());
           state_ = State::Reasoning;
+          trim_front_ = true;
+        } else if (!answer.empty() && rest.starts_with(answer)) {  // an answer without reasoning
+          held_.erase(0, i + answer.size());
+          state_ = State::Content;
           trim_front_ = true;
         } else {
           state_ = State::Content;
@@ -51,8 +57,9 @@ ReasoningSplitter::Parts ReasoningSplitter::feed(std::string_view piece) {
           if (held_.empty()) return out;
           trim_front_ = false;
         }
-        const size_t close = held_.find(kClose);
-        size_t end = close == std::string::npos ? held_.size() - partial_tag_at_end(held_, kClose) : close;
+        const std::string_view close_tag = markers_.close;
+        const size_t close = held_.find(close_tag);
+        size_t end = close == std::string::npos ? held_.size() - partial_tag_at_end(held_, close_tag) : close;
         // Whitespace before the tag belongs to the block's end, not its text.
         while (end > 0 && is_space(held_[end - 1])) --end;
         out.reasoning += held_.substr(0, end);
@@ -60,9 +67,20 @@ ReasoningSplitter::Parts ReasoningSplitter::feed(std::string_view piece) {
           held_.erase(0, end);
           return out;
         }
-        held_.erase(0, close + kClose.size());
-        state_ = State::Content;
+        held_.erase(0, close + close_tag.size());
+        state_ = markers_.answer.empty() ? State::Content : State::ToAnswer;
         trim_front_ = true;  // the answer starts at its first non-space
+        continue;
+      }
+      case State::ToAnswer: {
+        // The next message's header ("<|start|>assistant") up to the answer's marker is dropped.
+        const size_t at = held_.find(markers_.answer);
+        if (at == std::string::npos) {
+          held_.erase(0, held_.size() - partial_tag_at_end(held_, markers_.answer));
+          return out;
+        }
+        held_.erase(0, at + markers_.answer.size());
+        state_ = State::Content;
         continue;
       }
       case State::Content:

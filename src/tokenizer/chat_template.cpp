@@ -1,5 +1,6 @@
 #include "tokenizer/chat_template.h"
 
+#include <ctime>
 #include <string_view>
 
 #include "util/error.h"
@@ -48,6 +49,7 @@ constexpr Variant kVariants[] = {
     {"gemma", ChatFormat::Gemma, false, false, false, false, true, false},
     {"phi3", ChatFormat::Phi3, false, false, false, false, true, false},
     {"zephyr", ChatFormat::Zephyr, false, false, false, false, true, false},
+    {"gpt-oss", ChatFormat::Harmony, false, false, false, false, true, false},
 };
 
 // Reads the Jinja string literal whose opening quote is at s[i]; on success
@@ -119,7 +121,9 @@ ChatTemplate ChatTemplate::detect(const std::string& src) {
   ChatTemplate t;
   if (t.set_variant(src)) return t;  // a name, not a template
   auto has = [&src](std::string_view part) { return contains(src, part); };
-  if (has("<|im_start|>")) {
+  if (has("<|start|>") && has("<|channel|>") && has("<|message|>")) {
+    t.set_variant("gpt-oss");  // OpenAI's harmony format
+  } else if (has("<|im_start|>")) {
     t.set_variant(has("<|im_sep|>") ? "phi4" : "chatml");
   } else if (has("[INST]")) {
     if (has("[SYSTEM_PROMPT]")) {
@@ -160,7 +164,7 @@ ChatTemplate ChatTemplate::detect(const std::string& src) {
     t.fell_back_ = true;  // already ChatML
     t.unknown_ = !src.empty();
   }
-  t.thinks_ = has("<think>") && has("</think>");
+  t.thinks_ = (has("<think>") && has("</think>")) || t.format_ == ChatFormat::Harmony;
   t.default_system_ = t.find_default_system(src);
   return t;
 }
@@ -222,7 +226,8 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& messages,
     }
   }
   std::string out = render_turns(turns, add_generation_prompt);
-  if (thinks_ && add_generation_prompt && !reasoning) out += "<think>\n\n</think>\n\n";
+  // gpt-oss always reasons (its effort stays the template's default).
+  if (thinks_ && format_ != ChatFormat::Harmony && add_generation_prompt && !reasoning) out += "<think>\n\n</think>\n\n";
   return out;
 }
 
@@ -275,9 +280,52 @@ std::string ChatTemplate::render_turns(const std::vector<ChatMessage>& messages,
     case ChatFormat::Llama2: return render_llama2(messages);
     case ChatFormat::Mistral: return render_mistral(messages);
     case ChatFormat::Gemma: return render_gemma(messages, add_generation_prompt);
+    case ChatFormat::Harmony: return render_harmony(messages, add_generation_prompt);
     case ChatFormat::Count: break;
   }
   return out;
+}
+
+// gpt-oss's template without tools: a system message with the model's
+// identity, today's date (strftime_now, local time) and reasoning effort
+// medium (the template's default); the conversation's first system message
+// as the developer's instructions; earlier answers on the final channel
+// (their reasoning dropped, as the template does); the generation prompt
+// opens an assistant message whose channel the model names.
+std::string ChatTemplate::render_harmony(const std::vector<ChatMessage>& messages,
+                                         bool add_generation_prompt) const {
+  char date[16] = "";
+  const std::time_t now = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&now, &local);
+  std::strftime(date, sizeof(date), "%Y-%m-%d", &local);
+  std::string out = "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
+                    "Knowledge cutoff: 2024-06\nCurrent date: ";
+  out += date;
+  out += "\n\nReasoning: medium\n\n# Valid channels: analysis, commentary, final. Channel must be included for "
+         "every message.<|end|>";
+  size_t first = 0;
+  if (!messages.empty() && messages[0].role == "system") {
+    if (!messages[0].content.empty())
+      out += "<|start|>developer<|message|># Instructions\n\n" + messages[0].content + "\n\n<|end|>";
+    first = 1;
+  }
+  for (size_t i = first; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    if (m.role == "user") {
+      out += "<|start|>user<|message|>" + m.content + "<|end|>";
+    } else if (m.role == "assistant") {
+      const bool last = i + 1 == messages.size() && !add_generation_prompt;
+      out += "<|start|>assistant<|channel|>final<|message|>" + m.content + (last ? "<|return|>" : "<|end|>");
+    }  // a later system message: the template writes nothing for it
+  }
+  if (add_generation_prompt) out += "<|start|>assistant";
+  return out;
+}
+
+ReasoningMarkers ChatTemplate::reasoning_markers() const {
+  if (format_ == ChatFormat::Harmony) return {"<|channel|>analysis<|message|>", "<|end|>", "<|channel|>final<|message|>"};
+  return {};
 }
 
 // The first "[INST] " is open from the start (its BOS is the tokenizer's);
@@ -370,6 +418,8 @@ std::vector<std::string> ChatTemplate::stop_strings() const {
     case ChatFormat::Llama2:
     case ChatFormat::Mistral:
     case ChatFormat::MistralV7: return {"</s>"};
+    // <|end|> closes a message (the reasoning), not the turn.
+    case ChatFormat::Harmony: return {"<|return|>", "<|call|>"};
     case ChatFormat::Count: break;
   }
   return {};

@@ -11,9 +11,20 @@
 // between turns) is written as text: tokenize the prompt with special-token
 // parsing on.
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace shoal {
+
+// Where a thinking model's reasoning and answer sit in its output: the
+// reasoning opens with `open` at the start and ends at `close`; with
+// `answer` set, the answer starts after that marker (gpt-oss's final
+// channel), and whatever lies between (a new message's header) is dropped.
+struct ReasoningMarkers {
+  std::string_view open = "<think>";
+  std::string_view close = "</think>";
+  std::string_view answer = {};
+};
 
 struct ChatMessage {
   std::string role;     // "system", "user" or "assistant"
@@ -33,6 +44,7 @@ enum class ChatFormat {
   Gemma,      // <start_of_turn>user\n…<end_of_turn>\n, assistant is "model"
   Phi3,       // <|user|>\n…<|end|>\n<|assistant|>\n
   Zephyr,     // <|user|>\n…</s>\n<|assistant|>\n
+  Harmony,    // gpt-oss: <|start|>role<|message|>…<|end|>, the answer on channels
   Count,
 };
 
@@ -57,6 +69,8 @@ class ChatTemplate {
   // answer; render() with reasoning off writes it empty, as the template
   // does for enable_thinking=false).
   bool thinks() const { return thinks_; }
+  // How its output marks the reasoning (when thinks()).
+  ReasoningMarkers reasoning_markers() const;
   // The system text the template inserts when the conversation has none
   // (SmolLM2, Qwen2.5); empty if it has no such default.
   const std::string& default_system() const { return default_system_; }
@@ -99,6 +113,8 @@ class ChatTemplate {
   std::string render_mistral(const std::vector<ChatMessage>& messages) const;
   std::string render_gemma(const std::vector<ChatMessage>& messages,
                            bool add_generation_prompt) const;
+  std::string render_harmony(const std::vector<ChatMessage>& messages,
+                             bool add_generation_prompt) const;
   std::string find_default_system(const std::string& source) const;
 };
 

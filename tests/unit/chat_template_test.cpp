@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <ctime>
+
 #include "util/error.h"
 
 namespace shoal {
@@ -359,6 +361,37 @@ TEST(ChatTemplate, Qwen3ThinksUnlessReasoningIsOff) {
   EXPECT_FALSE(ChatTemplate::detect(kQwen25).thinks());
   EXPECT_EQ(ChatTemplate::detect("chatml").render({{"user", "Hi"}}, true, false),
             "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+}
+
+// gpt-oss's harmony format as its template (openai/gpt-oss-20b
+// chat_template.jinja) renders a conversation without tools: the system
+// message with today's date, the first system message as the developer's
+// instructions, earlier answers on the final channel, and an open
+// assistant message.
+TEST(ChatTemplate, GptOssRendersHarmony) {
+  const ChatTemplate t = ChatTemplate::detect(
+      "{{- \"<|start|>system<|message|>\" }}{{- \"<|start|>assistant<|channel|>final<|message|>\" + message.content + "
+      "\"<|end|>\" }}");
+  EXPECT_EQ(t.format(), ChatFormat::Harmony);
+  EXPECT_STREQ(t.name(), "gpt-oss");
+  EXPECT_TRUE(t.thinks());
+  char date[16];
+  const std::time_t now = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&now, &local);
+  std::strftime(date, sizeof(date), "%Y-%m-%d", &local);
+  const std::string system = std::string("<|start|>system<|message|>You are ChatGPT, a large language model trained by "
+                                         "OpenAI.\nKnowledge cutoff: 2024-06\nCurrent date: ") +
+                             date +
+                             "\n\nReasoning: medium\n\n# Valid channels: analysis, commentary, final. Channel must "
+                             "be included for every message.<|end|>";
+  EXPECT_EQ(t.render({{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello."}, {"user", "Bye"}}, true),
+            system + "<|start|>developer<|message|># Instructions\n\nBe brief.\n\n<|end|>"
+                     "<|start|>user<|message|>Hi<|end|><|start|>assistant<|channel|>final<|message|>Hello.<|end|>"
+                     "<|start|>user<|message|>Bye<|end|><|start|>assistant");
+  EXPECT_EQ(t.render({{"user", "Hi"}, {"assistant", "Hello."}}, false),
+            system + "<|start|>user<|message|>Hi<|end|><|start|>assistant<|channel|>final<|message|>Hello.<|return|>");
+  EXPECT_EQ(t.stop_strings(), (std::vector<std::string>{"<|return|>", "<|call|>"}));
 }
 
 TEST(ChatTemplate, AcceptsLlamaCppTemplateNames) {

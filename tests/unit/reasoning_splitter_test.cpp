@@ -7,8 +7,8 @@
 namespace shoal::server {
 namespace {
 
-ReasoningSplitter::Parts split_in_pieces(const std::string& text, size_t piece) {
-  ReasoningSplitter s;
+ReasoningSplitter::Parts split_in_pieces(const std::string& text, size_t piece, ReasoningMarkers markers) {
+  ReasoningSplitter s(markers);
   ReasoningSplitter::Parts all;
   for (size_t i = 0; i < text.size(); i += piece) {
     auto p = s.feed(std::string_view(text).substr(i, piece));
@@ -21,9 +21,10 @@ ReasoningSplitter::Parts split_in_pieces(const std::string& text, size_t piece) 
   return all;
 }
 
-void expect_split(const std::string& text, const std::string& reasoning, const std::string& content) {
+void expect_split(const std::string& text, const std::string& reasoning, const std::string& content,
+                  ReasoningMarkers markers = {}) {
   for (size_t piece : {text.size() + 1, size_t{1}, size_t{2}, size_t{3}, size_t{5}, size_t{8}}) {
-    auto p = split_in_pieces(text, piece);
+    auto p = split_in_pieces(text, piece, markers);
     EXPECT_EQ(p.reasoning, reasoning) << "pieces of " << piece << " of " << text;
     EXPECT_EQ(p.content, content) << "pieces of " << piece << " of " << text;
   }
@@ -47,6 +48,20 @@ TEST(ReasoningSplitter, TextWithoutABlockIsAllContent) {
 TEST(ReasoningSplitter, CutOffInsideTheBlockIsStillReasoning) {
   expect_split("<think>\nStep one, step two", "Step one, step two", "");
   expect_split("<think>almost done</thi", "almost done</thi", "");
+}
+
+// gpt-oss (harmony): the analysis channel is the reasoning, the final
+// channel the answer; the header between them is neither. (The template's
+// markers: tokenizer/chat_template.cpp; <|return|> is a stop string.)
+TEST(ReasoningSplitter, HarmonyChannelsSplitReasoningFromAnswer) {
+  const ReasoningMarkers harmony = ChatTemplate::detect("gpt-oss").reasoning_markers();
+  expect_split("<|channel|>analysis<|message|>User asks capital. Paris.<|end|><|start|>assistant<|channel|>final"
+               "<|message|>The capital is Paris.",
+               "User asks capital. Paris.", "The capital is Paris.", harmony);
+  expect_split("<|channel|>final<|message|>Paris.", "", "Paris.", harmony);  // no reasoning at all
+  expect_split("<|channel|>analysis<|message|>cut off mid", "cut off mid", "", harmony);
+  expect_split("<|channel|>analysis<|message|>done<|end|><|start|>assist", "done", "", harmony);
+  expect_split("plain text", "", "plain text", harmony);
 }
 
 }  // namespace
