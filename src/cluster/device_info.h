@@ -23,6 +23,10 @@ struct DeviceInfo {
   double matmul_gflops = 0.0;  // measured: GFLOP/s of a batched matmul (0 = unknown)
   std::string probe = "Q4_0 x 4096";  // what both were measured on (ProbeShape::name)
   double step_overhead_ms = 0.0;  // fixed cost of a step whatever its size (launches, syncs); 0 for a CPU
+  // What a recurrent (Gated DeltaNet) layer adds to a decode step beyond
+  // the bytes it reads: its many small ops' dispatches (a described device
+  // that measured it; 0: nothing beyond the bytes).
+  double recurrent_layer_ms = 0.0;
   double rtt_ms = 0.0;         // round trip from the primary (0 for local)
   double link_gbps = 0.0;      // GB/s of the link from the primary; 0 = unknown (planner assumes 1)
 };

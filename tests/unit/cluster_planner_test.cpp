@@ -470,5 +470,22 @@ TEST(DeviceProbeTest, ReportsPositiveNumbersQuickly) {
               info.matvec_gbps, info.matmul_gflops, info.free_memory / double(MiB), info.total_memory / double(MiB));
 }
 
+// A Gated DeltaNet layer costs a device with recurrent_layer_ms that much
+// more a step beyond its bytes (Metal's dispatches), and the speed split
+// weighs it: the DeltaNet layers go to the device without that cost.
+TEST(PlannerTest, RecurrentLayersCostTheirDispatchesWhereADeviceHasThem) {
+  PlanInput in = uniform_input(8, 100, {device("local", 2000, 10.0), device("10.0.0.2:50052", 2000, 10.0)});
+  in.layer_recurrent = {true, true, true, true, false, false, false, false};
+  const double plain = make_plan(in).predicted_token_ms;
+  in.devices[0].recurrent_layer_ms = 10.0;
+  EXPECT_NEAR(make_plan(in).predicted_token_ms, plain + 40.0, 1e-9);  // all four on device 0 in the memory split
+  in.split = SplitPolicy::speed;
+  in.keep_every_device = false;
+  in.devices[1].rtt_ms = 0.0;
+  const Plan fast = make_plan(in);
+  EXPECT_EQ(layer_counts(fast), (std::vector<int>{0, 8}));
+  EXPECT_NEAR(fast.predicted_token_ms, plain, 1e-9);
+}
+
 }  // namespace
 }  // namespace shoal

@@ -47,8 +47,10 @@ link = { gbit = 1, rtt_ms = 2 }
   ASSERT_EQ(devices.size(), 3u);
   EXPECT_EQ(devices[0].address, "studio");
   EXPECT_EQ(devices[0].free_memory, static_cast<uint64_t>((192 - 4) * kGiB));  // 4 GiB kept for the OS
-  EXPECT_NEAR(devices[0].matvec_gbps, 800 * 0.864, 1e-9);
-  EXPECT_NEAR(devices[0].step_overhead_ms, 5.08, 1e-9);
+  EXPECT_NEAR(devices[0].matvec_gbps, 800 * 0.860, 1e-9);
+  EXPECT_NEAR(devices[0].step_overhead_ms, 5.15, 1e-9);
+  EXPECT_NEAR(devices[0].recurrent_layer_ms, 0.198, 1e-12);
+  EXPECT_EQ(devices[1].recurrent_layer_ms, 0.0);  // no published hybrid on it shows one
   EXPECT_NEAR(devices[0].matmul_gflops, 16700, 1e-6);
   EXPECT_EQ(devices[0].rtt_ms, 0.0);
   EXPECT_EQ(devices[1].free_memory, static_cast<uint64_t>((128 - 8) * kGiB));

@@ -60,10 +60,18 @@ const char* relay_name(Relay relay) {
   return "?";
 }
 
-double stage_decode_ms(const PlanInput& in, int device, uint64_t read_bytes, int n_layers, Relay relay) {
+int recurrent_layers(const PlanInput& in, int begin, int end) {
+  int n = 0;
+  for (int l = begin; l < end && l < static_cast<int>(in.layer_recurrent.size()); ++l) n += in.layer_recurrent[l];
+  return n;
+}
+
+double stage_decode_ms(const PlanInput& in, int device, uint64_t read_bytes, int n_layers, int n_recurrent,
+                       Relay relay) {
   if (n_layers <= 0) return 0.0;
   const DeviceInfo& dev = in.devices[device];
-  double ms = read_bytes / (known(dev.matvec_gbps, kUnknownMatvecGbps) * 1e9) * 1e3 + dev.step_overhead_ms;
+  double ms = read_bytes / (known(dev.matvec_gbps, kUnknownMatvecGbps) * 1e9) * 1e3 + dev.step_overhead_ms +
+              n_recurrent * dev.recurrent_layer_ms;
   if (device != 0) ms += hop_ms(in, dev, n_layers, 1, relay);
   return ms;
 }
@@ -87,7 +95,8 @@ Prediction predict(const Plan& plan, const PlanInput& in, Relay relay, int prefi
   int last_remote = -1;
   for (const StageAssignment& s : plan.stages) {
     const int n_layers = s.layer_end - s.layer_begin;
-    const double ms = stage_decode_ms(in, s.device, decode_read_bytes(in, s.layer_begin, s.layer_end), n_layers, relay);
+    const double ms = stage_decode_ms(in, s.device, decode_read_bytes(in, s.layer_begin, s.layer_end), n_layers,
+                                      recurrent_layers(in, s.layer_begin, s.layer_end), relay);
     p.stage_ms.push_back(ms);
     p.token_ms += ms;
     if (n_layers == 0) continue;

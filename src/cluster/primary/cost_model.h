@@ -51,9 +51,13 @@ Prediction predict(const Plan& plan, const PlanInput& input, Relay relay, int pr
                    int micro_batch = 0, int n_batch = 0);
 
 // Decode time of one stage on `device` holding n_layers layers that read
-// read_bytes a step: what the speed-aware split minimises (hops included,
-// head excluded). 0 for a stage without layers.
-double stage_decode_ms(const PlanInput& input, int device, uint64_t read_bytes, int n_layers, Relay relay);
+// read_bytes a step, n_recurrent of them Gated DeltaNets: what the
+// speed-aware split minimises (hops included, head excluded). 0 for a
+// stage without layers.
+double stage_decode_ms(const PlanInput& input, int device, uint64_t read_bytes, int n_layers, int n_recurrent,
+                       Relay relay);
+// How many of layers [begin, end) are recurrent.
+int recurrent_layers(const PlanInput& input, int begin, int end);
 // Bytes a decode step reads from layers [begin, end): the routed experts
 // only, where the input says so.
 uint64_t decode_read_bytes(const PlanInput& input, int begin, int end);

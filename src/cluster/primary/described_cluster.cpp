@@ -34,7 +34,7 @@ std::string known_names() {
 constexpr std::string_view kTopKeys[] = {"device"};
 constexpr std::string_view kDeviceKeys[] = {
     "name",           "catalogue",        "link",  "memory_gb", "reserve_gb", "bandwidth_gbps", "decode_efficiency",
-    "prefill_tflops", "step_overhead_ms", "label", "sources"};
+    "prefill_tflops", "step_overhead_ms", "recurrent_layer_ms", "label", "sources"};
 constexpr std::string_view kLinkKeys[] = {"gbit", "rtt_ms"};
 
 std::string at_line(const toml::source_region& where) {
@@ -121,6 +121,8 @@ std::vector<DeviceInfo> described_devices(const toml::array* list, const std::st
       d.matmul_gflops = 1e3 * toml_number(s["prefill_tflops"], where, "prefill_tflops", 1e-4, 1e5);
     if (spec.contains("step_overhead_ms"))
       d.step_overhead_ms = toml_number(s["step_overhead_ms"], where, "step_overhead_ms", 0.0, 1e4);
+    if (spec.contains("recurrent_layer_ms"))
+      d.recurrent_layer_ms = toml_number(s["recurrent_layer_ms"], where, "recurrent_layer_ms", 0.0, 1e3);
     if (i > 0) {
       const toml::table* link = (*dev)["link"].as_table();
       if (!link) fail("{}: needs a link to the primary, e.g. link = {{ gbit = 10, rtt_ms = 0.2 }}", where);

@@ -13,7 +13,8 @@
 // The devices become the planner's DeviceInfo: free memory = memory less
 // reserve_gb (default 4, for the operating system), decode speed =
 // bandwidth x decode_efficiency, prompt speed = prefill_tflops, a fixed
-// step_overhead_ms per step where the catalogue measured one, the link's
+// step_overhead_ms per step where the catalogue measured one (and
+// recurrent_layer_ms per Gated DeltaNet layer), the link's
 // speed and round trip.
 #include <string>
 #include <vector>

@@ -105,6 +105,7 @@ PlanInput plan_input_for_catalogue_model(const CatalogueModel& m, int n_ctx, int
     in.layer_kv_bytes.push_back(m.attends(l) ? kv_row * static_cast<uint64_t>(positions) * n_seq : state * n_seq);
     // A DeltaNet reads and writes its sequence's state once a token.
     if (!m.attends(l)) in.layer_read_bytes[l] += 2 * state;
+    in.layer_recurrent.push_back(!m.attends(l));
   }
   // The primary's scratch: a row of logits per sequence and a few
   // activation buffers of the batch (plan_input.h's estimate for a file).

@@ -106,7 +106,10 @@ PlanInput plan_input_for_model(const gguf::File& file, const ModelConfig& config
                                                    kv_types) +
                                 RecurrentState::bytes_for(config, l, l + 1, std::max(1, n_seq)));
   // A DeltaNet reads and writes its sequence's state once a token, beside its weights.
-  for (int l = 0; l < config.n_layer; ++l) in.layer_read_bytes[l] += 2 * RecurrentState::bytes_for(config, l, l + 1, 1);
+  for (int l = 0; l < config.n_layer; ++l) {
+    in.layer_read_bytes[l] += 2 * RecurrentState::bytes_for(config, l, l + 1, 1);
+    in.layer_recurrent.push_back(config.recurrent(l));
+  }
 
   const uint64_t embd = tensor_bytes(file, TensorKind::TokenEmbd);
   const uint64_t norm = tensor_bytes(file, TensorKind::OutputNorm);

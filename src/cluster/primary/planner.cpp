@@ -170,7 +170,11 @@ void check_tensor_split(const PlanInput& in) {
 std::vector<int> split_by_speed(const PlanInput& in, const Layout& layout, const std::vector<bool>& must_hold) {
   const int D = layout.n_devices(), L = layout.n_layers();
   std::vector<uint64_t> read(L + 1, 0);
-  for (int l = 0; l < L; ++l) read[l + 1] = read[l] + decode_read_bytes(in, l, l + 1);
+  std::vector<int> recurrent(L + 1, 0);
+  for (int l = 0; l < L; ++l) {
+    read[l + 1] = read[l] + decode_read_bytes(in, l, l + 1);
+    recurrent[l + 1] = recurrent[l] + recurrent_layers(in, l, l + 1);
+  }
   constexpr double kNone = 1e300;
   std::vector<std::vector<double>> best(D + 1, std::vector<double>(L + 1, kNone));
   std::vector<std::vector<int>> from(D + 1, std::vector<int>(L + 1, -1));
@@ -180,7 +184,8 @@ std::vector<int> split_by_speed(const PlanInput& in, const Layout& layout, const
       if (best[d][a] >= kNone) continue;
       const int last = layout.max_end(d, a);
       for (int e = must_hold[d] ? a + 1 : a; e <= last; ++e) {
-        const double t = best[d][a] + stage_decode_ms(in, d, read[e] - read[a], e - a, in.relay);
+        const double t =
+            best[d][a] + stage_decode_ms(in, d, read[e] - read[a], e - a, recurrent[e] - recurrent[a], in.relay);
         if (t < best[d + 1][e]) best[d + 1][e] = t, from[d + 1][e] = a;
       }
     }

@@ -28,6 +28,7 @@ struct PlanInput {
   std::vector<uint64_t> layer_read_bytes;  // bytes a decode step reads of each layer (MoE: routed experts); empty: layer_bytes
   std::vector<double> layer_flops;       // multiply-adds x 2 per token of each layer; empty: 2 per byte read
   std::vector<uint64_t> layer_kv_bytes;  // KV cache of each layer for n_ctx x n_seq (a windowed layer's is smaller)
+  std::vector<bool> layer_recurrent;     // a Gated DeltaNet layer (DeviceInfo::recurrent_layer_ms); empty: none
   uint64_t primary_bytes = 0;         // embedding + output head + buffers, on device 0
   uint64_t reserve_bytes = 0;         // kept free on every device
   uint64_t activation_bytes = 0;      // bytes of one token's hidden state on the wire
