@@ -115,12 +115,13 @@ def test_killed_worker_mid_stream_gives_the_same_text(serve_cluster, workers):
     assert complete(s) == expected  # and on without it
 
 
-@pytest.mark.parametrize("name", ["random-qwen35", "random-qwen35moe", "random-deepseek2"])
+@pytest.mark.parametrize("name", ["random-qwen35", "random-qwen35moe", "random-gpt-oss", "random-deepseek2"])
 def test_killed_worker_holding_recurrent_state_gives_the_same_text(shoal_bin, workers, tmp_path, name):
     """Qwen3.5's DeltaNet layers keep a recurrent state (not a KV cache) on
-    the worker that holds them, DeepSeek's latent attention a cache of
-    latents; the replay into the new stages rebuilds either, and the text is
-    the undisturbed run's."""
+    the worker that holds them, gpt-oss's windowed layers a ring of 128
+    positions, DeepSeek's latent attention a cache of latents; the replay
+    into the new stages rebuilds each, and the text is the undisturbed
+    run's."""
     model = random_model(name)
     ws = workers(2, "--worker-timeout", TIMEOUT)
     s = Server(shoal_bin, model, tmp_path, "--rpc", ",".join(w.address for w in ws), "--worker-timeout", TIMEOUT,

@@ -175,6 +175,14 @@ MODELS["bench-qwen35"] = dict(
 MODELS["bench-gpt-oss"] = dict(
     MODELS["random-gpt-oss"], n_embd=1024, n_layer=8, n_head=16, n_head_kv=4, head_dim=64, n_expert=16,
     n_expert_used=4, n_ff_exp=1024, quant="Q8_0", expert_quant="MXFP4", sha256="c14d7b6cc5c0ec09fcaa8c164b99e6f3c3181738b95a6bc6fec94a92e70eb56a")
+# Qwen3.5-MoE at ~0.45 B parameters (12 layers of width 1024, every fourth
+# full attention, 16 DeltaNet heads of 128; 16 experts of 512, top 4, and
+# a shared expert of 512), Q8_0.
+MODELS["bench-qwen35moe"] = dict(
+    MODELS["random-qwen35moe"], n_embd=1024, n_layer=12, n_head=8, n_head_kv=2, head_dim=256, rope_dim=64,
+    rope_sections=[11, 11, 10, 0], full_attention_interval=4, n_expert=16, n_expert_used=4, n_ff_exp=512,
+    n_ff_shexp=512, quant="Q8_0", ssm=dict(conv_kernel=4, state_size=128, group_count=16, time_step_rank=16),
+    sha256="7221ebcd40cf5749ffa353b8eb372901da20722fb4ccc669280139bdc32a76f4")
 # DeepSeek V3's design at ~0.47 B parameters (16 layers of width 1024, the
 # first dense; 16 heads of 64 nope + 32 rope values over a latent of 256,
 # query rank 384, values of 64; 16 experts of 512, top 4 from the best 2 of
