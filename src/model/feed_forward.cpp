@@ -65,10 +65,12 @@ void route(const float* logits, int n_expert, int k, float scale, int* order, in
 // compete; the top k by score, weighted by their unbiased probabilities,
 // normalised to sum 1 if the file says, times the scale. Ties go to the
 // lower id, groups too.
-void route_biased(const float* logits, const float* bias, const ModelConfig& c, int* order, int* experts,
+void route_biased(const float* logits, const float* bias, const ModelConfig& c, LayerScratch& s, int* experts,
                   float* weights) {
   const int n = c.n_expert, k = c.n_expert_used;
-  std::vector<double> probs(n), score(n);
+  int* order = s.expert_order.data();
+  std::vector<double>& probs = s.expert_probs;
+  std::vector<double>& score = s.expert_scores;
   if (c.expert_gating == ExpertGating::Sigmoid) {
     for (int e = 0; e < n; ++e) probs[e] = 1.0 / (1.0 + std::exp(-static_cast<double>(logits[e])));
   } else {
@@ -80,8 +82,8 @@ void route_biased(const float* logits, const float* bias, const ModelConfig& c, 
   for (int e = 0; e < n; ++e) score[e] = probs[e] + (bias ? bias[e] : 0.0);
   if (c.n_expert_groups > 1) {
     const int groups = c.n_expert_groups, per = n / groups;
-    std::vector<double> group_score(groups);
-    std::vector<int> group_order(groups);
+    std::vector<double>& group_score = s.group_scores;
+    std::vector<int>& group_order = s.group_order;
     for (int g = 0; g < groups; ++g) {
       double best = -INFINITY, second = -INFINITY;
       for (int e = g * per; e < (g + 1) * per; ++e) {
@@ -91,8 +93,9 @@ void route_biased(const float* logits, const float* bias, const ModelConfig& c, 
       group_score[g] = best + second;
     }
     std::iota(group_order.begin(), group_order.end(), 0);
-    std::stable_sort(group_order.begin(), group_order.end(),
-                     [&](int a, int b) { return group_score[a] > group_score[b]; });
+    std::sort(group_order.begin(), group_order.end(), [&](int a, int b) {
+      return group_score[a] != group_score[b] ? group_score[a] > group_score[b] : a < b;
+    });
     for (int r = c.n_group_used; r < groups; ++r)
       for (int e = group_order[r] * per; e < (group_order[r] + 1) * per; ++e) score[e] = -INFINITY;
   }
@@ -139,7 +142,7 @@ void expert_ffn(Backend& be, const ModelConfig& c, const LayerWeights& w, Device
     if (plain)
       route(logits, c.n_expert, k, c.expert_weights_scale, s.expert_order.data(), experts, weights);
     else
-      route_biased(logits, bias, c, s.expert_order.data(), experts, weights);
+      route_biased(logits, bias, c, s, experts, weights);
   }
 
   // Each expert once, over the rows routed to it.

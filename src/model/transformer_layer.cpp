@@ -75,6 +75,10 @@ LayerScratch::LayerScratch(Backend& be, const ModelConfig& c, int max_tokens) {
     route_expert.resize(static_cast<size_t>(max_tokens) * c.n_expert_used);
     route_weight.resize(route_expert.size());
     expert_order.resize(c.n_expert);
+    expert_probs.resize(c.n_expert);
+    expert_scores.resize(c.n_expert);
+    group_scores.resize(std::max(c.n_expert_groups, 0));
+    group_order.resize(group_scores.size());
     expert_rows.reserve(max_tokens);
   }
 }

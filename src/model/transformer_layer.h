@@ -51,6 +51,10 @@ struct LayerScratch {
   std::vector<int> route_expert;        // [max_tokens][n_expert_used]: each token's experts, best first
   std::vector<float> route_weight;      // their weights
   std::vector<int> expert_order;        // [n_expert], for the top-k sort
+  // The general router's (model/feed_forward.cpp): each expert's
+  // probability and selection score, each group's score and order.
+  std::vector<double> expert_probs, expert_scores, group_scores;
+  std::vector<int> group_order;
   std::vector<int> expert_rows;         // [max_tokens]: t * k + j of the rows routed to one expert
 };
 

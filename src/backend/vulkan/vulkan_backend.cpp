@@ -560,6 +560,8 @@ void VulkanBackend::rmsnorm(DevicePtr x, const Matrix& weight_matrix, DevicePtr 
 }
 
 void VulkanBackend::rope(DevicePtr x, int n_tokens, int n_heads, const RopeParams& p) {
+  // Latent attention's rope at an offset is refused at load (OptionalOp::LatentAttention).
+  if (p.rope_offset != 0) fail("the Vulkan rope shader rotates each head's leading dims only");
   check_step(n_tokens);
   const int half = p.rope_dim / 2;
   if (half > kMaxRopePairs) fail("the Vulkan backend rotates at most {} pairs per head, not {}", kMaxRopePairs, half);
@@ -583,8 +585,6 @@ void VulkanBackend::rope(DevicePtr x, int n_tokens, int n_heads, const RopeParam
     step_rope_tables_.push_back({p.freq_base, p.freq_scale, p.rope_dim, p.freq_factors, p.yarn, offset});
     table = &step_rope_tables_.back();
   }
-  // Latent attention's rope at an offset is refused at load (OptionalOp::LatentAttention).
-  if (p.rope_offset != 0) fail("the Vulkan rope shader rotates each head's leading dims only");
   const uint32_t push[] = {u32(n_heads), u32(p.head_dim), u32(p.rope_dim), p.neox ? 1u : 0u, floats(x),
                            u32(table->offset / sizeof(float))};
   dispatch("rope", {vk_buffer(x), rope_tables_->handle()}, push, sizeof(push), u32((half + 63) / 64), u32(n_heads),
