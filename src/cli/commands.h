@@ -19,5 +19,6 @@ Command add_ping_command(CLI::App& app);
 Command add_serve_command(CLI::App& app);
 Command add_devices_command(CLI::App& app);
 Command add_keygen_command(CLI::App& app);
+Command add_template_command(CLI::App& app);
 
 }  // namespace shoal::cli

@@ -26,7 +26,9 @@ void add_engine_options(CLI::App& cmd, CommonOptions& o) {
       ->check(whole_number_in(0, 4096));
   cmd.add_flag("-v,--verbose", o.verbosity, "more log output (repeat for debug)");
   cmd.add_option("--chat-template", o.engine.chat_template,
-                 "chat format instead of the model's template: " + ChatTemplate::known_names());
+                 "a built-in chat format instead of the model's template: " + ChatTemplate::known_names());
+  cmd.add_option("--chat-template-file", o.engine.chat_template_file,
+                 "a Jinja chat template file instead of the model's");
   cmd.add_option_function<std::string>(
          "--reasoning",
          [&o](const std::string& v) { o.engine.reasoning = v == "on"; },

@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   add(shoal::cli::add_serve_command);
   add(shoal::cli::add_devices_command);
   add(shoal::cli::add_keygen_command);
+  add(shoal::cli::add_template_command);
   std::vector<std::string> args(argv + 1, argv + argc);
   for (std::string& a : args)
     for (const shoal::cli::ShortAlias& alias : shoal::cli::kShortAliases)

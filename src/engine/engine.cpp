@@ -1,6 +1,8 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 
 #include "engine/local_stage.h"
 #include "model/kv_cache.h"
@@ -25,12 +27,7 @@ Engine::Engine(const EngineOptions& options, const StageBuilder& build_stages) :
     if (chat_template_.fell_back() || chat_template_.name() != options.chat_template)
       fail("unknown chat template '{}' (known: {})", options.chat_template, ChatTemplate::known_names());
   } else {
-    chat_template_ = ChatTemplate::detect(file_->get_string("tokenizer.chat_template", ""));
-    if (chat_template_.fell_back() && !chat_template_.unknown())
-      spdlog::warn("the model has no chat template (a base model?): chat uses ChatML");
-    if (chat_template_.unknown())
-      spdlog::warn("the model's chat template is not one Shoal recognises: chat requests will be refused until "
-                   "--chat-template names its format (one of: {})", ChatTemplate::known_names());
+    load_chat_template(options);
   }
 
   check_kv_types(options.kv_types, config_);  // before any stage, local or remote, is made
@@ -103,4 +100,39 @@ std::optional<int> Engine::rebuild_stages(const std::exception* cause, const Pip
   }
 }
 
+
+// The model's template (or --chat-template-file) renders through the Jinja
+// engine; a model template that does not parse falls back to the built-in
+// formatter of its family, a file given by hand is an error.
+void Engine::load_chat_template(const EngineOptions& options) {
+  std::string source;
+  if (!options.chat_template_file.empty()) {
+    std::ifstream in(options.chat_template_file, std::ios::binary);
+    if (!in) fail("cannot read the chat template file {}", options.chat_template_file);
+    std::stringstream text;
+    text << in.rdbuf();
+    source = text.str();
+  } else {
+    source = file_->get_string("tokenizer.chat_template", "");
+  }
+  chat_template_ = ChatTemplate::detect(source);
+  if (source.empty()) {
+    spdlog::warn("the model has no chat template (a base model?): chat uses ChatML");
+    return;
+  }
+  const TokenId bos = tokenizer_->bos(), eos = tokenizer_->eos();
+  try {
+    chat_template_.use_jinja(std::make_shared<JinjaChat>(source, bos >= 0 ? tokenizer_->token_text(bos) : "",
+                                                         eos >= 0 ? tokenizer_->token_text(eos) : ""),
+                             tokenizer_->add_bos());
+  } catch (const Error& e) {
+    if (!options.chat_template_file.empty()) fail("{}: {}", options.chat_template_file, e.what());
+    if (chat_template_.unknown())
+      spdlog::warn("the model's chat template does not parse ({}): chat requests will be refused until "
+                   "--chat-template names its format (one of: {})", e.what(), ChatTemplate::known_names());
+    else
+      spdlog::warn("the model's chat template does not parse ({}): chat uses the built-in '{}' format",
+                   e.what(), chat_template_.name());
+  }
+}
 }  // namespace shoal

@@ -39,6 +39,7 @@ struct EngineOptions {
   int n_batch = 256;    // most tokens in one forward
   int n_ubatch = 64;    // a prompt crosses a cluster's stages in micro-batches of this many (-ub); 0: whole
   std::string chat_template;  // a format name that overrides the model's template
+  std::string chat_template_file;  // a Jinja template file that replaces the model's
   bool reasoning = true;      // thinking models think (off: an empty thinking block)
   KvTypes kv_types;           // the KV cache's element types (-ctk / -ctv)
   std::string device = "cpu"; // where this machine's layers run: cpu, vulkan, vulkan:N (--device)
@@ -94,6 +95,7 @@ class Engine {
   ModelWeights weights_;
   std::unique_ptr<Tokenizer> tokenizer_;
   ChatTemplate chat_template_ = ChatTemplate::detect("");
+  void load_chat_template(const EngineOptions& options);
   int n_ctx_ = 0;
   int n_batch_ = 0;
   std::unique_ptr<ThreadPool> pool_;

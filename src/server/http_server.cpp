@@ -158,6 +158,36 @@ void HttpServer::add_routes() {
   both("POST", "/v1/completions",
        api([&ctx](const auto& req, auto& res) { handle_generation(ctx, req, res, false); }, true));
 
+  // llama-server's /apply-template: the prompt a chat request would give the
+  // model, exactly as the template writes it (tools and tool calls included).
+  add("POST", "/apply-template", api([&ctx](const auto& req, auto& res) {
+        parse_json_body(req.body);  // its errors, in OpenAI's shape
+        // Ordered: the template's tojson writes keys in the order the client sent them.
+        const auto body = nlohmann::ordered_json::parse(req.body);
+        ChatRenderRequest r;
+        const auto messages = body.find("messages");
+        if (messages == body.end() || !messages->is_array() || messages->empty())
+          throw ApiError(400, "'messages' must be a non-empty array.", "invalid_request_error", "messages");
+        r.messages = *messages;
+        if (auto tools = body.find("tools"); tools != body.end() && !tools->is_null()) {
+          if (!tools->is_array()) throw ApiError(400, "'tools' must be an array.", "invalid_request_error", "tools");
+          r.tools = *tools;
+        }
+        if (auto agp = body.find("add_generation_prompt"); agp != body.end()) {
+          if (!agp->is_boolean())
+            throw ApiError(400, "'add_generation_prompt' must be a boolean.", "invalid_request_error",
+                           "add_generation_prompt");
+          r.add_generation_prompt = agp->template get<bool>();
+        }
+        if (auto kw = body.find("chat_template_kwargs"); kw != body.end()) {
+          if (!kw->is_object())
+            throw ApiError(400, "'chat_template_kwargs' must be an object.", "invalid_request_error",
+                           "chat_template_kwargs");
+          r.kwargs = *kw;
+        }
+        send_json(res, 200, {{"prompt", ctx.engine.load()->chat_template().render_request(r)}});
+      }, true));
+
   auto model_json = [&ctx] {
     Engine& engine = *ctx.engine.load();
     return json{{"id", ctx.model_id},

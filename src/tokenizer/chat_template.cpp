@@ -169,8 +169,30 @@ ChatTemplate ChatTemplate::detect(const std::string& src) {
   return t;
 }
 
+void ChatTemplate::use_jinja(std::shared_ptr<const JinjaChat> jinja, bool strip_bos) {
+  jinja_ = std::move(jinja);
+  strip_bos_ = strip_bos;
+}
+
+std::string ChatTemplate::render_request(const ChatRenderRequest& request) const {
+  if (jinja_) return jinja_->render(request);
+  std::vector<ChatMessage> messages;
+  for (const auto& m : request.messages) {
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
+      fail("each message needs a string 'role'");
+    auto content = m.find("content");
+    if (content != m.end() && !content->is_string() && !content->is_null())
+      fail("the built-in '{}' format takes text content only", name_);
+    messages.push_back({m["role"].get<std::string>(),
+                        content != m.end() && content->is_string() ? content->get<std::string>() : ""});
+  }
+  auto thinking = request.kwargs.find("enable_thinking");
+  return render(messages, request.add_generation_prompt,
+                thinking == request.kwargs.end() || !thinking->is_boolean() || thinking->get<bool>());
+}
+
 void ChatTemplate::require_known() const {
-  if (unknown_)
+  if (unknown_ && !jinja_)
     fail("the model's chat template is not one Shoal recognises; name its format with --chat-template "
          "(one of: {}), or use plain completions", known_names());
 }
@@ -204,6 +226,16 @@ std::string ChatTemplate::find_default_system(const std::string& src) const {
 
 std::string ChatTemplate::render(const std::vector<ChatMessage>& messages,
                                  bool add_generation_prompt, bool reasoning) const {
+  if (jinja_) {
+    ChatRenderRequest request;
+    for (const ChatMessage& m : messages) request.messages.push_back({{"role", m.role}, {"content", m.content}});
+    request.add_generation_prompt = add_generation_prompt;
+    request.kwargs["enable_thinking"] = reasoning;
+    std::string out = jinja_->render(request);
+    const std::string& bos = jinja_->bos_token();
+    if (strip_bos_ && !bos.empty() && out.starts_with(bos)) out.erase(0, bos.size());
+    return out;
+  }
   require_known();
   for (size_t i = 0; i < messages.size(); ++i) {
     const std::string& role = messages[i].role;

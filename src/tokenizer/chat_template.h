@@ -1,8 +1,11 @@
 #pragma once
-// Chat templates without a Jinja interpreter: the model's
-// `tokenizer.chat_template` (Jinja source from GGUF metadata) is recognised by
-// distinctive markers, as llama.cpp's llm_chat_detect_template does, and the
-// conversation is rendered by a hand-written formatter for that family.
+// Chat templates. The model's own `tokenizer.chat_template` (or
+// --chat-template-file) renders the conversation through the Jinja engine
+// (tokenizer/jinja_chat.h), as Python's jinja2 would. Its family is also
+// recognised by distinctive markers, as llama.cpp's llm_chat_detect_template
+// does: that gives the stop strings and reasoning markers, and, with
+// --chat-template NAME or for a template that does not parse, a hand-written
+// formatter for the family renders instead.
 //
 // BOS: render() never writes the BOS text that HF templates put first with
 // `{{ bos_token }}`. The tokenizer adds BOS as `tokenizer.ggml.add_bos_token`
@@ -10,9 +13,12 @@
 // text inside the conversation ("<|im_start|>", "</s>", Llama 2's "<s>"
 // between turns) is written as text: tokenize the prompt with special-token
 // parsing on.
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "tokenizer/jinja_chat.h"
 
 namespace shoal {
 
@@ -63,8 +69,19 @@ class ChatTemplate {
   const char* name() const { return name_; }
   bool fell_back() const { return fell_back_; }
   bool unknown() const { return unknown_; }
-  // Throws shoal::Error naming --chat-template when unknown().
+  // Throws shoal::Error naming --chat-template when unknown() and no Jinja
+  // template renders.
   void require_known() const;
+  // The conversation is rendered by this template from now on. With
+  // strip_bos, a leading BOS text the template writes is dropped: the
+  // tokenizer adds BOS itself (as llama.cpp strips it).
+  void use_jinja(std::shared_ptr<const JinjaChat> jinja, bool strip_bos);
+  bool uses_jinja() const { return jinja_ != nullptr; }
+  // A whole request (tool calls, tool results, tools, template variables)
+  // rendered exactly as the template writes it, BOS text included: what
+  // `shoal template` prints and /apply-template returns. Without a Jinja
+  // template, the built-in formatter renders the messages' roles and text.
+  std::string render_request(const ChatRenderRequest& request) const;
   // The template has a thinking block (Qwen3: <think>…</think> before the
   // answer; render() with reasoning off writes it empty, as the template
   // does for enable_thinking=false).
@@ -102,6 +119,9 @@ class ChatTemplate {
   bool inner_space_ = true;      // not tekken: "[INST] …", " reply"
   bool trim_reply_ = false;      // v3 trims the assistant text
   bool system_last_ = false;     // system text joins the last user turn
+
+  std::shared_ptr<const JinjaChat> jinja_;
+  bool strip_bos_ = false;
 
   std::string turn_end_ = "</s>";  // Zephyr: eos text after each turn
   std::string default_system_;

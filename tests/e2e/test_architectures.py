@@ -78,20 +78,29 @@ def with_chat_template(src, dst, template):
     return dst
 
 
-def test_unknown_chat_template_is_a_clear_error(shoal_bin, test_data, tmp_path):
+def test_any_chat_template_renders_and_a_broken_one_is_a_clear_error(shoal_bin, test_data, tmp_path):
+    # A format no pattern knows renders through the Jinja engine, as written.
     model = with_chat_template(test_data / "models/stories260K.gguf", tmp_path / "odd.gguf",
                                "{% for m in messages %}### {{ m.content }}{% endfor %}")
     messages = [{"role": "user", "content": "Hi"}]
     with Server(shoal_bin, model, tmp_path) as s:
+        assert s.post_json("/apply-template", {"messages": messages}) == (200, {"prompt": "### Hi"})
+        assert s.post_json("/v1/chat/completions", {"messages": messages, "max_tokens": 2})[0] == 200
+    # One that does not parse (and no family matches): chat is refused with
+    # the parse error and the way out; completions need no template.
+    broken = with_chat_template(test_data / "models/stories260K.gguf", tmp_path / "broken.gguf",
+                                "{% for m in messages %}### {{ m.content }")
+    with Server(shoal_bin, broken, tmp_path) as s:
         status, body = s.post_json("/v1/chat/completions", {"messages": messages, "max_tokens": 2})
         assert status == 400 and "--chat-template" in body["error"]["message"], body
-        # Completions need no template.
         assert s.post_json("/v1/completions", {"prompt": "Once", "max_tokens": 2})[0] == 200
-        assert "not one Shoal recognises" in s.stderr()
-    with Server(shoal_bin, model, tmp_path, "--chat-template", "chatml") as s:
+        assert "does not parse (template line 1" in s.stderr()
+    with Server(shoal_bin, broken, tmp_path, "--chat-template", "chatml") as s:
         assert s.post_json("/v1/chat/completions", {"messages": messages, "max_tokens": 2})[0] == 200
     r = run_shoal(shoal_bin, "run", "-m", model, "-p", "x", "--chat-template", "nonsense")
     assert r.returncode == 1 and "unknown chat template 'nonsense'" in r.stderr and "chatml" in r.stderr
+    r = run_shoal(shoal_bin, "run", "-m", model, "-p", "x", "--chat-template-file", tmp_path / "missing.jinja")
+    assert r.returncode == 1 and "cannot read the chat template file" in r.stderr
 
 
 def qwen35_variant(tmp_path, name, sections=None, drop=None):

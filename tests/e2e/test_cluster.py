@@ -41,20 +41,22 @@ def test_distributed_runs_are_bit_identical_to_local(shoal_bin, test_data, smoll
         or random_model(model_name)
     text, logits, _ = generate(shoal_bin, tmp_path, model, name="local")
     pool = workers(3)
-    for n_workers in (1, 2, 3):
+    # Every topology for the two real models; for the random ones (the
+    # architectures' layers on a worker) a star of two and a chain of three.
+    topologies = [(1, []), (2, []), (2, ["--chain"]), (3, []), (3, ["--chain"])]
+    if model_name not in ("stories260K", "smollm2"):
+        topologies = [(2, []), (3, ["--chain"])]
+    for n_workers, mode in topologies:
         rpc = ",".join(w.address for w in pool[:n_workers])
-        for mode in ([], ["--chain"]):
-            if mode and n_workers == 1:
-                continue
-            t, l, err = generate(shoal_bin, tmp_path, model, "--rpc", rpc, *mode, name=f"d{n_workers}")
-            label = f"{n_workers} workers {' '.join(mode)}"
-            assert t == text, label
-            assert l == logits, f"{label}: logits differ"
-            # Every worker the plan gives layers loads them (a 3-layer model
-            # leaves one of 3 workers idle when the primary keeps a layer).
-            planned = len(re.findall(r"^127\.0\.0\.1:\d+ +CPU +\d+-\d+", err, re.M))
-            assert planned >= min(n_workers, 2), err
-            assert len(re.findall(r"layers \d+-\d+ loaded", err)) == planned, err
+        t, l, err = generate(shoal_bin, tmp_path, model, "--rpc", rpc, *mode, name=f"d{n_workers}")
+        label = f"{n_workers} workers {' '.join(mode)}"
+        assert t == text, label
+        assert l == logits, f"{label}: logits differ"
+        # Every worker the plan gives layers loads them (a 3-layer model
+        # leaves one of 3 workers idle when the primary keeps a layer).
+        planned = len(re.findall(r"^127\.0\.0\.1:\d+ +CPU +\d+-\d+", err, re.M))
+        assert planned >= min(n_workers, 2), err
+        assert len(re.findall(r"layers \d+-\d+ loaded", err)) == planned, err
 
 
 @pytest.mark.parametrize("kv", [("q8_0", "q8_0"), ("f32", "q8_0")])
@@ -82,7 +84,9 @@ def test_plan_is_printed_and_tensor_split_is_obeyed(shoal_bin, test_data, worker
     assert worker_stats(w1)["stages_loaded"] == 1  # plan loads nothing
 
 
-@pytest.mark.parametrize("model_name", ["stories260K", "smollm2"] + RANDOM_MODELS)
+# Pipelining moves micro-batches, not layers: the real models, and the
+# architectures that carry state beyond the K/V cache (recurrent, sinks, latent).
+@pytest.mark.parametrize("model_name", ["stories260K", "smollm2", "random-qwen35", "random-gpt-oss", "random-deepseek2"])
 def test_pipelined_prompts_are_bit_identical_to_local(shoal_bin, test_data, smollm2, workers, tmp_path, model_name):
     """-b 64 -ub 8: each prompt batch crosses the three stages (primary, two
     workers) as a wavefront of micro-batches, every machine busy at once;

@@ -1,0 +1,101 @@
+// The Jinja engine's limits and its refusal of broken templates: every bad
+// template ends in a TemplateError naming a line, never a crash or a hang
+// (the sanitized build runs these too). Rendering against Python's jinja2
+// on real templates is tests/e2e/test_chat_templates.py.
+#include "jinja/template.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "jinja/error.h"
+
+namespace shoal::jinja {
+namespace {
+
+std::string render(const std::string& source, const Limits& limits = {}) {
+  return Template(source).render(nlohmann::ordered_json{{"messages", {{{"role", "user"}, {"content", "hi"}}}}},
+                                 limits);
+}
+
+void expect_error(const std::string& source, const std::string& needle, const Limits& limits = {}) {
+  try {
+    render(source, limits);
+    FAIL() << "rendered: " << source.substr(0, 80);
+  } catch (const TemplateError& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(JinjaBrokenTemplate, SyntaxErrorsNameTheirLine) {
+  expect_error("line one\n{% if x %}\n{{ y }", "template line 3");
+  expect_error("{% for a in b %}never closed", "missing {% endfor %}");
+  expect_error("{{ 'unterminated }}", "unterminated string");
+  expect_error("{% frobnicate %}", "unknown tag 'frobnicate'");
+  expect_error("{# comment", "unclosed comment");
+  expect_error("{% raw %}no end", "{% raw %} without {% endraw %}");
+  expect_error("{{ 99999999999999999999999 }}", "integer out of range");
+}
+
+TEST(JinjaBrokenTemplate, EveryPrefixOfARealTemplateFailsCleanlyOrRenders) {
+  const std::string source =
+      "{%- set ns = namespace(n=0) -%}{% for m in messages if m.role != 'x' %}{{ '<|' ~ m.role ~ '|>' }}"
+      "{%- if m.content is string %}{{ m.content | trim | tojson(indent=2) }}{% else %}{{ m.content[0:2] }}"
+      "{% endif %}{% set ns.n = ns.n + 1 %}{% endfor %}{{ {'a': [1, 2.5, none, true]} | tojson }}{# done #}";
+  for (size_t n = 0; n <= source.size(); ++n) {
+    try {
+      render(source.substr(0, n));
+    } catch (const TemplateError&) {
+    }
+  }
+}
+
+TEST(JinjaBrokenTemplate, EndlessLoopStopsAtTheTimeLimit) {
+  Limits limits;
+  limits.max_seconds = 0.2;
+  auto start = std::chrono::steady_clock::now();
+  expect_error("{% for i in range(1000000) %}{% for j in range(1000000) %}{% endfor %}{% endfor %}",
+               "the template was stopped", limits);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+}
+
+TEST(JinjaBrokenTemplate, HugeOutputStopsAtTheSizeLimit) {
+  Limits limits;
+  limits.max_output_bytes = 1 << 20;
+  expect_error("{{ 'x' * 1000000000 }}", "output over", limits);
+  expect_error("{% for i in range(100000) %}{{ 'y' * 100 }}{% endfor %}", "output over", limits);
+  expect_error("{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
+               "output over", limits);
+  expect_error("{{ range(100000000) | length }}", "range() over", limits);
+}
+
+TEST(JinjaBrokenTemplate, DeepRecursionAndNestingStop) {
+  expect_error("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "nested deeper");
+  expect_error("{{ " + std::string(100000, '(') + "1" + std::string(100000, ')') + " }}", "nesting deeper");
+  expect_error("{{ " + std::string(50000, '[') + " }}", "template line 1");
+  std::string ifs;
+  for (int i = 0; i < 5000; ++i) ifs += "{% if true %}";
+  expect_error(ifs, "nesting deeper");
+}
+
+TEST(Jinja, PythonSemanticsTemplatesRelyOn) {
+  EXPECT_EQ(render("{{ [1, 'a', none, true, 2.0, {'k': 1e20}] }}"), "[1, 'a', None, True, 2.0, {'k': 1e+20}]");
+  EXPECT_EQ(render("{{ 7 // 2 }} {{ -7 // 2 }} {{ -7 % 3 }} {{ 7 / 2 }} {{ 2 ** 10 }}"), "3 -4 2 3.5 1024");
+  EXPECT_EQ(render("{{ 'a,b,,c'.split(',') }} {{ '  x y '.split() }} {{ 'héllo'[1:3] }} {{ 'héllo' | length }}"),
+            "['a', 'b', '', 'c'] ['x', 'y'] él 5");
+  EXPECT_EQ(render("{{ {'b': 1, 'a': [1, 2]} | tojson }}|{{ 'é\"\\n' | tojson }}"),
+            "{\"b\": 1, \"a\": [1, 2]}|\"é\\\"\\n\"");
+  EXPECT_EQ(render("{{ {'a': 1} | tojson(indent=2) }}"), "{\n  \"a\": 1\n}");
+  EXPECT_EQ(render("{% for x in [1, 2, 3] %}{% if x == 2 %}{% continue %}{% endif %}{{ loop.index }}{{ loop.last }}"
+                   "{% endfor %}"),
+            "1False3True");
+  EXPECT_EQ(render("{% set x = 1 %}{% for i in [1] %}{% set x = 2 %}{% endfor %}{{ x }}"), "1");
+  EXPECT_EQ(render("{{ messages[0].content }}{{ messages[0]['role'] }}{{ messages.0.content }}{{ missing }}"),
+            "hiuserhi");
+  EXPECT_EQ(render("  {% if true %}\n  x\n  {% endif %}\nafter\n"), "  x\nafter");
+  EXPECT_EQ(render("a  {%- if true -%}  b  {%- endif %}"), "ab");
+  EXPECT_EQ(render("{{ ('<'|safe) + '<' }}{{ ('<'|safe) ~ '<' }}"), "<&lt;<<");
+}
+
+}  // namespace
+}  // namespace shoal::jinja
