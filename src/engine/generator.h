@@ -9,6 +9,7 @@
 
 #include "engine/pipeline.h"
 #include "engine/sampler.h"
+#include "engine/token_logprob.h"
 #include "tokenizer/tokenizer.h"
 
 namespace shoal {
@@ -20,6 +21,11 @@ struct GenerationOptions {
   bool ignore_eos = false;
   // Sees the logits ([n_vocab]) each token is sampled from (tests, tools).
   std::function<void(const float* logits, int n_vocab)> on_logits;
+  // With logprobs >= 0, on_logprob gets each generated token's log-probability
+  // and its `logprobs` most likely alternatives (the end token excluded),
+  // before the token's text reaches on_text.
+  int logprobs = -1;
+  std::function<void(const TokenLogprob&)> on_logprob;
 };
 
 struct GenerationResult {

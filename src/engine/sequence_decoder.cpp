@@ -41,6 +41,8 @@ bool SequenceDecoder::step(const float* logits) {
     finish_reason_ = "stop";
     return false;
   }
+  if (options_.logprobs >= 0 && options_.on_logprob)
+    options_.on_logprob(token_logprob(logits, n_vocab_, token, options_.logprobs));
   history_.push_back(token);
   text_ = stops_.push(utf8_.push(tokenizer_.token_to_piece(token)));
   if (stops_.stopped()) {

@@ -71,7 +71,7 @@ Usage usage_of(const RequestResult& r) {
 }
 
 void send_whole(ServingContext& ctx, httplib::Response& res, const std::shared_ptr<RequestChannel>& channel,
-                uint64_t id, const ResponseMeta& meta) {
+                uint64_t id, const ResponseMeta& meta, const Tokenizer& tokenizer) {
   // The client is watched while it waits for the whole answer: one that
   // leaves frees its slot at the next step, as a stream's does.
   std::string text;
@@ -83,7 +83,8 @@ void send_whole(ServingContext& ctx, httplib::Response& res, const std::shared_p
       return;  // nobody to answer
     }
   }
-  text = channel->take(std::chrono::milliseconds(0)).text;
+  RequestChannel::Taken taken = channel->take(std::chrono::milliseconds(0));
+  text = std::move(taken.text);
   ctx.in_flight.remove(id);
   const RequestResult r = channel->result();
   if (r.finish_reason == "unavailable") throw unavailable(r.error);
@@ -97,7 +98,9 @@ void send_whole(ServingContext& ctx, httplib::Response& res, const std::shared_p
     text = a.content + b.content;
   }
   res.status = 200;
-  res.set_content(dump(completion_response(meta, text, r.finish_reason, usage_of(r), reasoning)),
+  size_t offset = 0;
+  res.set_content(dump(completion_response(meta, text, r.finish_reason, usage_of(r), reasoning,
+                                           logprobs_json(meta, tokenizer, taken.logprobs, offset))),
                   "application/json");
 }
 
@@ -109,11 +112,15 @@ struct StreamState {
   bool include_usage = false;
   bool opened = false;
   ReasoningSplitter split;  // used when meta.thinks
+  const Tokenizer* tokenizer = nullptr;
+  std::vector<TokenLogprob> logprobs;  // taken, not yet sent (their text is held back)
+  size_t text_offset = 0;
 };
 
 void send_stream(ServingContext& ctx, httplib::Response& res, std::shared_ptr<RequestChannel> channel, uint64_t id,
-                 const ResponseMeta& meta, bool include_usage) {
+                 const ResponseMeta& meta, bool include_usage, const Tokenizer& tokenizer) {
   auto st = std::make_shared<StreamState>();
+  st->tokenizer = &tokenizer;
   st->channel = std::move(channel);
   st->id = id;
   st->meta = meta;
@@ -142,6 +149,13 @@ void send_stream(ServingContext& ctx, httplib::Response& res, std::shared_ptr<Re
       return true;
     }
     RequestChannel::Taken t = st->channel->take(kKeepAlive);
+    for (auto& lp : t.logprobs) st->logprobs.push_back(std::move(lp));
+    // The logprobs of the tokens taken so far go with the next chunk sent.
+    auto logprobs = [&] {
+      json j = logprobs_json(st->meta, *st->tokenizer, st->logprobs, st->text_offset);
+      st->logprobs.clear();
+      return j;
+    };
     ReasoningSplitter::Parts parts{{}, t.text};
     if (st->meta.thinks) {
       parts = st->split.feed(t.text);
@@ -152,10 +166,11 @@ void send_stream(ServingContext& ctx, httplib::Response& res, std::shared_ptr<Re
       }
     }
     if (!parts.reasoning.empty() &&
-        !write(sse_event(stream_chunk(st->meta, "", "", false, st->include_usage, parts.reasoning))))
+        !write(sse_event(stream_chunk(st->meta, "", "", false, st->include_usage, parts.reasoning, logprobs()))))
       return gone();
     if (!parts.content.empty()) {
-      if (!write(sse_event(stream_chunk(st->meta, parts.content, "", false, st->include_usage)))) return gone();
+      if (!write(sse_event(stream_chunk(st->meta, parts.content, "", false, st->include_usage, {}, logprobs()))))
+        return gone();
     } else if (!t.done && parts.reasoning.empty()) {
       if (!write(": keep-alive\n\n")) return gone();
     }
@@ -170,7 +185,8 @@ void send_stream(ServingContext& ctx, httplib::Response& res, std::shared_ptr<Re
     } else if (r.finish_reason == "cancelled") {
       write(sse_event(error_body(shutting_down())));  // the server is stopping
     } else {
-      write(sse_event(stream_chunk(st->meta, "", r.finish_reason, false, st->include_usage)));
+      json rest = st->logprobs.empty() ? json(nullptr) : logprobs();
+      write(sse_event(stream_chunk(st->meta, "", r.finish_reason, false, st->include_usage, {}, rest)));
       if (st->include_usage) write(sse_event(usage_chunk(st->meta, usage_of(r))));
       write("data: [DONE]\n\n");
     }
@@ -206,6 +222,7 @@ void handle_generation(ServingContext& ctx, const httplib::Request& req, httplib
   ResponseMeta meta = new_response_meta(chat, ctx.model_id);
   meta.thinks = chat && engine.chat_template().thinks();
   meta.reasoning_markers = engine.chat_template().reasoning_markers();
+  meta.logprobs = g.options.logprobs;
 
   auto channel = std::make_shared<RequestChannel>();
   Metrics& metrics = ctx.metrics;
@@ -219,8 +236,8 @@ void handle_generation(ServingContext& ctx, const httplib::Request& req, httplib
   std::optional<uint64_t> id = ctx.in_flight.submit(*ctx.scheduler.load(), std::move(request));
   if (!id) throw shutting_down();
   spdlog::debug("request {} ({}): {} prompt tokens, stream {}", *id, meta.id, n_prompt, g.stream);
-  if (g.stream) send_stream(ctx, res, std::move(channel), *id, meta, g.include_usage);
-  else send_whole(ctx, res, channel, *id, meta);
+  if (g.stream) send_stream(ctx, res, std::move(channel), *id, meta, g.include_usage, engine.tokenizer());
+  else send_whole(ctx, res, channel, *id, meta, engine.tokenizer());
 }
 
 }  // namespace shoal::server

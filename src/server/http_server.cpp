@@ -158,6 +158,10 @@ void HttpServer::add_routes() {
   both("POST", "/v1/completions",
        api([&ctx](const auto& req, auto& res) { handle_generation(ctx, req, res, false); }, true));
 
+  add("POST", "/tokenize", api([&ctx](const auto& req, auto& res) { handle_tokenize(ctx, req, res); }, true));
+  add("POST", "/detokenize", api([&ctx](const auto& req, auto& res) { handle_detokenize(ctx, req, res); }, true));
+  add("GET", "/props", api([&ctx](const auto&, auto& res) { send_json(res, 200, props_json(ctx)); }, true));
+
   // llama-server's /apply-template: the prompt a chat request would give the
   // model, exactly as the template writes it (tools and tool calls included).
   add("POST", "/apply-template", api([&ctx](const auto& req, auto& res) {

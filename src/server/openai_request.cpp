@@ -231,8 +231,12 @@ GenerationRequest parse_chat_request(const json& body, const RequestDefaults& de
   GenerationRequest r;
   r.chat = true;
   read_common(body, defaults, r);
-  if (const json* v = field(body, "logprobs"); v && v->is_boolean() && v->get<bool>())
-    unsupported("logprobs", "log probabilities are not returned yet");
+  bool logprobs = false;
+  read_bool(body, "logprobs", logprobs);
+  int64_t top = 0;
+  if (read_integer(body, "top_logprobs", 0, 20, top) && !logprobs)
+    bad_value("top_logprobs", "'logprobs' must be set to true when 'top_logprobs' is used.");
+  r.options.logprobs = logprobs ? static_cast<int>(top) : -1;
 
   const json* messages = field(body, "messages");
   if (!messages) throw ApiError(400, "Missing required parameter: 'messages'.", "invalid_request_error", "messages",
@@ -271,8 +275,9 @@ GenerationRequest parse_chat_request(const json& body, const RequestDefaults& de
 GenerationRequest parse_completion_request(const json& body, const RequestDefaults& defaults) {
   GenerationRequest r;
   read_common(body, defaults, r);
-  if (const json* v = field(body, "logprobs"); v && !(v->is_number() && v->get<double>() == 0))
-    unsupported("logprobs", "log probabilities are not returned yet");
+  // The legacy API's logprobs: how many alternatives per token (OpenAI allows 5; llama-server more).
+  int64_t logprobs = 0;
+  if (read_integer(body, "logprobs", 0, 20, logprobs)) r.options.logprobs = static_cast<int>(logprobs);
   if (const json* v = field(body, "echo"); v && v->is_boolean() && v->get<bool>())
     unsupported("echo", "the prompt is not echoed");
   if (const json* v = field(body, "best_of"); v && !(v->is_number() && v->get<double>() == 1))

@@ -49,8 +49,8 @@ ResponseMeta new_response_meta(bool chat, const std::string& model) {
 }
 
 json completion_response(const ResponseMeta& meta, const std::string& text, const std::string& finish_reason,
-                         const Usage& usage, const std::string& reasoning) {
-  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_reason}};
+                         const Usage& usage, const std::string& reasoning, const json& logprobs) {
+  json choice = {{"index", 0}, {"logprobs", logprobs}, {"finish_reason", finish_reason}};
   if (meta.chat) {
     choice["message"] = {{"role", "assistant"}, {"content", text}, {"refusal", nullptr}};
     if (!reasoning.empty()) choice["message"]["reasoning_content"] = reasoning;
@@ -64,8 +64,8 @@ json completion_response(const ResponseMeta& meta, const std::string& text, cons
 }
 
 json stream_chunk(const ResponseMeta& meta, std::string_view text, const std::string& finish_reason,
-                  bool role_chunk, bool with_usage_null, std::string_view reasoning) {
-  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", nullable(finish_reason)}};
+                  bool role_chunk, bool with_usage_null, std::string_view reasoning, const json& logprobs) {
+  json choice = {{"index", 0}, {"logprobs", logprobs}, {"finish_reason", nullable(finish_reason)}};
   if (meta.chat) {
     json delta = json::object();
     if (role_chunk) delta = {{"role", "assistant"}, {"content", ""}};
@@ -79,6 +79,42 @@ json stream_chunk(const ResponseMeta& meta, std::string_view text, const std::st
   r["choices"] = json::array({std::move(choice)});
   if (with_usage_null) r["usage"] = nullptr;
   return r;
+}
+
+json logprobs_json(const ResponseMeta& meta, const Tokenizer& tokenizer, const std::vector<TokenLogprob>& tokens,
+                   size_t& offset) {
+  if (meta.logprobs < 0) return nullptr;
+  auto bytes = [](const std::string& s) {
+    json b = json::array();
+    for (unsigned char c : s) b.push_back(c);
+    return b;
+  };
+  if (meta.chat) {
+    json content = json::array();
+    for (const TokenLogprob& t : tokens) {
+      const std::string piece = tokenizer.token_to_piece(t.token);
+      json top = json::array();
+      for (const auto& [id, lp] : t.top) {
+        const std::string p = tokenizer.token_to_piece(id);
+        top.push_back({{"token", p}, {"logprob", lp}, {"bytes", bytes(p)}});
+      }
+      content.push_back({{"token", piece}, {"logprob", t.logprob}, {"bytes", bytes(piece)}, {"top_logprobs", top}});
+    }
+    return {{"content", content}, {"refusal", nullptr}};
+  }
+  json out = {{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()},
+              {"text_offset", json::array()}};
+  for (const TokenLogprob& t : tokens) {
+    const std::string piece = tokenizer.token_to_piece(t.token);
+    out["tokens"].push_back(piece);
+    out["token_logprobs"].push_back(t.logprob);
+    json top = json::object();
+    for (const auto& [id, lp] : t.top) top[tokenizer.token_to_piece(id)] = lp;
+    out["top_logprobs"].push_back(top);
+    out["text_offset"].push_back(offset);
+    offset += piece.size();
+  }
+  return out;
 }
 
 json usage_chunk(const ResponseMeta& meta, const Usage& usage) {

@@ -55,6 +55,8 @@ struct GenerationRequest {
   bool stream = false;
   bool include_usage = false;         // stream_options.include_usage
   std::optional<bool> reasoning;      // chat_template_kwargs.enable_thinking; unset: the server's --reasoning
+  // options.logprobs: chat's top_logprobs when logprobs is true, a
+  // completion's logprobs count; -1 when not asked.
 };
 
 // Throws ApiError 400 for a body that is not a JSON object.
@@ -70,7 +72,15 @@ struct ResponseMeta {
   bool chat = false;
   bool thinks = false;  // chat with a thinking template: split out reasoning_content
   ReasoningMarkers reasoning_markers;  // where the template's output puts it
+  int logprobs = -1;    // alternatives per token; -1: logprobs not asked
 };
+// A choice's "logprobs" for `tokens`: chat's {"content": [{token, logprob,
+// bytes, top_logprobs}]}, or a completion's {tokens, token_logprobs,
+// top_logprobs, text_offset}; text_offset counts bytes from `offset`, which
+// moves past these tokens. Null when logprobs were not asked.
+json logprobs_json(const ResponseMeta& meta, const Tokenizer& tokenizer, const std::vector<TokenLogprob>& tokens,
+                   size_t& offset);
+
 ResponseMeta new_response_meta(bool chat, const std::string& model);
 
 struct Usage {
@@ -80,14 +90,16 @@ struct Usage {
 
 // The whole answer of a request without "stream".
 // reasoning: a thinking model's reasoning_content (chat only; omitted when empty).
+// logprobs: the choice's "logprobs" (logprobs_json), null when not asked.
 json completion_response(const ResponseMeta& meta, const std::string& text, const std::string& finish_reason,
-                         const Usage& usage, const std::string& reasoning = {});
+                         const Usage& usage, const std::string& reasoning = {}, const json& logprobs = nullptr);
 // One chunk of a stream. Chat: role_chunk gives the opening
 // {"role":"assistant","content":""}; text its content delta; finish_reason
 // (non-empty) an empty delta that ends the choice. with_usage_null adds
 // "usage": null, as OpenAI does on every chunk when include_usage is asked.
 json stream_chunk(const ResponseMeta& meta, std::string_view text, const std::string& finish_reason,
-                  bool role_chunk, bool with_usage_null, std::string_view reasoning = {});
+                  bool role_chunk, bool with_usage_null, std::string_view reasoning = {},
+                  const json& logprobs = nullptr);
 // The last chunk when include_usage is asked: no choices, the usage.
 json usage_chunk(const ResponseMeta& meta, const Usage& usage);
 // "data: {json}\n\n"

@@ -25,6 +25,12 @@ class RequestChannel {
     ready_.notify_all();
     return true;
   }
+  // Engine thread: a generated token's log-probability (logprobs asked),
+  // before its text.
+  void push_logprob(TokenLogprob logprob) {
+    std::lock_guard lock(mutex_);
+    pending_logprobs_.push_back(std::move(logprob));
+  }
   void finish(const RequestResult& result) {
     std::lock_guard lock(mutex_);
     result_ = result;
@@ -38,12 +44,14 @@ class RequestChannel {
   struct Taken {
     std::string text;
     bool done = false;
+    std::vector<TokenLogprob> logprobs;  // of the tokens since the last take (logprobs asked)
   };
   Taken take(std::chrono::milliseconds timeout) {
     std::unique_lock lock(mutex_);
     ready_.wait_for(lock, timeout, [&] { return done_ || !pending_.empty(); });
-    Taken t{std::move(pending_), done_};
+    Taken t{std::move(pending_), done_, std::move(pending_logprobs_)};
     pending_.clear();
+    pending_logprobs_.clear();
     return t;
   }
   // Waits up to `timeout` for the end; true once the request has ended.
@@ -76,6 +84,7 @@ class RequestChannel {
   mutable std::mutex mutex_;
   std::condition_variable ready_;
   std::string pending_;
+  std::vector<TokenLogprob> pending_logprobs_;
   bool done_ = false;
   bool closed_ = false;
   RequestResult result_;
@@ -90,6 +99,8 @@ inline Request channel_request(const std::shared_ptr<RequestChannel>& channel, s
   r.prompt = std::move(prompt);
   r.options = std::move(options);
   r.on_text = [channel](std::string_view text) { return channel->push(text); };
+  if (r.options.logprobs >= 0)
+    r.options.on_logprob = [channel](const TokenLogprob& lp) { channel->push_logprob(lp); };
   r.on_done = [channel, on_done = std::move(on_done)](const RequestResult& result) {
     if (on_done) on_done(result);
     channel->finish(result);

@@ -58,4 +58,11 @@ struct ServingContext {
 // ApiError for the client's mistakes; the engine must be attached.
 void handle_generation(ServingContext& ctx, const httplib::Request& req, httplib::Response& res, bool chat);
 
+// POST /tokenize {content, add_special, with_pieces} → {tokens}; POST
+// /detokenize {tokens} → {content}; GET /props: the model, its context and
+// slots, its chat template and special tokens, the defaults, capabilities.
+void handle_tokenize(ServingContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_detokenize(ServingContext& ctx, const httplib::Request& req, httplib::Response& res);
+nlohmann::json props_json(ServingContext& ctx);
+
 }  // namespace shoal::server

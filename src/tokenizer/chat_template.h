@@ -77,6 +77,8 @@ class ChatTemplate {
   // tokenizer adds BOS itself (as llama.cpp strips it).
   void use_jinja(std::shared_ptr<const JinjaChat> jinja, bool strip_bos);
   bool uses_jinja() const { return jinja_ != nullptr; }
+  // The Jinja source that renders (empty for a built-in format).
+  std::string source() const { return jinja_ ? jinja_->source() : std::string(); }
   // A whole request (tool calls, tool results, tools, template variables)
   // rendered exactly as the template writes it, BOS text included: what
   // `shoal template` prints and /apply-template returns. Without a Jinja

@@ -27,7 +27,7 @@ nlohmann::ordered_json with_object_arguments(nlohmann::ordered_json messages) {
 }  // namespace
 
 JinjaChat::JinjaChat(const std::string& source, std::string bos_token, std::string eos_token)
-    : template_(source), bos_token_(std::move(bos_token)), eos_token_(std::move(eos_token)) {}
+    : source_(source), template_(source), bos_token_(std::move(bos_token)), eos_token_(std::move(eos_token)) {}
 
 std::string JinjaChat::render(const ChatRenderRequest& request) const {
   nlohmann::ordered_json context = nlohmann::ordered_json::object();

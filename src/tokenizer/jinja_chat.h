@@ -33,8 +33,10 @@ class JinjaChat {
   std::string render(const ChatRenderRequest& request) const;
 
   const std::string& bos_token() const { return bos_token_; }
+  const std::string& source() const { return source_; }
 
  private:
+  std::string source_;
   jinja::Template template_;
   std::string bos_token_, eos_token_;
 };

@@ -438,3 +438,23 @@ def test_lost_worker_is_planned_around(serve, workers):
     assert [(d["address"], d["layer_begin"], d["layer_end"]) for d in c["devices"]] == [("local", 0, 30)]
     assert s.metrics()["shoal_replans_total"] == 1
     assert s.alive()
+
+
+def test_tokenize_detokenize_and_props_as_llama_server_has_them(serve, smollm2):
+    s = serve()
+    text = "Hello, world! <|im_start|>"
+    status, body = s.post_json("/tokenize", {"content": text, "with_pieces": True})
+    assert status == 200, body
+    pieces = body["tokens"]
+    assert "".join(p["piece"] for p in pieces) == text
+    assert pieces[-1]["piece"] == "<|im_start|>"  # a special token is parsed as one
+    ids = [p["id"] for p in pieces]
+    assert s.post_json("/tokenize", {"content": text}) == (200, {"tokens": ids})
+    assert s.post_json("/detokenize", {"tokens": ids}) == (200, {"content": text})
+    status, body = s.post_json("/detokenize", {"tokens": [10 ** 9]})
+    assert status == 400 and body["error"]["param"] == "tokens"
+    status, props = s.get_json("/props")
+    assert status == 200
+    assert props["n_ctx"] > 0 and props["total_slots"] >= 1
+    assert "<|im_start|>" in props["chat_template"] and props["chat_format"] == "chatml"
+    assert props["eos_token"] == "<|im_end|>" and props["capabilities"]["logprobs"] is True
