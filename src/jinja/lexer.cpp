@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "jinja/error.h"
+#include "util/utf8_append.h"
 
 namespace shoal::jinja {
 namespace {
@@ -14,24 +15,6 @@ std::string rstrip(const std::string& s) {
   size_t n = s.size();
   while (n > 0 && is_space(s[n - 1])) --n;
   return s.substr(0, n);
-}
-
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xc0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3f));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xe0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-    out += static_cast<char>(0x80 | (cp & 0x3f));
-  } else {
-    out += static_cast<char>(0xf0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-    out += static_cast<char>(0x80 | (cp & 0x3f));
-  }
 }
 
 class Lexer {
@@ -261,7 +244,7 @@ class Lexer {
         case 'U': {
           size_t n = e == 'x' ? 2 : e == 'u' ? 4 : 8;
           if (q + n > src_.size()) throw TemplateError(at(p, "truncated escape in a string"));
-          append_utf8(out, static_cast<uint32_t>(std::stoul(src_.substr(q, n), nullptr, 16)));
+          append_utf8(static_cast<uint32_t>(std::stoul(src_.substr(q, n), nullptr, 16)), out);
           q += n;
           break;
         }

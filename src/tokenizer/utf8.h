@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "util/utf8_append.h"
+
 namespace shoal {
 
 // Bytes in the sequence a lead byte announces; 1 for a continuation byte,
@@ -17,9 +19,6 @@ inline size_t utf8_sequence_length(unsigned char lead) {
   static constexpr size_t kLookup[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
   return kLookup[lead >> 4];
 }
-
-// Appends the UTF-8 encoding of a code point (at most U+10FFFF).
-void append_utf8(uint32_t cp, std::string& out);
 
 // Code points of `text`, read leniently as described above.
 std::vector<uint32_t> decode_utf8_lenient(std::string_view text);
