@@ -101,6 +101,17 @@ std::optional<int> Engine::rebuild_stages(const std::exception* cause, const Pip
 }
 
 
+Pooling Engine::pooling() const {
+  const int64_t type = file_->get_int(config_.arch + ".pooling_type", 0);
+  switch (type) {
+    case 0: return Pooling::Last;  // none given: a causal LM's last token
+    case 1: return Pooling::Mean;
+    case 2: return Pooling::Cls;
+    case 3: return Pooling::Last;
+    default: fail("the model's pooling type {} (rank) gives scores, not embeddings", type);
+  }
+}
+
 // The model's template (or --chat-template-file) renders through the Jinja
 // engine; a model template that does not parse falls back to the built-in
 // formatter of its family, a file given by hand is an error.

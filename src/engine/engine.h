@@ -10,6 +10,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/device_choice.h"
 #include "engine/pipeline.h"
+#include "engine/pooling.h"
 #include "engine/stage_supervisor.h"
 #include "gguf/reader.h"
 #include "model/config.h"
@@ -70,6 +71,10 @@ class Engine {
   const gguf::File& file() const { return *file_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   const ChatTemplate& chat_template() const { return chat_template_; }
+  // How embeddings pool: the GGUF's {arch}.pooling_type (1 mean, 2 cls,
+  // 3 last), or the last token for a causal LM without one. Throws
+  // shoal::Error for a type Shoal does not pool (rank).
+  Pooling pooling() const;
   Pipeline& pipeline() { return *pipeline_; }
   const Pipeline& pipeline() const { return *pipeline_; }
   // The cluster's supervisor, if the stages have one (set by the builder).

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/pipeline.h"
+#include "engine/pooling.h"
 #include "engine/sampler.h"
 #include "engine/token_logprob.h"
 #include "tokenizer/tokenizer.h"
@@ -26,6 +27,9 @@ struct GenerationOptions {
   // before the token's text reaches on_text.
   int logprobs = -1;
   std::function<void(const TokenLogprob&)> on_logprob;
+  // Not None: an embedding request. The prompt is read, nothing generated,
+  // and RequestResult::embedding holds the pooled, L2-normalised vector.
+  Pooling pooling = Pooling::None;
 };
 
 struct GenerationResult {

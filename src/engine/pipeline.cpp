@@ -38,7 +38,7 @@ Pipeline::Pipeline(const ModelConfig& config, const ModelWeights& weights, Backe
   if (stages_.size() > kMaxStages) fail("internal: more than {} stages", kMaxStages);
 }
 
-const float* Pipeline::forward(const Batch& batch) {
+const float* Pipeline::forward(const Batch& batch, bool keep_normed) {
   const int n = batch.size();
   if (n == 0) fail("empty batch");
   if (n > max_tokens_) fail("batch of {} tokens exceeds the maximum of {}", n, max_tokens_);
@@ -80,6 +80,10 @@ const float* Pipeline::forward(const Batch& batch) {
     head_.matmul(weights_.output, rows, logits, m);
     if (config_.logit_softcap > 0.0f) head_.softcap(logits, config_.logit_softcap, static_cast<int64_t>(logit_count));
     head_.download(logits_.data(), logits, logit_count * sizeof(float));
+    if (keep_normed) {
+      normed_.resize(static_cast<size_t>(m) * width);
+      head_.download(normed_.data(), rows, normed_.size() * sizeof(float));
+    }
     head_.finish_step();
   } catch (...) {
     head_.abandon_step();

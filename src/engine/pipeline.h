@@ -45,7 +45,10 @@ class Pipeline {
   // Runs a batch through every stage. Returns the logits of the rows marked
   // in batch.logits, in batch order: [batch.n_logits()][n_vocab]. Valid
   // until the next call.
-  const float* forward(const Batch& batch);
+  // With keep_normed, normed() then holds the same rows after the output
+  // norm ([batch.n_logits()][n_embd]): what embeddings pool.
+  const float* forward(const Batch& batch, bool keep_normed = false);
+  const float* normed() const { return normed_.data(); }
 
   // A new set of stages (after a re-plan); the old ones are destroyed.
   void replace_stages(std::vector<std::unique_ptr<Stage>> stages);
@@ -97,6 +100,7 @@ class Pipeline {
   std::vector<Batch> micro_;  // reused: the micro-batches of a pipelined batch
   std::vector<float> hidden_;             // the stages' rows: [max_tokens][n_embd]
   std::vector<float> logits_;             // [rows with logits][n_vocab]
+  std::vector<float> normed_;             // [rows with logits][n_embd], when forward keeps them
   std::unique_ptr<Buffer> head_rows_;     // on the head's device: embedded rows, then the rows for logits
   std::unique_ptr<Buffer> head_logits_;   // on the head's device; grows with the rows that want logits
   // Per stage, written by the engine thread only: all steps, single-token steps, their count.

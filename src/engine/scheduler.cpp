@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 
 #include "engine/sequence_decoder.h"
@@ -57,12 +58,23 @@ struct Scheduler::Slot {
   size_t fed = 0;                          // prompt tokens in the KV
   int chunk = 0;                           // this step's rows
   int logits_row = -1;                     // this step's row among the logits
+  int embed_row = -1, embed_rows = 0;      // an embedding request's rows among them this step
+  std::vector<double> embed_sum;           // its pooled rows so far
   bool more = false;                       // the decoder goes on after this step
   std::string failure;                     // the decoder threw this step
   RequestResult result;
   Clock::time_point started, prompt_done;
 
   bool prefilling() const { return fed < request.prompt.size(); }
+  bool embeds() const { return request.options.pooling != Pooling::None; }
+  // Whether prompt position `at` feeds the pooled vector (or, generating, the first sample).
+  bool wants_row(size_t at) const {
+    switch (request.options.pooling) {
+      case Pooling::Mean: return true;
+      case Pooling::Cls: return at == 0;
+      default: return at + 1 == request.prompt.size();
+    }
+  }
 };
 
 Scheduler::Scheduler(Engine& engine) : engine_(engine) {
@@ -207,7 +219,7 @@ void Scheduler::loop() {
       if (!s->active) continue;
       if (s->cancel) {
         finish(*s, "cancelled");
-      } else if (!s->decoder) {
+      } else if (!s->decoder && !s->embeds()) {
         // Outside the lock: the sampler sizes its buffers to the vocabulary.
         s->decoder.emplace(engine_.tokenizer(), engine_.config().n_vocab, engine_.n_ctx(), s->request.options,
                            s->request.prompt);
@@ -257,6 +269,9 @@ void Scheduler::admit(Queued& q) {
     }
   }
   best_reuse = reusable_prefix(held(*best), q.request.prompt, max_rollback);  // all it shares
+  // Mean and CLS pooling read the prompt's first rows again.
+  const Pooling pooling = q.request.options.pooling;
+  if (pooling == Pooling::Mean || pooling == Pooling::Cls) best_reuse = 0;
   Slot& s = *best;
   s.active = true;
   s.cancel = false;
@@ -279,9 +294,12 @@ void Scheduler::step() {
   int budget = pipeline.max_tokens();
   int n_logits = 0;
   int n_prefill = 0;
+  bool keep_normed = false;
   for (auto& s : slots_) {
     s->chunk = 0;
     s->logits_row = -1;
+    s->embed_row = -1;
+    s->embed_rows = 0;
     if (s->active && s->prefilling()) ++n_prefill;
   }
   // Decode rows first: one row each keeps every generation flowing. The
@@ -306,12 +324,19 @@ void Scheduler::step() {
     const int left = static_cast<int>(prompt.size() - s.fed);
     const int take = std::min({left, budget, std::max(1, budget / n_prefill)});
     --n_prefill;
+    if (s.embeds()) s.embed_row = n_logits;
     for (int j = 0; j < take; ++j) {
       const size_t at = s.fed + static_cast<size_t>(j);
-      batch_.add(prompt[at], static_cast<int>(at), s.seq, at + 1 == prompt.size());
+      const bool row = s.wants_row(at);
+      batch_.add(prompt[at], static_cast<int>(at), s.seq, row);
+      if (row && s.embeds()) {
+        ++s.embed_rows;
+        ++n_logits;
+      }
     }
     s.chunk = take;
-    if (take == left) s.logits_row = n_logits++;
+    if (s.embeds()) keep_normed = keep_normed || s.embed_rows > 0;
+    else if (take == left) s.logits_row = n_logits++;
     budget -= take;
   }
   rotate_ = n ? (rotate_ + 1) % n : 0;
@@ -326,7 +351,7 @@ void Scheduler::step() {
         s->cut_to = -1;
       }
     const auto t0 = Clock::now();
-    logits = pipeline.forward(batch_);
+    logits = pipeline.forward(batch_, keep_normed);
     busy = seconds_between(t0, Clock::now());
   } catch (const std::exception& e) {
     spdlog::error("scheduler: forward failed: {}", e.what());
@@ -359,6 +384,12 @@ void Scheduler::step() {
       }
     }
   }
+  for (auto& sp : slots_) {  // pool the rows of embedding requests; one done ends here
+    Slot& s = *sp;
+    if (s.chunk == 0 || !s.embeds()) continue;
+    pool_rows(s, pipeline.normed());
+    if (!s.prefilling()) finish(s, "stop");
+  }
   for (auto& sp : slots_) {  // sample
     Slot& s = *sp;
     if (s.logits_row < 0) continue;
@@ -390,6 +421,25 @@ void Scheduler::step() {
   }
 }
 
+void Scheduler::pool_rows(Slot& s, const float* normed) {
+  const size_t width = static_cast<size_t>(engine_.config().n_embd);
+  if (s.embed_sum.size() != width) s.embed_sum.assign(width, 0.0);
+  for (int r = 0; r < s.embed_rows; ++r) {
+    const float* row = normed + static_cast<size_t>(s.embed_row + r) * width;
+    for (size_t i = 0; i < width; ++i) s.embed_sum[i] += row[i];
+  }
+  if (s.prefilling()) return;
+  // The sum of the rows (one for CLS and last) scaled to unit length, which
+  // is the mean's direction too (llama-server normalises, Euclidean, by default).
+  double norm = 0;
+  for (double v : s.embed_sum) norm += v * v;
+  norm = std::sqrt(norm);
+  s.result.embedding.resize(width);
+  for (size_t i = 0; i < width; ++i)
+    s.result.embedding[i] = static_cast<float>(norm > 0 ? s.embed_sum[i] / norm : 0.0);
+  s.embed_sum.clear();
+}
+
 void Scheduler::finish(Slot& s, const char* reason, const std::string& error) {
   const auto now = Clock::now();
   RequestResult& r = s.result;
@@ -417,6 +467,7 @@ void Scheduler::finish(Slot& s, const char* reason, const std::string& error) {
   s.decoder.reset();
   s.request = Request{};
   s.result = RequestResult{};
+  s.embed_sum.clear();
   s.failure.clear();
   s.active = false;
   s.cancel = false;

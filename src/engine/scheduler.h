@@ -42,6 +42,7 @@ struct RequestResult {
   double queue_seconds = 0.0;
   double prompt_seconds = 0.0;
   double generation_seconds = 0.0;
+  std::vector<float> embedding;  // an embedding request's (options.pooling), L2-normalised
 };
 
 struct Request {
@@ -97,6 +98,9 @@ class Scheduler {
 
  private:
   struct Slot;
+  // Adds an embedding request's rows of this step (normed: the pipeline's
+  // rows after the output norm); at the prompt's end, the pooled vector.
+  void pool_rows(Slot& s, const float* normed);
   struct Queued {
     uint64_t id = 0;
     Request request;

@@ -158,6 +158,7 @@ void HttpServer::add_routes() {
   both("POST", "/v1/completions",
        api([&ctx](const auto& req, auto& res) { handle_generation(ctx, req, res, false); }, true));
 
+  both("POST", "/v1/embeddings", api([&ctx](const auto& req, auto& res) { handle_embeddings(ctx, req, res); }, true));
   add("POST", "/tokenize", api([&ctx](const auto& req, auto& res) { handle_tokenize(ctx, req, res); }, true));
   add("POST", "/detokenize", api([&ctx](const auto& req, auto& res) { handle_detokenize(ctx, req, res); }, true));
   add("GET", "/props", api([&ctx](const auto&, auto& res) { send_json(res, 200, props_json(ctx)); }, true));

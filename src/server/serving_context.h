@@ -65,4 +65,7 @@ void handle_tokenize(ServingContext& ctx, const httplib::Request& req, httplib::
 void handle_detokenize(ServingContext& ctx, const httplib::Request& req, httplib::Response& res);
 nlohmann::json props_json(ServingContext& ctx);
 
+// POST /v1/embeddings: {input, encoding_format?} → OpenAI's list of embeddings.
+void handle_embeddings(ServingContext& ctx, const httplib::Request& req, httplib::Response& res);
+
 }  // namespace shoal::server
