@@ -11,6 +11,7 @@
 
 #include "server/http_front.h"
 #include "server/reasoning_splitter.h"
+#include "server/tool_calls.h"
 #include "server/request_channel.h"
 #include "server/serving_context.h"
 #include "util/error.h"
@@ -33,7 +34,12 @@ std::vector<TokenId> build_prompt(Engine& engine, GenerationRequest& g) {
   std::string text = g.prompt;
   if (g.chat) {
     try {
-      text = engine.chat_template().render(g.messages, true, g.reasoning.value_or(engine.options().reasoning));
+      ChatRenderRequest r;
+      r.messages = g.messages_json;
+      r.tools = g.tools;
+      r.kwargs = g.template_kwargs;
+      if (!r.kwargs.contains("enable_thinking")) r.kwargs["enable_thinking"] = g.reasoning.value_or(engine.options().reasoning);
+      text = engine.chat_template().render_prompt(r);
     } catch (const Error& e) {
       throw ApiError(400, e.what(), "invalid_request_error", "messages", "invalid_value");
     }
@@ -60,6 +66,31 @@ ApiError engine_error(const RequestResult& r) {
 // heals when workers come back.
 ApiError unavailable(const std::string& reason) {
   return ApiError(503, "The cluster cannot run the model now: " + reason, "server_error", "", "cluster_unavailable");
+}
+
+// OpenAI's message.tool_calls; one call only when parallel calls are off.
+json tool_calls_json(const ResponseMeta& meta, const std::vector<ToolCall>& calls) {
+  json out = json::array();
+  for (const ToolCall& c : calls) {
+    out.push_back({{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+    if (!meta.parallel_tool_calls) break;
+  }
+  return out;
+}
+
+// A stream's tool calls, as OpenAI streams them: per call, a delta with its
+// index, id, type, name and empty arguments, then the arguments in pieces.
+std::vector<json> tool_call_deltas(const ResponseMeta& meta, const std::vector<ToolCall>& calls) {
+  constexpr size_t kPiece = 24;
+  std::vector<json> deltas;
+  for (size_t i = 0; i < calls.size() && (meta.parallel_tool_calls || i == 0); ++i) {
+    const ToolCall& c = calls[i];
+    deltas.push_back(json::array({{{"index", i}, {"id", c.id}, {"type", "function"},
+                                   {"function", {{"name", c.name}, {"arguments", ""}}}}}));
+    for (size_t at = 0; at < c.arguments.size(); at += kPiece)
+      deltas.push_back(json::array({{{"index", i}, {"function", {{"arguments", c.arguments.substr(at, kPiece)}}}}}));
+  }
+  return deltas;
 }
 
 ApiError shutting_down() {
@@ -97,10 +128,20 @@ void send_whole(ServingContext& ctx, httplib::Response& res, const std::shared_p
     reasoning = a.reasoning + b.reasoning;
     text = a.content + b.content;
   }
+  json calls = nullptr;
+  std::string finish = r.finish_reason;
+  if (!meta.tools.empty()) {
+    ToolReply reply = parse_tool_calls(text, meta.tools);
+    if (!reply.calls.empty()) {
+      text = reply.content;
+      calls = tool_calls_json(meta, reply.calls);
+      if (finish == "stop") finish = "tool_calls";
+    }
+  }
   res.status = 200;
   size_t offset = 0;
-  res.set_content(dump(completion_response(meta, text, r.finish_reason, usage_of(r), reasoning,
-                                           logprobs_json(meta, tokenizer, taken.logprobs, offset))),
+  res.set_content(dump(completion_response(meta, text, finish, usage_of(r), reasoning,
+                                           logprobs_json(meta, tokenizer, taken.logprobs, offset), calls)),
                   "application/json");
 }
 
@@ -115,6 +156,7 @@ struct StreamState {
   const Tokenizer* tokenizer = nullptr;
   std::vector<TokenLogprob> logprobs;  // taken, not yet sent (their text is held back)
   size_t text_offset = 0;
+  ToolCallSplitter tools;  // used when tools are offered
 };
 
 void send_stream(ServingContext& ctx, httplib::Response& res, std::shared_ptr<RequestChannel> channel, uint64_t id,
@@ -125,6 +167,7 @@ void send_stream(ServingContext& ctx, httplib::Response& res, std::shared_ptr<Re
   st->id = id;
   st->meta = meta;
   st->split = ReasoningSplitter(meta.reasoning_markers);
+  st->tools = ToolCallSplitter(meta.tools);
   st->include_usage = include_usage;
   res.status = 200;
   res.set_header("Cache-Control", "no-cache");
@@ -165,6 +208,15 @@ void send_stream(ServingContext& ctx, httplib::Response& res, std::shared_ptr<Re
         parts.content += rest.content;
       }
     }
+    std::vector<ToolCall> calls;
+    if (!st->meta.tools.empty()) {  // content flows until a call may be starting
+      parts.content = st->tools.feed(parts.content);
+      if (t.done) {
+        ToolReply reply = st->tools.finish();
+        parts.content += reply.content;
+        calls = std::move(reply.calls);
+      }
+    }
     if (!parts.reasoning.empty() &&
         !write(sse_event(stream_chunk(st->meta, "", "", false, st->include_usage, parts.reasoning, logprobs()))))
       return gone();
@@ -185,8 +237,11 @@ void send_stream(ServingContext& ctx, httplib::Response& res, std::shared_ptr<Re
     } else if (r.finish_reason == "cancelled") {
       write(sse_event(error_body(shutting_down())));  // the server is stopping
     } else {
+      for (const json& delta : tool_call_deltas(st->meta, calls))
+        write(sse_event(stream_chunk(st->meta, "", "", false, st->include_usage, {}, nullptr, delta)));
+      const std::string finish = !calls.empty() && r.finish_reason == "stop" ? "tool_calls" : r.finish_reason;
       json rest = st->logprobs.empty() ? json(nullptr) : logprobs();
-      write(sse_event(stream_chunk(st->meta, "", r.finish_reason, false, st->include_usage, {}, rest)));
+      write(sse_event(stream_chunk(st->meta, "", finish, false, st->include_usage, {}, rest)));
       if (st->include_usage) write(sse_event(usage_chunk(st->meta, usage_of(r))));
       write("data: [DONE]\n\n");
     }
@@ -214,7 +269,7 @@ void handle_generation(ServingContext& ctx, const httplib::Request& req, httplib
     if (status.phase == Phase::Degraded) throw unavailable(status.reason);
   }
   const json body = parse_json_body(req.body);
-  GenerationRequest g = chat ? parse_chat_request(body, ctx.options.defaults)
+  GenerationRequest g = chat ? parse_chat_request(body, ctx.options.defaults, nlohmann::ordered_json::parse(req.body))
                              : parse_completion_request(body, ctx.options.defaults);
   ctx.check_model(g.model);
   std::vector<TokenId> prompt = build_prompt(engine, g);
@@ -223,6 +278,8 @@ void handle_generation(ServingContext& ctx, const httplib::Request& req, httplib
   meta.thinks = chat && engine.chat_template().thinks();
   meta.reasoning_markers = engine.chat_template().reasoning_markers();
   meta.logprobs = g.options.logprobs;
+  meta.tools = g.tool_names;
+  meta.parallel_tool_calls = g.parallel_tool_calls;
 
   auto channel = std::make_shared<RequestChannel>();
   Metrics& metrics = ctx.metrics;

@@ -147,10 +147,8 @@ void read_common(const json& body, const RequestDefaults& defaults, GenerationRe
     }
   }
 
-  if (const json* v = field(body, "tools"); v && !(v->is_array() && v->empty()))
-    unsupported("tools", "this server does not call tools");
   if (const json* v = field(body, "functions"); v && !(v->is_array() && v->empty()))
-    unsupported("functions", "this server does not call functions");
+    unsupported("functions", "the deprecated 'functions'; send 'tools'");
   if (const json* v = field(body, "response_format")) {
     if (!v->is_object()) bad_type("response_format", "an object", *v);
     const json* type = field(*v, "type");
@@ -227,10 +225,61 @@ json parse_json_body(const std::string& body) {
   return value;
 }
 
-GenerationRequest parse_chat_request(const json& body, const RequestDefaults& defaults) {
+// tools: [{"type": "function", "function": {"name", "description"?, "parameters"?}}].
+void read_tools(const nlohmann::ordered_json& tools, GenerationRequest& r) {
+  static const std::regex kName("[a-zA-Z0-9_-]{1,64}");
+  if (!tools.is_array()) bad_type("tools", "an array", json::parse(tools.dump()));
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const auto& t = tools[i];
+    const std::string key = fmt::format("tools[{}]", i);
+    if (!t.is_object()) bad_type(key, "an object", json::parse(t.dump()));
+    if (!t.contains("type") || t["type"] != "function")
+      bad_value(key + ".type", "only tools of type 'function' are supported.");
+    if (!t.contains("function") || !t["function"].is_object())
+      throw ApiError(400, fmt::format("Missing required parameter: '{}.function'.", key), "invalid_request_error",
+                     key + ".function", "missing_required_parameter");
+    const auto& fn = t["function"];
+    if (!fn.contains("name") || !fn["name"].is_string() || !std::regex_match(fn["name"].get<std::string>(), kName))
+      bad_value(key + ".function.name", "expected a name of 1 to 64 letters, digits, '_' or '-'.");
+    if (fn.contains("parameters") && !fn["parameters"].is_object() && !fn["parameters"].is_null())
+      bad_type(key + ".function.parameters", "an object", json::parse(fn["parameters"].dump()));
+    r.tool_names.push_back(fn["name"].get<std::string>());
+  }
+  if (!tools.empty()) r.tools = tools;
+}
+
+void read_tool_choice(const json& body, GenerationRequest& r) {
+  const json* v = field(body, "tool_choice");
+  if (!v) return;
+  std::string choice;
+  if (v->is_string()) {
+    choice = v->get<std::string>();
+    if (choice != "none" && choice != "auto" && choice != "required")
+      bad_value("tool_choice", fmt::format("expected 'none', 'auto', 'required' or a function, but got '{}'.", choice));
+  } else if (v->is_object()) {
+    choice = "a named function";
+  } else {
+    bad_type("tool_choice", "a string or an object", *v);
+  }
+  if (choice == "none") {
+    r.tools = nullptr;  // the template is not shown the tools, and nothing is parsed as a call
+    r.tool_names.clear();
+  } else if (choice != "auto") {
+    unsupported("tool_choice", fmt::format("{} needs grammar-constrained output, which this server does not have "
+                                           "yet; use 'auto'", choice));
+  }
+}
+
+GenerationRequest parse_chat_request(const json& body, const RequestDefaults& defaults,
+                                     const nlohmann::ordered_json& ordered_body) {
   GenerationRequest r;
   r.chat = true;
   read_common(body, defaults, r);
+  const nlohmann::ordered_json ordered =
+      ordered_body.is_object() ? ordered_body : nlohmann::ordered_json::parse(body.dump());
+  if (const auto it = ordered.find("tools"); it != ordered.end() && !it->is_null()) read_tools(*it, r);
+  read_tool_choice(body, r);
+  read_bool(body, "parallel_tool_calls", r.parallel_tool_calls);
   bool logprobs = false;
   read_bool(body, "logprobs", logprobs);
   int64_t top = 0;
@@ -253,19 +302,28 @@ GenerationRequest parse_chat_request(const json& body, const RequestDefaults& de
     if (!role->is_string()) bad_type(key + ".role", "a string", *role);
     std::string name = role->get<std::string>();
     if (name == "developer") name = "system";  // OpenAI's new name for the system turn
-    if (name != "system" && name != "user" && name != "assistant")
+    if (name != "system" && name != "user" && name != "assistant" && name != "tool")
       bad_value(key + ".role",
-                fmt::format("role '{}' is not supported; expected 'system', 'developer', 'user' or 'assistant'.",
-                            role->get<std::string>()));
+                fmt::format("role '{}' is not supported; expected 'system', 'developer', 'user', 'assistant' or "
+                            "'tool'.", role->get<std::string>()));
     auto content = m.find("content");
-    if (content == m.end())
+    const bool calls = m.contains("tool_calls") && m["tool_calls"].is_array() && !m["tool_calls"].empty();
+    if (content == m.end() && !(name == "assistant" && calls))
       throw ApiError(400, fmt::format("Missing required parameter: '{}.content'.", key), "invalid_request_error",
                      key + ".content", "missing_required_parameter");
-    r.messages.push_back({name, message_content(*content, name, i)});
+    const std::string text = content == m.end() ? std::string() : message_content(*content, name, i);
+    r.messages.push_back({name, text});
+    // As the template sees it: the client's fields, the role mapped, the text joined.
+    nlohmann::ordered_json as_sent = ordered["messages"][i];
+    as_sent["role"] = name;
+    as_sent["content"] = (content == m.end() || content->is_null()) && calls ? nlohmann::ordered_json(nullptr)
+                                                                           : nlohmann::ordered_json(text);
+    r.messages_json.push_back(std::move(as_sent));
   }
   // llama-server's switch for thinking models (Qwen3's template reads it).
   if (const json* kwargs = field(body, "chat_template_kwargs")) {
     if (!kwargs->is_object()) bad_type("chat_template_kwargs", "an object", *kwargs);
+    r.template_kwargs = ordered["chat_template_kwargs"];
     bool thinking = true;
     if (read_bool(*kwargs, "enable_thinking", thinking)) r.reasoning = thinking;
   }
@@ -273,6 +331,8 @@ GenerationRequest parse_chat_request(const json& body, const RequestDefaults& de
 }
 
 GenerationRequest parse_completion_request(const json& body, const RequestDefaults& defaults) {
+  if (const json* v = field(body, "tools"); v && !(v->is_array() && v->empty()))
+    unsupported("tools", "tools are offered through /v1/chat/completions");
   GenerationRequest r;
   read_common(body, defaults, r);
   // The legacy API's logprobs: how many alternatives per token (OpenAI allows 5; llama-server more).

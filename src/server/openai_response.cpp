@@ -49,10 +49,15 @@ ResponseMeta new_response_meta(bool chat, const std::string& model) {
 }
 
 json completion_response(const ResponseMeta& meta, const std::string& text, const std::string& finish_reason,
-                         const Usage& usage, const std::string& reasoning, const json& logprobs) {
+                         const Usage& usage, const std::string& reasoning, const json& logprobs,
+                         const json& tool_calls) {
   json choice = {{"index", 0}, {"logprobs", logprobs}, {"finish_reason", finish_reason}};
   if (meta.chat) {
-    choice["message"] = {{"role", "assistant"}, {"content", text}, {"refusal", nullptr}};
+    // A reply that only calls tools has null content, as OpenAI's.
+    choice["message"] = {{"role", "assistant"},
+                         {"content", tool_calls.is_array() && text.empty() ? json(nullptr) : json(text)},
+                         {"refusal", nullptr}};
+    if (tool_calls.is_array()) choice["message"]["tool_calls"] = tool_calls;
     if (!reasoning.empty()) choice["message"]["reasoning_content"] = reasoning;
   } else {
     choice["text"] = text;
@@ -64,11 +69,13 @@ json completion_response(const ResponseMeta& meta, const std::string& text, cons
 }
 
 json stream_chunk(const ResponseMeta& meta, std::string_view text, const std::string& finish_reason,
-                  bool role_chunk, bool with_usage_null, std::string_view reasoning, const json& logprobs) {
+                  bool role_chunk, bool with_usage_null, std::string_view reasoning, const json& logprobs,
+                  const json& tool_calls) {
   json choice = {{"index", 0}, {"logprobs", logprobs}, {"finish_reason", nullable(finish_reason)}};
   if (meta.chat) {
     json delta = json::object();
     if (role_chunk) delta = {{"role", "assistant"}, {"content", ""}};
+    else if (tool_calls.is_array()) delta["tool_calls"] = tool_calls;
     else if (finish_reason.empty() && !reasoning.empty()) delta["reasoning_content"] = std::string(reasoning);
     else if (finish_reason.empty()) delta["content"] = std::string(text);
     choice["delta"] = std::move(delta);

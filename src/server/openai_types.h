@@ -55,13 +55,25 @@ struct GenerationRequest {
   bool stream = false;
   bool include_usage = false;         // stream_options.include_usage
   std::optional<bool> reasoning;      // chat_template_kwargs.enable_thinking; unset: the server's --reasoning
+  // Chat through the model's Jinja template: the messages as sent (role
+  // "developer" as "system", content parts joined into text), in the
+  // client's key order; the offered tools (null when none, or with
+  // tool_choice "none"), their names; chat_template_kwargs.
+  nlohmann::ordered_json messages_json;
+  nlohmann::ordered_json tools;
+  std::vector<std::string> tool_names;
+  bool parallel_tool_calls = true;
+  nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();
   // options.logprobs: chat's top_logprobs when logprobs is true, a
   // completion's logprobs count; -1 when not asked.
 };
 
 // Throws ApiError 400 for a body that is not a JSON object.
 json parse_json_body(const std::string& body);
-GenerationRequest parse_chat_request(const json& body, const RequestDefaults& defaults);
+// `ordered`: the same body parsed keeping key order (what the template's
+// tojson writes); null: taken from `body`.
+GenerationRequest parse_chat_request(const json& body, const RequestDefaults& defaults,
+                                     const nlohmann::ordered_json& ordered = nullptr);
 GenerationRequest parse_completion_request(const json& body, const RequestDefaults& defaults);
 
 // What every response object and chunk of one request repeats.
@@ -73,6 +85,8 @@ struct ResponseMeta {
   bool thinks = false;  // chat with a thinking template: split out reasoning_content
   ReasoningMarkers reasoning_markers;  // where the template's output puts it
   int logprobs = -1;    // alternatives per token; -1: logprobs not asked
+  std::vector<std::string> tools;  // offered tool names: the reply is read for calls (server/tool_calls.h)
+  bool parallel_tool_calls = true;
 };
 // A choice's "logprobs" for `tokens`: chat's {"content": [{token, logprob,
 // bytes, top_logprobs}]}, or a completion's {tokens, token_logprobs,
@@ -91,15 +105,18 @@ struct Usage {
 // The whole answer of a request without "stream".
 // reasoning: a thinking model's reasoning_content (chat only; omitted when empty).
 // logprobs: the choice's "logprobs" (logprobs_json), null when not asked.
+// tool_calls: OpenAI's message.tool_calls (an array), null when none.
 json completion_response(const ResponseMeta& meta, const std::string& text, const std::string& finish_reason,
-                         const Usage& usage, const std::string& reasoning = {}, const json& logprobs = nullptr);
+                         const Usage& usage, const std::string& reasoning = {}, const json& logprobs = nullptr,
+                         const json& tool_calls = nullptr);
 // One chunk of a stream. Chat: role_chunk gives the opening
 // {"role":"assistant","content":""}; text its content delta; finish_reason
 // (non-empty) an empty delta that ends the choice. with_usage_null adds
 // "usage": null, as OpenAI does on every chunk when include_usage is asked.
+// tool_calls: a delta's tool_calls (an array of {index, id?, type?, function}).
 json stream_chunk(const ResponseMeta& meta, std::string_view text, const std::string& finish_reason,
                   bool role_chunk, bool with_usage_null, std::string_view reasoning = {},
-                  const json& logprobs = nullptr);
+                  const json& logprobs = nullptr, const json& tool_calls = nullptr);
 // The last chunk when include_usage is asked: no choices, the usage.
 json usage_chunk(const ResponseMeta& meta, const Usage& usage);
 // "data: {json}\n\n"

@@ -174,8 +174,19 @@ void ChatTemplate::use_jinja(std::shared_ptr<const JinjaChat> jinja, bool strip_
   strip_bos_ = strip_bos;
 }
 
+std::string ChatTemplate::render_prompt(const ChatRenderRequest& request) const {
+  std::string out = render_request(request);
+  if (jinja_) {
+    const std::string& bos = jinja_->bos_token();
+    if (strip_bos_ && !bos.empty() && out.starts_with(bos)) out.erase(0, bos.size());
+  }
+  return out;
+}
+
 std::string ChatTemplate::render_request(const ChatRenderRequest& request) const {
   if (jinja_) return jinja_->render(request);
+  if (request.tools.is_array())
+    fail("tools need the model's own Jinja template; the built-in '{}' format has no place for them", name_);
   std::vector<ChatMessage> messages;
   for (const auto& m : request.messages) {
     if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
@@ -231,10 +242,7 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& messages,
     for (const ChatMessage& m : messages) request.messages.push_back({{"role", m.role}, {"content", m.content}});
     request.add_generation_prompt = add_generation_prompt;
     request.kwargs["enable_thinking"] = reasoning;
-    std::string out = jinja_->render(request);
-    const std::string& bos = jinja_->bos_token();
-    if (strip_bos_ && !bos.empty() && out.starts_with(bos)) out.erase(0, bos.size());
-    return out;
+    return render_prompt(request);
   }
   require_known();
   for (size_t i = 0; i < messages.size(); ++i) {

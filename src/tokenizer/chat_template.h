@@ -84,6 +84,9 @@ class ChatTemplate {
   // `shoal template` prints and /apply-template returns. Without a Jinja
   // template, the built-in formatter renders the messages' roles and text.
   std::string render_request(const ChatRenderRequest& request) const;
+  // The same, as the model is to read it: a leading BOS text dropped when
+  // the tokenizer adds BOS itself.
+  std::string render_prompt(const ChatRenderRequest& request) const;
   // The template has a thinking block (Qwen3: <think>…</think> before the
   // answer; render() with reasoning off writes it empty, as the template
   // does for enable_thinking=false).

@@ -1,0 +1,247 @@
+#include "server/tool_calls.h"
+
+#include <algorithm>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+namespace shoal::server {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+constexpr std::string_view kMarkers[] = {"<tool_call>", "<|python_tag|>", "[TOOL_CALLS]"};
+
+std::string trim(std::string_view s) {
+  size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return std::string(s.substr(b, e - b));
+}
+
+std::string call_id() {
+  static constexpr char kAlphabet[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::string id = "call_";
+  for (int i = 0; i < 24; ++i) id += kAlphabet[rng() % (sizeof(kAlphabet) - 1)];
+  return id;
+}
+
+// Where the JSON object or array that opens at s[start] ends (one past its
+// closing bracket), or npos when it does not close.
+size_t json_extent(std::string_view s, size_t start) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = start; i < s.size(); ++i) {
+    char c = s[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      ++depth;
+    } else if (c == '}' || c == ']') {
+      if (--depth == 0) return i + 1;
+    }
+  }
+  return std::string_view::npos;
+}
+
+// {"name": …, "arguments" or "parameters": {…} or "…"} → a call.
+bool to_call(const ojson& j, ToolCall& call) {
+  if (!j.is_object()) return false;
+  auto name = j.find("name");
+  if (name == j.end() || !name->is_string()) return false;
+  auto args = j.find("arguments");
+  if (args == j.end()) args = j.find("parameters");
+  call.id = call_id();
+  call.name = name->get<std::string>();
+  if (args == j.end() || args->is_null()) {
+    call.arguments = "{}";
+  } else if (args->is_string()) {
+    auto parsed = ojson::parse(args->get<std::string>(), nullptr, false);
+    if (parsed.is_discarded() || !parsed.is_object()) return false;
+    call.arguments = parsed.dump();
+  } else if (args->is_object()) {
+    call.arguments = args->dump();
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// One object or a list of them.
+bool to_calls(const ojson& j, std::vector<ToolCall>& calls) {
+  if (j.is_array()) {
+    if (j.empty()) return false;
+    for (const auto& item : j) {
+      ToolCall c;
+      if (!to_call(item, c)) return false;
+      calls.push_back(std::move(c));
+    }
+    return true;
+  }
+  ToolCall c;
+  if (!to_call(j, c)) return false;
+  calls.push_back(std::move(c));
+  return true;
+}
+
+// The JSON value at the start of `s` (after spaces and a ```json fence).
+ojson leading_json(std::string_view s, size_t& used) {
+  size_t p = 0;
+  while (p < s.size() && std::isspace(static_cast<unsigned char>(s[p]))) ++p;
+  if (s.substr(p, 3) == "```") {
+    size_t nl = s.find('\n', p);
+    if (nl == std::string_view::npos) return ojson(ojson::value_t::discarded);
+    p = nl + 1;
+    while (p < s.size() && std::isspace(static_cast<unsigned char>(s[p]))) ++p;
+  }
+  if (p >= s.size() || (s[p] != '{' && s[p] != '[')) return ojson(ojson::value_t::discarded);
+  size_t end = json_extent(s, p);
+  if (end == std::string_view::npos) return ojson(ojson::value_t::discarded);
+  used = end;
+  size_t fence = s.find("```", end);
+  if (fence != std::string_view::npos && trim(s.substr(end, fence - end)).empty()) used = fence + 3;
+  return ojson::parse(s.substr(p, end - p), nullptr, false);
+}
+
+bool offered(const std::vector<ToolCall>& calls, const std::vector<std::string>& tools) {
+  return std::all_of(calls.begin(), calls.end(), [&](const ToolCall& c) {
+    return std::find(tools.begin(), tools.end(), c.name) != tools.end();
+  });
+}
+
+}  // namespace
+
+ToolReply parse_tool_calls(const std::string& text, const std::vector<std::string>& tools) {
+  ToolReply reply;
+  std::string_view s(text);
+  // Hermes / Qwen: any number of <tool_call> blocks among the text.
+  if (s.find("<tool_call>") != std::string_view::npos) {
+    std::string content;
+    size_t at = 0;
+    while (true) {
+      size_t open = s.find("<tool_call>", at);
+      if (open == std::string_view::npos) break;
+      size_t inner = open + std::string_view("<tool_call>").size();
+      size_t close = s.find("</tool_call>", inner);
+      std::string_view body = s.substr(inner, close == std::string_view::npos ? std::string_view::npos : close - inner);
+      size_t used = 0;
+      ojson j = leading_json(body, used);
+      std::vector<ToolCall> calls;
+      if (j.is_discarded() || !to_calls(j, calls)) break;  // not a call: the rest stays text
+      content += s.substr(at, open - at);
+      for (auto& c : calls) reply.calls.push_back(std::move(c));
+      at = close == std::string_view::npos ? s.size() : close + std::string_view("</tool_call>").size();
+    }
+    content += s.substr(at);
+    reply.content = trim(content);
+    return reply;
+  }
+  // Llama 3.x's python tag, Mistral's [TOOL_CALLS]: the calls follow the marker.
+  for (std::string_view marker : {std::string_view("<|python_tag|>"), std::string_view("[TOOL_CALLS]")}) {
+    size_t m = s.find(marker);
+    if (m == std::string_view::npos) continue;
+    std::string_view rest = s.substr(m + marker.size());
+    size_t used = 0;
+    ojson j = leading_json(rest, used);
+    std::vector<ToolCall> calls;
+    if (!j.is_discarded() && to_calls(j, calls)) {
+      reply.content = trim(std::string(s.substr(0, m)) + std::string(rest.substr(used)));
+      reply.calls = std::move(calls);
+      return reply;
+    }
+    // Mistral's newer form: name[ARGS]{…}, repeated.
+    size_t args = rest.find("[ARGS]");
+    if (marker == "[TOOL_CALLS]" && args != std::string_view::npos) {
+      while (args != std::string_view::npos) {
+        ToolCall c;
+        c.id = call_id();
+        c.name = trim(rest.substr(0, args));
+        size_t open = rest.find('{', args);
+        size_t end = open == std::string_view::npos ? open : json_extent(rest, open);
+        if (end == std::string_view::npos) break;
+        auto parsed = ojson::parse(rest.substr(open, end - open), nullptr, false);
+        if (parsed.is_discarded() || !parsed.is_object()) break;
+        c.arguments = parsed.dump();
+        reply.calls.push_back(std::move(c));
+        rest = rest.substr(end);
+        size_t next = rest.find("[TOOL_CALLS]");
+        if (next != std::string_view::npos) rest = rest.substr(next + marker.size());
+        args = rest.find("[ARGS]");
+      }
+      if (!reply.calls.empty()) {
+        reply.content = trim(s.substr(0, m));
+        return reply;
+      }
+    }
+  }
+  // A reply that is nothing but calls naming offered tools: one object, a
+  // list of them, or objects one after another (one a line, say).
+  std::vector<ToolCall> calls;
+  std::string_view rest = s;
+  while (!trim(rest).empty()) {
+    size_t used = 0;
+    ojson j = leading_json(rest, used);
+    if (j.is_discarded() || !to_calls(j, calls)) {
+      calls.clear();
+      break;
+    }
+    rest = rest.substr(used);
+  }
+  if (!calls.empty() && offered(calls, tools)) {
+    reply.calls = std::move(calls);
+    return reply;
+  }
+  reply.content = text;
+  return reply;
+}
+
+std::string ToolCallSplitter::feed(std::string_view piece) {
+  held_ += piece;
+  if (holding_) return {};
+  if (!started_) {
+    size_t p = 0;
+    while (p < held_.size() && std::isspace(static_cast<unsigned char>(held_[p]))) ++p;
+    if (p == held_.size()) return {};  // only spaces so far
+    std::string_view first = std::string_view(held_).substr(p);
+    if (first[0] == '{' || first[0] == '[' || first.starts_with("```")) {
+      holding_ = true;
+      return {};
+    }
+    if (std::string_view("```").starts_with(first)) return {};  // "`" or "``": wait
+    started_ = true;
+  }
+  for (std::string_view marker : kMarkers) {
+    size_t m = held_.find(marker);
+    if (m != std::string::npos) {
+      std::string out = held_.substr(0, m);
+      held_.erase(0, m);
+      holding_ = true;
+      return out;
+    }
+  }
+  // Keep back a tail that may be the start of a marker.
+  size_t keep = 0;
+  for (std::string_view marker : kMarkers)
+    for (size_t n = std::min(marker.size() - 1, held_.size()); n > keep; --n)
+      if (std::string_view(held_).substr(held_.size() - n) == marker.substr(0, n)) {
+        keep = n;
+        break;
+      }
+  std::string out = held_.substr(0, held_.size() - keep);
+  held_.erase(0, held_.size() - keep);
+  return out;
+}
+
+ToolReply ToolCallSplitter::finish() {
+  if (holding_) return parse_tool_calls(held_, tools_);
+  ToolReply reply;
+  reply.content = std::move(held_);
+  held_.clear();
+  return reply;
+}
+
+}  // namespace shoal::server

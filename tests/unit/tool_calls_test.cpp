@@ -1,0 +1,90 @@
+// The tool-call parser on each family's text, and the stream splitter:
+// content flows until a call may start, and text that is no call is kept.
+#include "server/tool_calls.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+namespace shoal::server {
+namespace {
+
+const std::vector<std::string> kTools = {"get_weather", "add"};
+
+nlohmann::json args(const ToolCall& c) { return nlohmann::json::parse(c.arguments); }
+
+TEST(ToolCalls, HermesBlocksAmongText) {
+  ToolReply r = parse_tool_calls(
+      "Let me look.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>\n"
+      "<tool_call>{\"name\": \"add\", \"arguments\": \"{\\\"a\\\": 2, \\\"b\\\": 3}\"}</tool_call>",
+      kTools);
+  ASSERT_EQ(r.calls.size(), 2u);
+  EXPECT_EQ(r.content, "Let me look.");
+  EXPECT_EQ(r.calls[0].name, "get_weather");
+  EXPECT_EQ(args(r.calls[0])["city"], "Paris");
+  EXPECT_EQ(args(r.calls[1])["b"], 3);  // arguments sent as a string are an object too
+  EXPECT_NE(r.calls[0].id, r.calls[1].id);
+  EXPECT_EQ(r.calls[0].id.rfind("call_", 0), 0u);
+}
+
+TEST(ToolCalls, Llama3AndMistral) {
+  ToolReply r = parse_tool_calls("<|python_tag|>{\"name\": \"add\", \"parameters\": {\"a\": 1, \"b\": 2}}", kTools);
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(args(r.calls[0])["a"], 1);
+  r = parse_tool_calls("[TOOL_CALLS][{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}, "
+                       "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}]", kTools);
+  ASSERT_EQ(r.calls.size(), 2u);
+  EXPECT_EQ(r.calls[1].name, "get_weather");
+  r = parse_tool_calls("[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Oslo\"}", kTools);
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(args(r.calls[0])["city"], "Oslo");
+}
+
+TEST(ToolCalls, BareOrFencedCallsNamingOfferedTools) {
+  ToolReply r = parse_tool_calls("```json\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n```", kTools);
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(r.content, "");
+  r = parse_tool_calls("{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}\n"
+                       "{\"name\": \"add\", \"arguments\": {\"a\": 3, \"b\": 4}}", kTools);
+  EXPECT_EQ(r.calls.size(), 2u);
+  // JSON that names no offered tool, or is followed by text, is an answer.
+  const std::string answers[] = {"{\"name\": \"Alice\", \"age\": 3}", "{\"name\": \"add\"} and more",
+                                 "{\"name\": \"add\", \"arguments\": {\"a\": 1", "Just text."};
+  for (const std::string& text : answers) {
+    r = parse_tool_calls(text, kTools);
+    EXPECT_TRUE(r.calls.empty()) << text;
+    EXPECT_EQ(r.content, text);
+  }
+  // A broken block stays text.
+  r = parse_tool_calls("<tool_call>{not json}</tool_call>", kTools);
+  EXPECT_TRUE(r.calls.empty());
+  EXPECT_EQ(r.content, "<tool_call>{not json}</tool_call>");
+}
+
+TEST(ToolCalls, StreamSplitterSendsContentUntilACallMayStart) {
+  ToolCallSplitter split(kTools);
+  std::string sent;
+  for (std::string piece : {"Sure, ", "checking <tool", "_call>{\"name\": \"add\", ", "\"arguments\": {\"a\": 1, \"b\": 2}}",
+                            "</tool_call>"})
+    sent += split.feed(piece);
+  EXPECT_EQ(sent, "Sure, checking ");
+  ToolReply r = split.finish();
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(args(r.calls[0])["b"], 2);
+
+  ToolCallSplitter plain(kTools);
+  sent = plain.feed("Hello <to");
+  EXPECT_EQ(sent, "Hello ");  // "<to" may open <tool_call>: held
+  sent += plain.feed("day> world");
+  EXPECT_EQ(sent + plain.finish().content, "Hello <today> world");
+
+  ToolCallSplitter json_answer(kTools);
+  sent = json_answer.feed("  {\"x\": 1}");
+  EXPECT_EQ(sent, "");
+  r = json_answer.finish();
+  EXPECT_TRUE(r.calls.empty());
+  EXPECT_EQ(r.content, "  {\"x\": 1}");
+}
+
+}  // namespace
+}  // namespace shoal::server
