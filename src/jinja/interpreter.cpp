@@ -13,6 +13,10 @@ Interpreter::Interpreter(const Limits& limits, std::unordered_map<std::string, V
   scope_ = root_;
 }
 
+Interpreter::~Interpreter() {
+  for (auto& ns : namespaces_) ns->items.clear();
+}
+
 std::string Interpreter::render(const Body& body) {
   deadline_ = std::chrono::steady_clock::now() +
               std::chrono::duration_cast<std::chrono::steady_clock::duration>(

@@ -22,6 +22,11 @@ struct Limits {
 class Interpreter {
  public:
   Interpreter(const Limits& limits, std::unordered_map<std::string, Value> globals);
+  // Empties the namespaces it made: `{% set ns.me = ns %}` is a cycle that
+  // shared pointers alone would never free.
+  ~Interpreter();
+  Interpreter(const Interpreter&) = delete;
+  Interpreter& operator=(const Interpreter&) = delete;
 
   std::string render(const Body& body);
 
@@ -32,6 +37,8 @@ class Interpreter {
   void step();
   Value call(const Value& callee, const Arguments& args);
   Value apply_filter(const std::string& name, const Value& input, const Arguments& args);
+  // namespace() registers what it makes, for the destructor.
+  void adopt_namespace(const Value& ns) { namespaces_.push_back(ns.dict); }
 
  private:
   enum class Flow { Normal, Break, Continue };
@@ -47,6 +54,7 @@ class Interpreter {
   std::shared_ptr<Scope> root_;
   std::shared_ptr<Scope> scope_;
   std::string* out_ = nullptr;
+  std::vector<std::shared_ptr<Dict>> namespaces_;
 
   Flow exec(const Body& body);
   Flow exec_node(const Node& node);

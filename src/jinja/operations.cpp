@@ -531,11 +531,13 @@ std::unordered_map<std::string, Value> builtin_globals() {
     for (const auto& [k, v] : a.keyword) d.set(k, v);
     return Value::from(std::move(d));
   }));
-  g["namespace"] = Value::from(Function([](Interpreter&, const Arguments& a) {
+  g["namespace"] = Value::from(Function([](Interpreter& in, const Arguments& a) {
     Dict d;
     if (const Value* init = a.get(0, nullptr); init && init->is_mapping()) d = *init->dict;
     for (const auto& [k, v] : a.keyword) d.set(k, v);
-    return Value::namespace_of(std::move(d));
+    Value ns = Value::namespace_of(std::move(d));
+    in.adopt_namespace(ns);
+    return ns;
   }));
   g["raise_exception"] = Value::from(Function([](Interpreter&, const Arguments& a) -> Value {
     const Value* m = a.get(0, "message");

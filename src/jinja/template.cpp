@@ -8,11 +8,11 @@ namespace shoal::jinja {
 Template::Template(const std::string& source) : body_(std::make_shared<const Body>(parse(source))) {}
 
 std::string Template::render(const nlohmann::ordered_json& context, const Limits& limits) const {
-  std::unordered_map<std::string, Value> globals;
-  if (context.is_object())
-    for (const auto& [k, v] : context.items()) globals[k] = Value::from_json(v);
-  Interpreter interpreter(limits, std::move(globals));
   try {
+    std::unordered_map<std::string, Value> globals;
+    if (context.is_object())
+      for (const auto& [k, v] : context.items()) globals[k] = Value::from_json(v);
+    Interpreter interpreter(limits, std::move(globals));
     return interpreter.render(*body_);
   } catch (const TemplateError&) {
     throw;

@@ -83,15 +83,26 @@ Value Value::from(std::string s) {
   v.text = std::move(s);
   return v;
 }
+namespace {
+int nested_depth(const Value& child, int deepest) {
+  if (child.depth + 1 > kMaxValueDepth) fault("lists and dicts nested deeper than {}", kMaxValueDepth);
+  return std::max(deepest, child.depth + 1);
+}
+}  // namespace
+
 Value Value::from(List l) {
   Value v;
   v.kind = Kind::List;
+  v.depth = 1;
+  for (const Value& item : l) v.depth = nested_depth(item, v.depth);
   v.list = std::make_shared<List>(std::move(l));
   return v;
 }
 Value Value::from(Dict d) {
   Value v;
   v.kind = Kind::Dict;
+  v.depth = 1;
+  for (const auto& [k, item] : d.items) v.depth = nested_depth(item, v.depth);
   v.dict = std::make_shared<Dict>(std::move(d));
   return v;
 }
@@ -107,7 +118,8 @@ Value Value::from(Function f) {
   return v;
 }
 
-Value Value::from_json(const nlohmann::ordered_json& j) {
+Value Value::from_json(const nlohmann::ordered_json& j, int depth) {
+  if (depth > kMaxValueDepth) fault("the template's variables nest deeper than {}", kMaxValueDepth);
   switch (j.type()) {
     case nlohmann::ordered_json::value_t::null: return none();
     case nlohmann::ordered_json::value_t::boolean: return from(j.get<bool>());
@@ -118,12 +130,12 @@ Value Value::from_json(const nlohmann::ordered_json& j) {
     case nlohmann::ordered_json::value_t::string: return from(j.get<std::string>());
     case nlohmann::ordered_json::value_t::array: {
       List l;
-      for (const auto& e : j) l.push_back(from_json(e));
+      for (const auto& e : j) l.push_back(from_json(e, depth + 1));
       return from(std::move(l));
     }
     case nlohmann::ordered_json::value_t::object: {
       Dict d;
-      for (const auto& [k, e] : j.items()) d.set(k, from_json(e));
+      for (const auto& [k, e] : j.items()) d.set(k, from_json(e, depth + 1));
       return from(std::move(d));
     }
     default: return none();
@@ -280,8 +292,7 @@ struct JsonWriter {
         out += ']';
         break;
       }
-      case Value::Kind::Dict:
-      case Value::Kind::Namespace: {
+      case Value::Kind::Dict: {
         if (v.dict->items.empty()) {
           out += "{}";
           break;
@@ -302,6 +313,7 @@ struct JsonWriter {
         out += '}';
         break;
       }
+      case Value::Kind::Namespace: fault("Object of type Namespace is not JSON serializable");
       default: fault("Object of type function is not JSON serializable");
     }
   }

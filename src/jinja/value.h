@@ -51,6 +51,7 @@ struct Value {
   Kind kind = Kind::Undefined;
   bool boolean = false;
   bool markup = false;  // a string marked safe (jinja2's Markup): `+` escapes a plain string joined to it
+  int depth = 0;        // how deep lists and dicts nest inside (printing and freeing recurse through it)
   int64_t integer = 0;
   double number = 0;
   std::string text;  // the string; for Undefined, the name that was missing
@@ -68,7 +69,8 @@ struct Value {
   static Value from(Dict d);
   static Value namespace_of(Dict d);
   static Value from(Function f);
-  static Value from_json(const nlohmann::ordered_json& j);
+  // Throws RenderFault for JSON nested deeper than kMaxValueDepth.
+  static Value from_json(const nlohmann::ordered_json& j, int depth = 0);
 
   bool is_undefined() const { return kind == Kind::Undefined; }
   bool is_none() const { return kind == Kind::None; }
@@ -81,6 +83,11 @@ struct Value {
   double as_double() const;
   std::string type_name() const;  // Python's: 'str', 'int', 'dict', …
 };
+
+// Lists and dicts nest at most this deep: printing, tojson and freeing a
+// value recurse through it, and a template could otherwise build a value a
+// million levels deep (`{% set ns.x = [ns.x] %}` in a loop).
+constexpr int kMaxValueDepth = 256;
 
 // Python's str() and repr() of a value; an Undefined prints as "".
 std::string to_str(const Value& v);

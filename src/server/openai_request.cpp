@@ -196,7 +196,33 @@ std::string key_before(const std::string& body, size_t pos) {
 }
 }  // namespace
 
+// How deep the body's arrays and objects nest, strings skipped. Copying,
+// printing and templating a value recurse through it, so a body nested a
+// hundred thousand levels deep must be refused before any of that.
+int json_depth(const std::string& body) {
+  int depth = 0, deepest = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < body.size(); ++i) {
+    const char c = body[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
 json parse_json_body(const std::string& body) {
+  constexpr int kMaxDepth = 64;
+  if (json_depth(body) > kMaxDepth)
+    throw ApiError(400, fmt::format("The JSON body nests deeper than {} levels.", kMaxDepth), "invalid_request_error",
+                   "", "invalid_json");
   json value;
   try {
     value = json::parse(body);

@@ -115,6 +115,8 @@ HOSTILE = {
     "a string doubled until it is huge":
         "{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }}",
     "unbounded recursion": "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}",
+    "a value nested a million deep":
+        "{% set ns = namespace(x=1) %}{% for i in range(1000000) %}{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x }}",
     "deep nesting": "{{ " + "(" * 100000 + "1" + ")" * 100000 + " }}",
     "a syntax error": "{% for m in messages %}{{ m.content }\n{% endfor %}",
 }
@@ -171,5 +173,11 @@ def test_apply_template_returns_what_shoal_template_prints(shoal_bin, smollm2, t
         assert body["prompt"] == printed.stdout
         status, body = server.post_json("/apply-template", {"messages": "not a list"})
         assert status == 400, body
+        # A body nested too deep for templating is refused before it is read.
+        deep = "[" * 100000 + "]" * 100000
+        status, _, raw = server.request("POST", "/apply-template",
+                                        '{"messages": [{"role": "user", "content": "x", "extra": ' + deep + '}]}')
+        assert status == 400 and b"nests deeper" in raw, raw[:200]
+        assert server.get_json("/health")[0] == 200
     finally:
         server.stop()

@@ -78,6 +78,22 @@ TEST(JinjaBrokenTemplate, DeepRecursionAndNestingStop) {
   expect_error(ifs, "nesting deeper");
 }
 
+TEST(JinjaBrokenTemplate, DeepValuesAndCyclesStopOrPrintSafely) {
+  expect_error("{% set ns = namespace(x=1) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}{% endfor %}"
+               "{{ ns.x }}",
+               "nested deeper than 256");
+  expect_error("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns | tojson }}", "not JSON serializable");
+  EXPECT_EQ(render("{% set ns = namespace() %}{% set ns.me = [ns] %}{{ ns.me }}"), "[<Namespace>]");
+  nlohmann::ordered_json deep = 1;
+  for (int i = 0; i < 1000; ++i) deep = nlohmann::ordered_json::array({deep});
+  try {
+    Template("{{ x }}").render({{"x", deep}});
+    FAIL();
+  } catch (const TemplateError& e) {
+    EXPECT_NE(std::string(e.what()).find("nest deeper"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Jinja, PythonSemanticsTemplatesRelyOn) {
   EXPECT_EQ(render("{{ [1, 'a', none, true, 2.0, {'k': 1e20}] }}"), "[1, 'a', None, True, 2.0, {'k': 1e+20}]");
   EXPECT_EQ(render("{{ 7 // 2 }} {{ -7 // 2 }} {{ -7 % 3 }} {{ 7 / 2 }} {{ 2 ** 10 }}"), "3 -4 2 3.5 1024");
