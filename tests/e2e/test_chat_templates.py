@@ -131,7 +131,7 @@ def test_hostile_template_is_stopped_with_a_clear_error(shoal_bin, tmp_path, kin
     assert r.returncode == 1, r.stdout[:200]
     assert r.stdout == ""
     assert "template line" in r.stderr, r.stderr
-    assert time.monotonic() - start < 30
+    assert time.monotonic() - start < 60  # stopped, not hung
 
 
 # Loops forever when the user asks it to; otherwise SmolLM2's ChatML.
@@ -151,7 +151,7 @@ def test_server_answers_a_hostile_template_with_an_error_and_serves_on(shoal_bin
                                         body={"messages": [{"role": "user", "content": "loop"}], "max_tokens": 4})
         assert status == 400, body
         assert "template line 1" in body["error"]["message"]
-        assert time.monotonic() - start < 30
+        assert time.monotonic() - start < 60
         status, body = server.post_json("/v1/chat/completions", timeout=120, body={
             "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4, "temperature": 0})
         assert status == 200, body

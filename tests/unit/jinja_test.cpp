@@ -56,7 +56,8 @@ TEST(JinjaBrokenTemplate, EndlessLoopStopsAtTheTimeLimit) {
   auto start = std::chrono::steady_clock::now();
   expect_error("{% for i in range(1000000) %}{% for j in range(1000000) %}{% endfor %}{% endfor %}",
                "the template was stopped", limits);
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  // Not a speed claim: a stop, not a hang (the sanitized build is slow).
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
 }
 
 TEST(JinjaBrokenTemplate, HugeOutputStopsAtTheSizeLimit) {
