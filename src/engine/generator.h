@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/pipeline.h"
+#include "grammar/grammar.h"
 #include "engine/pooling.h"
 #include "engine/sampler.h"
 #include "engine/token_logprob.h"
@@ -27,6 +28,10 @@ struct GenerationOptions {
   // before the token's text reaches on_text.
   int logprobs = -1;
   std::function<void(const TokenLogprob&)> on_logprob;
+  // Set: every generated token keeps the text inside this grammar (JSON
+  // schemas, tool calls, GBNF); the end token only where the text is a whole
+  // match, and a match nothing may follow ends generation ("stop").
+  std::shared_ptr<const grammar::Grammar> grammar;
   // Not None: an embedding request. The prompt is read, nothing generated,
   // and RequestResult::embedding holds the pooled, L2-normalised vector.
   Pooling pooling = Pooling::None;

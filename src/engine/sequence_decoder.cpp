@@ -1,6 +1,9 @@
 #include "engine/sequence_decoder.h"
 
 #include <algorithm>
+#include <limits>
+
+#include "util/error.h"
 
 namespace shoal {
 
@@ -19,6 +22,7 @@ SequenceDecoder::SequenceDecoder(const Tokenizer& tokenizer, int n_vocab, int n_
       n_prompt_(static_cast<int>(prompt.size())),
       sampler_(options.sampling, n_vocab),
       stops_(options.stop) {
+  if (options.grammar) grammar_.emplace(options.grammar);
   // The history never outgrows the context (plus the token that filled it),
   // so steps do not reallocate it.
   size_t most = static_cast<size_t>(n_ctx) + 1;
@@ -35,8 +39,12 @@ bool SequenceDecoder::step(const float* logits) {
     finish_reason_ = "length";
     return false;
   }
+  if (grammar_ && grammar_->finished()) {  // nothing may follow: as if the end token came
+    finish_reason_ = "stop";
+    return false;
+  }
   if (options_.on_logits) options_.on_logits(logits, n_vocab_);
-  const TokenId token = sampler_.sample(logits, history_);
+  const TokenId token = sample(logits);
   if (!options_.ignore_eos && tokenizer_.is_end_of_generation(token)) {
     finish_reason_ = "stop";
     return false;
@@ -55,6 +63,33 @@ bool SequenceDecoder::step(const float* logits) {
     finish_reason_ = "length";
   }
   return !finished();
+}
+
+// With a grammar, the plain draw is taken when the grammar allows it (most
+// steps: one check of one token); only a refused draw pays for the mask over
+// the vocabulary and draws again from what is left, as llama.cpp does. For
+// greedy decoding that is exactly the best allowed token.
+TokenId SequenceDecoder::sample(const float* logits) {
+  const TokenId first = sampler_.sample(logits, history_);
+  if (!grammar_) return first;
+  const bool end = tokenizer_.is_end_of_generation(first);
+  if (end ? grammar_->accepting() : !tokenizer_.is_control(first) && grammar_->accept(tokenizer_.token_to_piece(first)))
+    return first;
+  allowed_.assign(static_cast<size_t>(n_vocab_), 0);
+  grammar_->allowed_tokens(tokenizer_.piece_trie(), allowed_);
+  const bool may_end = grammar_->accepting();
+  for (TokenId id : tokenizer_.vocab().eog_ids()) allowed_[static_cast<size_t>(id)] = may_end ? 1 : 0;
+  masked_.assign(logits, logits + n_vocab_);
+  bool any = false;
+  for (size_t i = 0; i < masked_.size(); ++i) {
+    if (!allowed_[i]) masked_[i] = -std::numeric_limits<float>::infinity();
+    any = any || allowed_[i];
+  }
+  if (!any) fail("the grammar allows no token of this vocabulary after {} generated tokens", n_generated());
+  const TokenId token = sampler_.sample(masked_.data(), history_);
+  if (!tokenizer_.is_end_of_generation(token) && !grammar_->accept(tokenizer_.token_to_piece(token)))
+    fail("internal: the grammar refused token {} it had allowed", token);
+  return token;
 }
 
 std::string SequenceDecoder::flush() {

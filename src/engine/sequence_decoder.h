@@ -4,6 +4,7 @@
 // end generation. Generator (one sequence, its own loop) and Scheduler (many
 // sequences in one batch) both drive it, so a request ends the same way and
 // yields the same tokens whichever runs it.
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "engine/generator.h"
 #include "engine/sampler.h"
 #include "engine/stop_matcher.h"
+#include "grammar/grammar_matcher.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8_stream.h"
 
@@ -54,6 +56,9 @@ class SequenceDecoder {
   const char* finish_reason() const { return finish_reason_; }
 
  private:
+  // The sampler's draw, or with a grammar the draw among what it allows.
+  TokenId sample(const float* logits);
+
   const Tokenizer& tokenizer_;
   const GenerationOptions& options_;
   int n_vocab_;
@@ -61,6 +66,11 @@ class SequenceDecoder {
   int n_prompt_;
   Sampler sampler_;
   StopMatcher stops_;
+  // With options.grammar: where the text stands in it, and buffers for a
+  // draw the grammar refused (the logits with what it forbids at -inf).
+  std::optional<grammar::GrammarMatcher> grammar_;
+  std::vector<float> masked_;
+  std::vector<uint8_t> allowed_;
   Utf8Stream utf8_;
   std::vector<TokenId> history_;  // prompt + generated
   std::string text_;

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "server/http_front.h"
+#include "server/output_constraint.h"
 #include "server/reasoning_splitter.h"
 #include "server/tool_calls.h"
 #include "server/request_channel.h"
@@ -259,7 +260,6 @@ void send_stream(ServingContext& ctx, httplib::Response& res, std::shared_ptr<Re
   };
   res.set_chunked_content_provider("text/event-stream", std::move(provider), std::move(release));
 }
-
 }  // namespace
 
 void handle_generation(ServingContext& ctx, const httplib::Request& req, httplib::Response& res, bool chat) {
@@ -269,9 +269,11 @@ void handle_generation(ServingContext& ctx, const httplib::Request& req, httplib
     if (status.phase == Phase::Degraded) throw unavailable(status.reason);
   }
   const json body = parse_json_body(req.body);
-  GenerationRequest g = chat ? parse_chat_request(body, ctx.options.defaults, nlohmann::ordered_json::parse(req.body))
-                             : parse_completion_request(body, ctx.options.defaults);
+  const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(req.body);
+  GenerationRequest g = chat ? parse_chat_request(body, ctx.options.defaults, ordered)
+                             : parse_completion_request(body, ctx.options.defaults, ordered);
   ctx.check_model(g.model);
+  compile_output_constraint(g, engine.chat_template().source());
   std::vector<TokenId> prompt = build_prompt(engine, g);
   const size_t n_prompt = prompt.size();
   ResponseMeta meta = new_response_meta(chat, ctx.model_id);

@@ -2,6 +2,7 @@
 // Every field is checked for type and range, and a bad one gives a 400 that
 // names it (OpenAI's wording where it has one), so a client learns what to
 // fix instead of getting a silently different generation.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <regex>
@@ -9,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "server/openai_types.h"
+#include "util/error.h"
 
 namespace shoal::server {
 namespace {
@@ -86,6 +88,61 @@ bool read_bool(const json& body, const char* key, bool& out) {
 }
 
 // Fields this server parses for both endpoints.
+// One constraint per request: a second is a 400 naming both.
+void claim_constraint(GenerationRequest& r, const std::string& param) {
+  if (!r.constrained_by.empty())
+    bad_value(param, fmt::format("only one of 'response_format' (json), 'grammar' and 'json_schema' may be given, "
+                                 "but '{}' is too.", r.constrained_by));
+  r.constrained_by = param;
+}
+
+// Read from the body as sent (ordered_json): a schema's properties are
+// written in the order the client listed them.
+void read_constraint(const nlohmann::ordered_json& body, GenerationRequest& r) {
+  using ojson = nlohmann::ordered_json;
+  const auto get = [](const ojson& object, const char* key) -> const ojson* {
+    auto it = object.find(key);
+    return it == object.end() || it->is_null() ? nullptr : &*it;
+  };
+  const auto plain = [](const ojson& v) { return json::parse(v.dump()); };
+  if (const ojson* v = get(body, "response_format")) {
+    if (!v->is_object()) bad_type("response_format", "an object", plain(*v));
+    const ojson* type = get(*v, "type");
+    if (!type) throw ApiError(400, "Missing required parameter: 'response_format.type'.", "invalid_request_error",
+                              "response_format.type", "missing_required_parameter");
+    if (*type == "json_object") {
+      claim_constraint(r, "response_format");
+      r.response_schema = ojson{{"type", "object"}};
+    } else if (*type == "json_schema") {
+      const ojson* spec = get(*v, "json_schema");
+      if (!spec) throw ApiError(400, "Missing required parameter: 'response_format.json_schema'.",
+                                "invalid_request_error", "response_format.json_schema", "missing_required_parameter");
+      if (!spec->is_object()) bad_type("response_format.json_schema", "an object", plain(*spec));
+      if (const ojson* strict = get(*spec, "strict"); strict && !strict->is_boolean())
+        bad_type("response_format.json_schema.strict", "a boolean", plain(*strict));
+      // Without a schema any JSON value goes (llama-server does the same).
+      const ojson* schema = get(*spec, "schema");
+      claim_constraint(r, "response_format");
+      r.response_schema = schema ? *schema : ojson(true);
+    } else if (*type != "text") {
+      bad_value("response_format.type",
+                fmt::format("expected 'text', 'json_object' or 'json_schema', but got {}.", type->dump()));
+    }
+  }
+  if (const ojson* v = get(body, "json_schema")) {  // llama-server's shortcut
+    if (!v->is_object() && !v->is_boolean()) bad_type("json_schema", "an object", plain(*v));
+    claim_constraint(r, "json_schema");
+    r.response_schema = *v;
+  }
+  if (const ojson* v = get(body, "grammar")) {
+    if (!v->is_string()) bad_type("grammar", "a string", plain(*v));
+    if (!v->get<std::string>().empty()) {
+      claim_constraint(r, "grammar");
+      r.gbnf = v->get<std::string>();
+    }
+  }
+}
+
 void read_common(const json& body, const RequestDefaults& defaults, GenerationRequest& r) {
   if (const json* v = field(body, "model")) {
     if (!v->is_string()) bad_type("model", "a string", *v);
@@ -149,11 +206,6 @@ void read_common(const json& body, const RequestDefaults& defaults, GenerationRe
 
   if (const json* v = field(body, "functions"); v && !(v->is_array() && v->empty()))
     unsupported("functions", "the deprecated 'functions'; send 'tools'");
-  if (const json* v = field(body, "response_format")) {
-    if (!v->is_object()) bad_type("response_format", "an object", *v);
-    const json* type = field(*v, "type");
-    if (type && *type != "text") unsupported("response_format", "only {\"type\": \"text\"}");
-  }
 }
 
 std::string message_content(const json& content, const std::string& role, size_t index) {
@@ -290,9 +342,20 @@ void read_tool_choice(const json& body, GenerationRequest& r) {
   if (choice == "none") {
     r.tools = nullptr;  // the template is not shown the tools, and nothing is parsed as a call
     r.tool_names.clear();
-  } else if (choice != "auto") {
-    unsupported("tool_choice", fmt::format("{} needs grammar-constrained output, which this server does not have "
-                                           "yet; use 'auto'", choice));
+    return;
+  }
+  if (choice == "auto") return;
+  if (r.tool_names.empty()) bad_value("tool_choice", "a call is asked for, but no tools are offered.");
+  r.tool_call_forced = true;
+  if (v->is_object()) {  // {"type": "function", "function": {"name": …}}
+    const json* fn = field(*v, "function");
+    const json* name = fn && fn->is_object() ? field(*fn, "name") : nullptr;
+    if (!name || !name->is_string())
+      bad_value("tool_choice", "expected {\"type\": \"function\", \"function\": {\"name\": …}}.");
+    r.forced_tool = name->get<std::string>();
+    if (std::find(r.tool_names.begin(), r.tool_names.end(), r.forced_tool) == r.tool_names.end())
+      bad_value("tool_choice", fmt::format("no offered tool is named '{}'.", r.forced_tool));
+    r.tool_names = {r.forced_tool};
   }
 }
 
@@ -303,6 +366,7 @@ GenerationRequest parse_chat_request(const json& body, const RequestDefaults& de
   read_common(body, defaults, r);
   const nlohmann::ordered_json ordered =
       ordered_body.is_object() ? ordered_body : nlohmann::ordered_json::parse(body.dump());
+  read_constraint(ordered, r);
   if (const auto it = ordered.find("tools"); it != ordered.end() && !it->is_null()) read_tools(*it, r);
   read_tool_choice(body, r);
   read_bool(body, "parallel_tool_calls", r.parallel_tool_calls);
@@ -356,11 +420,13 @@ GenerationRequest parse_chat_request(const json& body, const RequestDefaults& de
   return r;
 }
 
-GenerationRequest parse_completion_request(const json& body, const RequestDefaults& defaults) {
+GenerationRequest parse_completion_request(const json& body, const RequestDefaults& defaults,
+                                           const nlohmann::ordered_json& ordered_body) {
   if (const json* v = field(body, "tools"); v && !(v->is_array() && v->empty()))
     unsupported("tools", "tools are offered through /v1/chat/completions");
   GenerationRequest r;
   read_common(body, defaults, r);
+  read_constraint(ordered_body.is_object() ? ordered_body : nlohmann::ordered_json::parse(body.dump()), r);
   // The legacy API's logprobs: how many alternatives per token (OpenAI allows 5; llama-server more).
   int64_t logprobs = 0;
   if (read_integer(body, "logprobs", 0, 20, logprobs)) r.options.logprobs = static_cast<int>(logprobs);

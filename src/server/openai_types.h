@@ -64,6 +64,18 @@ struct GenerationRequest {
   std::vector<std::string> tool_names;
   bool parallel_tool_calls = true;
   nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();
+  // tool_choice "required" or a named function: the reply is a call,
+  // grammar-constrained (server/tool_call_grammar.h); forced_tool names the
+  // function, empty for any.
+  bool tool_call_forced = false;
+  std::string forced_tool;
+  // response_format json_object / json_schema or `json_schema` (a schema;
+  // json_object: {"type": "object"}), or `grammar` (GBNF text); the route
+  // compiles them, with the offered tools, into options.grammar
+  // (server/output_constraint.h). constrained_by names the parameter.
+  nlohmann::ordered_json response_schema;  // null: none
+  std::string gbnf;
+  std::string constrained_by;
   // options.logprobs: chat's top_logprobs when logprobs is true, a
   // completion's logprobs count; -1 when not asked.
 };
@@ -74,7 +86,8 @@ json parse_json_body(const std::string& body);
 // tojson writes); null: taken from `body`.
 GenerationRequest parse_chat_request(const json& body, const RequestDefaults& defaults,
                                      const nlohmann::ordered_json& ordered = nullptr);
-GenerationRequest parse_completion_request(const json& body, const RequestDefaults& defaults);
+GenerationRequest parse_completion_request(const json& body, const RequestDefaults& defaults,
+                                           const nlohmann::ordered_json& ordered = nullptr);
 
 // What every response object and chunk of one request repeats.
 struct ResponseMeta {

@@ -136,6 +136,16 @@ std::string Tokenizer::token_to_piece(TokenId id, bool render_special) const {
   return pieces_[static_cast<size_t>(id)];
 }
 
+const grammar::ByteTrie& Tokenizer::piece_trie() const {
+  std::call_once(trie_once_, [this] {
+    std::vector<std::string> pieces;
+    pieces.reserve(pieces_.size());
+    for (TokenId id = 0; id < vocab_.size(); ++id) pieces.push_back(token_to_piece(id));
+    trie_ = std::make_unique<grammar::ByteTrie>(pieces);
+  });
+  return *trie_;
+}
+
 std::vector<Tokenizer::Fragment> Tokenizer::partition(std::string_view text, bool parse_special) const {
   std::vector<Fragment> fragments;
   if (!text.empty()) fragments.push_back({kNoToken, 0, text.size()});

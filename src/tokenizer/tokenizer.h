@@ -5,11 +5,13 @@
 // vocabularies. All methods are const and thread-safe.
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "grammar/byte_trie.h"
 #include "tokenizer/vocab.h"
 
 namespace shoal {
@@ -65,6 +67,10 @@ class Tokenizer {
 
   const Vocab& vocab() const { return vocab_; }
 
+  // Every token's token_to_piece bytes as a trie, control tokens left out
+  // (what a grammar may let through); built on first use, then shared.
+  const grammar::ByteTrie& piece_trie() const;
+
  private:
   explicit Tokenizer(Vocab vocab);
   void check(TokenId id) const;
@@ -82,6 +88,8 @@ class Tokenizer {
   std::unique_ptr<SpmTokenizer> spm_;
   std::unique_ptr<BpeTokenizer> bpe_;
   std::vector<std::string> pieces_;  // token_to_piece(id, true), built once
+  mutable std::once_flag trie_once_;
+  mutable std::unique_ptr<grammar::ByteTrie> trie_;
 };
 
 }  // namespace shoal

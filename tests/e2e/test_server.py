@@ -171,7 +171,10 @@ BAD = [
     (CHAT, {"messages": MSG, "model": 3}, 400, "invalid_type", "'model'"),
     (CHAT, {"messages": MSG, "tools": [{"type": "function"}]}, 400, "missing_required_parameter",
      "tools[0].function"),
-    (CHAT, {"messages": MSG, "tool_choice": "required"}, 400, "unsupported_parameter", "tool_choice"),
+    (CHAT, {"messages": MSG, "tool_choice": "required"}, 400, "invalid_value", "no tools are offered"),
+    (CHAT, {"messages": MSG, "grammar": "root ::= x"}, 400, "invalid_value", "'x' is used but never defined"),
+    (CHAT, {"messages": MSG, "response_format": {"type": "json_schema", "json_schema": {"schema": {
+        "type": "string", "format": "email"}}}}, 400, "invalid_value", "'format'"),
     ("/v1/completions", {"prompt": "hi", "tools": [{"type": "function"}]}, 400, "unsupported_parameter", "tools"),
     (CHAT, {"messages": MSG, "model": "llama-9000"}, 404, "model_not_found", "llama-9000"),
     ("/v1/completions", {"prompt": 42}, 400, "invalid_type", "'prompt'"),

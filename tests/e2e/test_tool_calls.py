@@ -89,7 +89,9 @@ def test_bad_tool_requests_are_refused_by_name(qwen):
     for body, param in (({"tools": [{"type": "function", "function": {"name": "bad name!"}}]}, "tools[0].function.name"),
                         ({"tools": [{"type": "retrieval"}]}, "tools[0].type"),
                         ({"tools": TOOLS, "tool_choice": "sometimes"}, "tool_choice"),
-                        ({"tools": TOOLS, "tool_choice": "required"}, "tool_choice"),
+                        ({"tool_choice": "required"}, "tool_choice"),
+                        ({"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "x"}}},
+                         "tool_choice"),
                         ({"tools": "get_weather"}, "tools")):
         status, out = qwen.post_json("/v1/chat/completions", {"messages": QUESTION, **body})
         assert status == 400 and out["error"]["param"] == param, (body, out)
