@@ -8,6 +8,9 @@
 #include "cli/common_options.h"
 #include "engine/stage_report.h"
 #include "engine/generator.h"
+#include "grammar/gbnf_parser.h"
+#include "grammar/grammar_matcher.h"
+#include "server/json_schema_grammar.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -27,7 +30,38 @@ struct RunOptions {
   bool ignore_eos = false;
   std::vector<std::string> stop;
   std::string logits_out;
+  std::string grammar, grammar_file, json_schema, json_schema_file;
 };
+
+std::string read_text_file(const std::string& path, const char* what) {
+  std::ifstream in(path);
+  if (!in) fail("cannot read {} file {}", what, path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// --grammar / --grammar-file (GBNF) or --json-schema / --json-schema-file,
+// as llama.cpp's tools take them: the output is held to it.
+std::shared_ptr<const grammar::Grammar> output_grammar(const RunOptions& o) {
+  const int given = !o.grammar.empty() + !o.grammar_file.empty() + !o.json_schema.empty() + !o.json_schema_file.empty();
+  if (given == 0) return nullptr;
+  if (given > 1) fail("give one of --grammar, --grammar-file, --json-schema and --json-schema-file");
+  std::string gbnf = !o.grammar_file.empty() ? read_text_file(o.grammar_file, "grammar") : o.grammar;
+  if (!o.json_schema.empty() || !o.json_schema_file.empty()) {
+    const std::string text = o.json_schema.empty() ? read_text_file(o.json_schema_file, "JSON schema") : o.json_schema;
+    nlohmann::ordered_json schema;
+    try {
+      schema = nlohmann::ordered_json::parse(text);
+    } catch (const nlohmann::json::exception& e) {
+      fail("the JSON schema is not JSON: {}", e.what());
+    }
+    gbnf = server::json_schema_gbnf(schema);
+  }
+  auto g = std::make_shared<const grammar::Grammar>(grammar::parse_gbnf(gbnf));
+  grammar::GrammarMatcher start(g);  // a grammar that cannot start fails here, not mid-run
+  return g;
+}
 
 int run(RunOptions& o) {
   set_verbosity(o.common.verbosity);
@@ -45,6 +79,7 @@ int run(RunOptions& o) {
   gen.sampling = o.common.sampling;
   gen.stop = o.stop;
   gen.ignore_eos = o.ignore_eos;
+  gen.grammar = output_grammar(o);
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> logits_file(nullptr, std::fclose);
   if (!o.logits_out.empty()) {
     logits_file.reset(std::fopen(o.logits_out.c_str(), "wb"));
@@ -109,6 +144,10 @@ Command add_run_command(CLI::App& app) {
   cmd->add_option("--system", o->system, "system message for --chat");
   cmd->add_flag("--ignore-eos", o->ignore_eos, "keep generating past end-of-generation tokens");
   cmd->add_option("--stop", o->stop, "stop string (repeatable)");
+  cmd->add_option("--grammar", o->grammar, "hold the output to this GBNF grammar (llama.cpp's format)");
+  cmd->add_option("--grammar-file", o->grammar_file, "hold the output to the GBNF grammar in this file");
+  cmd->add_option("-j,--json-schema", o->json_schema, "hold the output to JSON valid for this JSON schema");
+  cmd->add_option("--json-schema-file", o->json_schema_file, "hold the output to the JSON schema in this file");
   cmd->add_option("--logits-out", o->logits_out, "write each step's logits (raw f32, n_vocab per token) to a file");
   return [o] { return run(*o); };
 }

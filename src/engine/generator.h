@@ -32,6 +32,9 @@ struct GenerationOptions {
   // schemas, tool calls, GBNF); the end token only where the text is a whole
   // match, and a match nothing may follow ends generation ("stop").
   std::shared_ptr<const grammar::Grammar> grammar;
+  // Control tokens written into the text all the same (a tool-call family's
+  // markers, which would be hidden otherwise).
+  std::vector<TokenId> shown_tokens;
   // Not None: an embedding request. The prompt is read, nothing generated,
   // and RequestResult::embedding holds the pooled, L2-normalised vector.
   Pooling pooling = Pooling::None;

@@ -52,7 +52,9 @@ bool SequenceDecoder::step(const float* logits) {
   if (options_.logprobs >= 0 && options_.on_logprob)
     options_.on_logprob(token_logprob(logits, n_vocab_, token, options_.logprobs));
   history_.push_back(token);
-  text_ = stops_.push(utf8_.push(tokenizer_.token_to_piece(token)));
+  const bool shown = std::find(options_.shown_tokens.begin(), options_.shown_tokens.end(), token) !=
+                     options_.shown_tokens.end();
+  text_ = stops_.push(utf8_.push(tokenizer_.token_to_piece(token, shown)));
   if (stops_.stopped()) {
     finish_reason_ = "stop";
   } else if (limited && n_generated() >= options_.max_tokens) {

@@ -274,6 +274,13 @@ void handle_generation(ServingContext& ctx, const httplib::Request& req, httplib
                              : parse_completion_request(body, ctx.options.defaults, ordered);
   ctx.check_model(g.model);
   compile_output_constraint(g, engine.chat_template().source());
+  if (!g.tool_names.empty()) {  // the families' markers must reach the tool-call parser
+    const Tokenizer& tok = engine.tokenizer();
+    for (const std::string& marker : tool_call_markers()) {
+      const auto id = tok.find_token(marker);
+      if (id && tok.is_control(*id)) g.options.shown_tokens.push_back(*id);
+    }
+  }
   std::vector<TokenId> prompt = build_prompt(engine, g);
   const size_t n_prompt = prompt.size();
   ResponseMeta meta = new_response_meta(chat, ctx.model_id);

@@ -60,7 +60,8 @@ json props_json(ServingContext& ctx) {
                                                    {"min_p", ctx.options.defaults.sampling.min_p},
                                                    {"n_predict", ctx.options.defaults.max_tokens}}}}},
           {"capabilities", {{"completion", true}, {"chat", true}, {"logprobs", true},
-                            {"thinking", tmpl.thinks()}, {"tools", tmpl.uses_jinja()}, {"embeddings", true}}},
+                            {"thinking", tmpl.thinks()}, {"tools", tmpl.uses_jinja()}, {"embeddings", true},
+                            {"json_schema", true}, {"grammar", true}}},
           {"build_info", "shoal 0.1.0"}};
 }
 

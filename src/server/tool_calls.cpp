@@ -10,7 +10,9 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
-constexpr std::string_view kMarkers[] = {"<tool_call>", "<|python_tag|>", "[TOOL_CALLS]"};
+constexpr std::string_view kMarkers[] = {"<tool_call>", "<|python_tag|>", "[TOOL_CALLS]",
+                                         "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>",
+                                         "<|tool_calls_section_begin|>", "<|tool_call_begin|>", "to=functions."};
 
 std::string trim(std::string_view s) {
   size_t b = 0, e = s.size();
@@ -113,6 +115,140 @@ bool offered(const std::vector<ToolCall>& calls, const std::vector<std::string>&
   });
 }
 
+
+// Arguments written as JSON (maybe in a ```json fence) at the start of `s`.
+bool json_arguments(std::string_view s, ToolCall& call) {
+  size_t used = 0;
+  ojson j = leading_json(s, used);
+  if (j.is_discarded() || !j.is_object()) return false;
+  call.arguments = j.dump();
+  return true;
+}
+
+// GLM 4.5+: <tool_call>name\n<arg_key>k</arg_key>\n<arg_value>v</arg_value>…</tool_call>;
+// a value that reads as JSON (a number, an object) is that, else a string.
+bool glm_call(std::string_view body, ToolCall& call) {
+  const size_t first = body.find("<arg_key>");
+  call.name = trim(body.substr(0, std::min(first, body.find('\n'))));
+  if (call.name.empty() || call.name.find_first_of("{}[]<> ") != std::string::npos) return false;
+  ojson args = ojson::object();
+  for (size_t at = first; at != std::string_view::npos; at = body.find("<arg_key>", at)) {
+    const size_t key_end = body.find("</arg_key>", at);
+    const size_t value = body.find("<arg_value>", key_end);
+    const size_t value_end = body.find("</arg_value>", value);
+    if (key_end == std::string_view::npos || value == std::string_view::npos || value_end == std::string_view::npos)
+      return false;
+    const std::string key = trim(body.substr(at + 9, key_end - at - 9));
+    const std::string_view text = body.substr(value + 11, value_end - value - 11);
+    ojson parsed = ojson::parse(text, nullptr, false);
+    args[key] = parsed.is_discarded() ? ojson(std::string(text)) : parsed;
+    at = value_end;
+  }
+  call.id = call_id();
+  call.arguments = args.dump();
+  return true;
+}
+
+// The text around a section of calls is the content.
+void set_content(std::string_view s, size_t begin, size_t end, ToolReply& reply) {
+  reply.content = trim(std::string(s.substr(0, begin)) + std::string(end < s.size() ? s.substr(end) : ""));
+}
+
+// DeepSeek: <｜tool▁calls▁begin｜> then per call <｜tool▁call▁begin｜> TYPE
+// <｜tool▁sep｜> NAME, a line break and ```json ARGS ``` (V3, R1), or NAME
+// <｜tool▁sep｜> ARGS (V3.1 and later), closed by <｜tool▁call▁end｜>.
+bool deepseek_calls(std::string_view s, ToolReply& reply) {
+  constexpr std::string_view kBegin = "<｜tool▁call▁begin｜>", kSep = "<｜tool▁sep｜>", kEnd = "<｜tool▁call▁end｜>";
+  size_t first = s.find(kBegin);
+  if (first == std::string_view::npos) return false;
+  const size_t section = s.rfind("<｜tool▁calls▁begin｜>", first);
+  const size_t start = section == std::string_view::npos ? first : section;
+  std::vector<ToolCall> calls;
+  size_t at = first;
+  while (at != std::string_view::npos) {
+    const size_t sep = s.find(kSep, at);
+    if (sep == std::string_view::npos) return false;
+    size_t end = s.find(kEnd, sep);
+    std::string_view head = s.substr(at + kBegin.size(), sep - at - kBegin.size());
+    std::string_view rest = s.substr(sep + kSep.size(), end == std::string_view::npos ? end : end - sep - kSep.size());
+    ToolCall c;
+    c.id = call_id();
+    if (trim(head) == "function") {
+      const size_t nl = rest.find('\n');
+      c.name = trim(rest.substr(0, nl));
+      rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
+    } else {
+      c.name = trim(head);
+    }
+    if (c.name.empty() || !json_arguments(rest, c)) return false;
+    calls.push_back(std::move(c));
+    at = end == std::string_view::npos ? end : s.find(kBegin, end);
+    if (end != std::string_view::npos) first = end + kEnd.size();
+  }
+  size_t stop = first;
+  if (const size_t close = s.find("<｜tool▁calls▁end｜>", stop); close != std::string_view::npos)
+    stop = close + std::string_view("<｜tool▁calls▁end｜>").size();
+  reply.calls = std::move(calls);
+  set_content(s, start, stop, reply);
+  return true;
+}
+
+// Kimi K2: <|tool_calls_section_begin|> then per call <|tool_call_begin|>
+// functions.NAME:INDEX <|tool_call_argument_begin|> ARGS <|tool_call_end|>.
+bool kimi_calls(std::string_view s, ToolReply& reply) {
+  constexpr std::string_view kBegin = "<|tool_call_begin|>", kArgs = "<|tool_call_argument_begin|>",
+                             kEnd = "<|tool_call_end|>";
+  size_t at = s.find(kBegin);
+  if (at == std::string_view::npos) return false;
+  const size_t section = s.rfind("<|tool_calls_section_begin|>", at);
+  const size_t start = section == std::string_view::npos ? at : section;
+  std::vector<ToolCall> calls;
+  size_t stop = at;
+  while (at != std::string_view::npos) {
+    const size_t args = s.find(kArgs, at);
+    if (args == std::string_view::npos) return false;
+    std::string id = trim(s.substr(at + kBegin.size(), args - at - kBegin.size()));
+    if (id.starts_with("functions.")) id.erase(0, 10);
+    if (const size_t colon = id.rfind(':'); colon != std::string::npos) id.erase(colon);
+    const size_t end = s.find(kEnd, args);
+    ToolCall c;
+    c.id = call_id();
+    c.name = id;
+    if (c.name.empty() || !json_arguments(s.substr(args + kArgs.size()), c)) return false;
+    calls.push_back(std::move(c));
+    stop = end == std::string_view::npos ? s.size() : end + kEnd.size();
+    at = end == std::string_view::npos ? end : s.find(kBegin, end);
+  }
+  if (const size_t close = s.find("<|tool_calls_section_end|>", stop); close != std::string_view::npos)
+    stop = close + std::string_view("<|tool_calls_section_end|>").size();
+  reply.calls = std::move(calls);
+  set_content(s, start, stop, reply);
+  return true;
+}
+
+// gpt-oss (harmony): … to=functions.NAME<|channel|>commentary json<|message|>ARGS
+// (or the recipient after the channel); <|call|> ends generation. Text
+// before the call's <|start|> (or its channel) is content.
+bool gpt_oss_call(std::string_view s, ToolReply& reply) {
+  constexpr std::string_view kTo = "to=functions.";
+  const size_t to = s.find(kTo);
+  if (to == std::string_view::npos) return false;
+  size_t name_end = to + kTo.size();
+  while (name_end < s.size() && !std::isspace(static_cast<unsigned char>(s[name_end])) && s[name_end] != '<') ++name_end;
+  const size_t message = s.find("<|message|>", name_end);
+  if (message == std::string_view::npos) return false;
+  ToolCall c;
+  c.id = call_id();
+  c.name = std::string(s.substr(to + kTo.size(), name_end - to - kTo.size()));
+  if (c.name.empty() || !json_arguments(s.substr(message + 11), c)) return false;
+  size_t start = s.rfind("<|start|>", to);
+  if (start == std::string_view::npos) start = s.rfind("<|channel|>", to);
+  if (start == std::string_view::npos) start = to;
+  reply.calls.push_back(std::move(c));
+  reply.content = trim(s.substr(0, start));
+  return true;
+}
+
 }  // namespace
 
 ToolReply parse_tool_calls(const std::string& text, const std::vector<std::string>& tools) {
@@ -131,7 +267,13 @@ ToolReply parse_tool_calls(const std::string& text, const std::vector<std::strin
       size_t used = 0;
       ojson j = leading_json(body, used);
       std::vector<ToolCall> calls;
-      if (j.is_discarded() || !to_calls(j, calls)) break;  // not a call: the rest stays text
+      if (j.is_discarded() || !to_calls(j, calls)) {
+        ToolCall glm;
+        const bool named = glm_call(body, glm) &&
+                           (tools.empty() || std::find(tools.begin(), tools.end(), glm.name) != tools.end());
+        if (!named) break;  // not a call: the rest stays text
+        calls.push_back(std::move(glm));
+      }
       content += s.substr(at, open - at);
       for (auto& c : calls) reply.calls.push_back(std::move(c));
       at = close == std::string_view::npos ? s.size() : close + std::string_view("</tool_call>").size();
@@ -177,6 +319,9 @@ ToolReply parse_tool_calls(const std::string& text, const std::vector<std::strin
         return reply;
       }
     }
+  }
+  for (auto* family : {&deepseek_calls, &kimi_calls, &gpt_oss_call}) {
+    if (family(s, reply)) return reply;
   }
   // A reply that is nothing but calls naming offered tools: one object, a
   // list of them, or objects one after another (one a line, say).
@@ -234,6 +379,16 @@ std::string ToolCallSplitter::feed(std::string_view piece) {
   std::string out = held_.substr(0, held_.size() - keep);
   held_.erase(0, held_.size() - keep);
   return out;
+}
+
+const std::vector<std::string>& tool_call_markers() {
+  static const std::vector<std::string> markers = {
+      "<tool_call>", "</tool_call>", "<|python_tag|>", "[TOOL_CALLS]", "[ARGS]", "<arg_key>", "</arg_key>",
+      "<arg_value>", "</arg_value>", "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>",
+      "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>", "<|tool_calls_section_begin|>", "<|tool_call_begin|>",
+      "<|tool_call_argument_begin|>", "<|tool_call_end|>", "<|tool_calls_section_end|>", "<|start|>",
+      "<|channel|>", "<|message|>", "<|constrain|>"};
+  return markers;
 }
 
 ToolReply ToolCallSplitter::finish() {

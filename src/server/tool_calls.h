@@ -4,6 +4,11 @@
 //   Hermes / Qwen    <tool_call>{"name": …, "arguments": {…}}</tool_call>, one or more
 //   Llama 3.x        <|python_tag|>{"name": …, "parameters": {…}} or the bare object
 //   Mistral          [TOOL_CALLS][{"name": …, "arguments": {…}}, …] or name[ARGS]{…}
+//   GLM 4.5+         <tool_call>name <arg_key>k</arg_key><arg_value>v</arg_value>…</tool_call>
+//   DeepSeek         <｜tool▁call▁begin｜>function<｜tool▁sep｜>name ```json {…}``` <｜tool▁call▁end｜>
+//                    (V3, R1) or name<｜tool▁sep｜>{…} (V3.1+), in a <｜tool▁calls▁begin｜> section
+//   Kimi K2          <|tool_call_begin|>functions.name:0<|tool_call_argument_begin|>{…}<|tool_call_end|>
+//   gpt-oss          … to=functions.name<|channel|>commentary json<|message|>{…}
 //   any family       a reply that is nothing but such an object (or a list of
 //                    them), bare or in a ```json fence, naming an offered tool
 //                    (small models, Qwen2.5-Coder among them, answer so;
@@ -28,6 +33,12 @@ struct ToolReply {
 
 // Reads the calls out of a whole reply; `tools` are the offered names.
 ToolReply parse_tool_calls(const std::string& text, const std::vector<std::string>& tools);
+
+// The marker texts of every family above: where one is a control token of
+// the model's vocabulary, it must be shown in the reply's text (it is
+// hidden otherwise) for the calls to be read, as llama-server's preserved
+// tokens are.
+const std::vector<std::string>& tool_call_markers();
 
 // For streams: content is sent as it comes until a call may be starting (a
 // marker, or a reply that opens with '{', '[' or a ``` fence); from there

@@ -1,6 +1,7 @@
 """The `shoal run` / `shoal chat` / `shoal bench` / `shoal inspect` contract
 on real models: generated text on stdout, logs on stderr, exit codes."""
 import json
+import re
 
 from conftest import run_shoal
 
@@ -79,3 +80,20 @@ def test_kv_cache_types_are_checked(shoal_bin, test_data, smollm2):
     r = run_shoal(shoal_bin, "run", "-m", smollm2, "--chat", "--system", SYSTEM, "-p", "What is the capital of France?",
                   "--temp", "0", "-n", "48", "-ctk", "q8_0", "-ctv", "q8_0")
     assert r.returncode == 0 and "Paris" in r.stdout, r.stdout + r.stderr
+
+
+def test_run_holds_output_to_a_json_schema_or_grammar(shoal_bin, smollm2, tmp_path):
+    import jsonschema
+    schema = {"type": "object", "properties": {"color": {"enum": ["red", "green"]}, "n": {"type": "integer"}},
+              "required": ["color", "n"], "additionalProperties": False}
+    r = run_shoal(shoal_bin, "run", "-m", smollm2, "--chat", "-p", "Give me a color as JSON.", "--temp", "0",
+                  "-n", "80", "-j", json.dumps(schema))
+    assert r.returncode == 0, r.stderr
+    jsonschema.validate(json.loads(r.stdout), schema)
+    assert "finish: stop" in r.stderr
+    (tmp_path / "g.gbnf").write_text('root ::= " " [0-9]{1,3} "."\n')
+    r = run_shoal(shoal_bin, "run", "-m", smollm2, "-p", "The number is", "--temp", "0.8", "--seed", "3",
+                  "-n", "20", "--grammar-file", tmp_path / "g.gbnf")
+    assert r.returncode == 0 and re.fullmatch(r"The number is [0-9]{1,3}\.\n", r.stdout), (r.stdout, r.stderr)
+    r = run_shoal(shoal_bin, "run", "-m", smollm2, "-p", "x", "--grammar", "root ::= y")
+    assert r.returncode != 0 and "grammar line 1, column 10: the rule 'y' is used but never defined" in r.stderr

@@ -40,6 +40,71 @@ TEST(ToolCalls, Llama3AndMistral) {
   EXPECT_EQ(args(r.calls[0])["city"], "Oslo");
 }
 
+// The texts below are what each family's own chat template writes for an
+// assistant turn with calls (tests/data/chat-templates, rendered by
+// `shoal template` with the tool_round_trip conversation).
+TEST(ToolCalls, DeepSeekKimiGlmAndGptOss) {
+  ToolReply r = parse_tool_calls(
+      "Checking.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n"
+      "{\"city\": \"Paris\", \"unit\": \"celsius\"}\n```<｜tool▁call▁end｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>add\n"
+      "```json\n{\"a\": 1, \"b\": 2}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+      kTools);  // DeepSeek V3 / R1
+  ASSERT_EQ(r.calls.size(), 2u);
+  EXPECT_EQ(r.content, "Checking.");
+  EXPECT_EQ(r.calls[0].name, "get_weather");
+  EXPECT_EQ(args(r.calls[0])["unit"], "celsius");
+  EXPECT_EQ(args(r.calls[1])["b"], 2);
+  r = parse_tool_calls("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Paris\"}"
+                       "<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+                       kTools);  // DeepSeek V3.1+
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(args(r.calls[0])["city"], "Paris");
+  EXPECT_EQ(r.content, "");
+  r = parse_tool_calls("<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0"
+                       "<|tool_call_argument_begin|>{\"city\": \"Paris\", \"unit\": \"celsius\"}<|tool_call_end|>"
+                       "<|tool_call_begin|>functions.add:1<|tool_call_argument_begin|>{\"a\": 4, \"b\": 5}"
+                       "<|tool_call_end|><|tool_calls_section_end|>",
+                       kTools);  // Kimi K2
+  ASSERT_EQ(r.calls.size(), 2u);
+  EXPECT_EQ(r.calls[0].name, "get_weather");
+  EXPECT_EQ(r.calls[1].name, "add");
+  EXPECT_EQ(args(r.calls[1])["a"], 4);
+  r = parse_tool_calls("Let me check.\n<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n"
+                       "<arg_key>unit</arg_key>\n<arg_value>celsius</arg_value>\n</tool_call>\n<tool_call>add\n"
+                       "<arg_key>a</arg_key>\n<arg_value>2</arg_value>\n<arg_key>b</arg_key>\n<arg_value>3</arg_value>\n"
+                       "</tool_call>",
+                       kTools);  // GLM 4.5+: values that read as JSON are JSON
+  ASSERT_EQ(r.calls.size(), 2u);
+  EXPECT_EQ(r.content, "Let me check.");
+  EXPECT_EQ(args(r.calls[0])["city"], "Paris");
+  EXPECT_EQ(args(r.calls[1])["a"], 2);
+  r = parse_tool_calls("<tool_call>not_offered\n<arg_key>x</arg_key><arg_value>1</arg_value></tool_call>", kTools);
+  EXPECT_TRUE(r.calls.empty());  // a GLM-shaped block naming no offered tool stays text
+  r = parse_tool_calls("<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant to=functions.get_weather"
+                       "<|channel|>commentary json<|message|>{\"city\": \"Paris\"}",
+                       kTools);  // gpt-oss
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(r.calls[0].name, "get_weather");
+  EXPECT_EQ(args(r.calls[0])["city"], "Paris");
+  r = parse_tool_calls("<|channel|>commentary to=functions.add <|constrain|>json<|message|>{\"a\": 1, \"b\": 1}",
+                       kTools);  // gpt-oss, the recipient after the channel
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(r.calls[0].name, "add");
+}
+
+TEST(ToolCalls, StreamedFamilyMarkersHoldTheCall) {
+  ToolCallSplitter split(kTools);
+  std::string content;
+  for (const char* piece : {"Sure", ". <|tool_calls_", "section_begin|><|tool_call_begin|>functions.add:0",
+                            "<|tool_call_argument_begin|>{\"a\": 1,", " \"b\": 2}<|tool_call_end|>",
+                            "<|tool_calls_section_end|>"})
+    content += split.feed(piece);
+  ToolReply r = split.finish();
+  EXPECT_EQ(content, "Sure. ");
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(args(r.calls[0])["b"], 2);
+}
+
 TEST(ToolCalls, BareOrFencedCallsNamingOfferedTools) {
   ToolReply r = parse_tool_calls("```json\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n```", kTools);
   ASSERT_EQ(r.calls.size(), 1u);
