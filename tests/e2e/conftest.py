@@ -35,6 +35,15 @@ def smollm2():
     return fetch("smollm2-135m")
 
 
+@pytest.fixture(scope="module")
+def qwen(shoal_bin, tmp_path_factory):
+    """`shoal serve` on Qwen2.5-Coder-0.5B (tools, constrained output, agents), one per test module."""
+    from server_fixtures import Server
+    s = Server(shoal_bin, fetch("qwen2.5-coder-0.5b"), tmp_path_factory.mktemp("qwen"))
+    yield s
+    s.stop()
+
+
 def random_model(name):
     """A random-weight GGUF of one architecture (tests/models/make_random_models.py)."""
     out = subprocess.run([str(ROOT / "tests" / "models" / "make_random_models.py"), name], check=True,

@@ -6,24 +6,13 @@ function, then asks again with the tools and response_format json_schema
 (strict) for the pydantic type; the reply must parse into it."""
 import asyncio
 
-import pytest
 from pydantic import BaseModel
-
-from conftest import fetch
-from server_fixtures import Server
 
 
 class Weather(BaseModel):
     city: str
     temperature_celsius: int
     sunny: bool
-
-
-@pytest.fixture(scope="module")
-def qwen(shoal_bin, tmp_path_factory):
-    s = Server(shoal_bin, fetch("qwen2.5-coder-0.5b"), tmp_path_factory.mktemp("agents"))
-    yield s
-    s.stop()
 
 
 def test_agent_calls_a_function_tool_and_returns_structured_output(qwen):

@@ -12,7 +12,7 @@ import re
 import jsonschema
 import pytest
 
-from conftest import ROOT, fetch
+from conftest import ROOT
 from server_fixtures import Server
 
 TOOLS = json.loads((ROOT / "tests" / "data" / "chat-templates" / "tools.json").read_text())
@@ -71,13 +71,6 @@ SCHEMAS = {
 }
 PROMPTS = {"person": "Invent a person and describe them.", "order": "Make up a shop order.",
            "library": "Describe a small library.", "matrix": "Give a 2x2 matrix."}
-
-
-@pytest.fixture(scope="module")
-def qwen(shoal_bin, tmp_path_factory):
-    s = Server(shoal_bin, fetch("qwen2.5-coder-0.5b"), tmp_path_factory.mktemp("constrained"))
-    yield s
-    s.stop()
 
 
 def schema_format(name):

@@ -5,20 +5,10 @@ message → a final answer; streamed (argument deltas) and not. The parser's
 families on their own texts."""
 import json
 
-import pytest
-
-from conftest import ROOT, fetch
-from server_fixtures import Server
+from conftest import ROOT
 
 TOOLS = json.loads((ROOT / "tests" / "data" / "chat-templates" / "tools.json").read_text())
 QUESTION = [{"role": "user", "content": "What is the weather in Paris?"}]
-
-
-@pytest.fixture(scope="module")
-def qwen(shoal_bin, tmp_path_factory):
-    s = Server(shoal_bin, fetch("qwen2.5-coder-0.5b"), tmp_path_factory.mktemp("tools"))
-    yield s
-    s.stop()
 
 
 def ask(client, messages, **kw):
