@@ -39,7 +39,11 @@ std::vector<TokenId> build_prompt(Engine& engine, GenerationRequest& g) {
       r.messages = g.messages_json;
       r.tools = g.tools;
       r.kwargs = g.template_kwargs;
-      if (!r.kwargs.contains("enable_thinking")) r.kwargs["enable_thinking"] = g.reasoning.value_or(engine.options().reasoning);
+      // Output held to a grammar leaves no room for a <think> block: a
+      // thinking template is asked for the answer alone unless the client
+      // said otherwise.
+      const bool think = g.reasoning.value_or(engine.options().reasoning && !g.options.grammar);
+      if (!r.kwargs.contains("enable_thinking")) r.kwargs["enable_thinking"] = think;
       text = engine.chat_template().render_prompt(r);
     } catch (const Error& e) {
       throw ApiError(400, e.what(), "invalid_request_error", "messages", "invalid_value");
