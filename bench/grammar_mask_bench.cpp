@@ -11,18 +11,14 @@
 #include "gguf/reader.h"
 #include "grammar/gbnf_parser.h"
 #include "grammar/grammar_matcher.h"
+#include "server/json_schema_grammar.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {
 
-const char* kJson = R"(root ::= object
-value ::= object | array | string | number | ("true" | "false" | "null") ws
-object ::= "{" ws ( string ":" ws value ("," ws string ":" ws value)* )? "}" ws
-array ::= "[" ws ( value ("," ws value)* )? "]" ws
-string ::= "\"" ([^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4}))* "\"" ws
-number ::= "-"? ([0-9] | [1-9] [0-9]{0,15}) ("." [0-9]{1,16})? ([eE] [-+]? [0-9]{1,15})? ws
-ws ::= | " " | "\n"{1,2} [ \t]{0,20}
-)";
+// Any JSON object, as response_format json_object asks for it: the rules
+// the server itself writes.
+std::string json_object_gbnf() { return shoal::server::json_schema_gbnf(nlohmann::ordered_json{{"type", "object"}}); }
 
 const shoal::Tokenizer& qwen() {
   static std::unique_ptr<shoal::gguf::File> file;
@@ -39,7 +35,7 @@ const shoal::Tokenizer& qwen() {
 
 void mask_after(benchmark::State& state, const char* prefix) {
   const shoal::Tokenizer& tok = qwen();
-  shoal::grammar::GrammarMatcher m(std::make_shared<const shoal::grammar::Grammar>(shoal::grammar::parse_gbnf(kJson)));
+  shoal::grammar::GrammarMatcher m(std::make_shared<const shoal::grammar::Grammar>(shoal::grammar::parse_gbnf(json_object_gbnf())));
   if (!m.accept(prefix)) state.SkipWithError("prefix refused");
   std::vector<uint8_t> allowed(static_cast<size_t>(tok.n_vocab()));
   size_t n = 0;

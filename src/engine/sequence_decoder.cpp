@@ -73,10 +73,7 @@ bool SequenceDecoder::step(const float* logits) {
 // greedy decoding that is exactly the best allowed token.
 TokenId SequenceDecoder::sample(const float* logits) {
   const TokenId first = sampler_.sample(logits, history_);
-  if (!grammar_) return first;
-  const bool end = tokenizer_.is_end_of_generation(first);
-  if (end ? grammar_->accepting() : !tokenizer_.is_control(first) && grammar_->accept(tokenizer_.token_to_piece(first)))
-    return first;
+  if (!grammar_ || grammar_takes(first)) return first;
   allowed_.assign(static_cast<size_t>(n_vocab_), 0);
   grammar_->allowed_tokens(tokenizer_.piece_trie(), allowed_);
   const bool may_end = grammar_->accepting();
@@ -89,9 +86,17 @@ TokenId SequenceDecoder::sample(const float* logits) {
   }
   if (!any) fail("the grammar allows no token of this vocabulary after {} generated tokens", n_generated());
   const TokenId token = sampler_.sample(masked_.data(), history_);
-  if (!tokenizer_.is_end_of_generation(token) && !grammar_->accept(tokenizer_.token_to_piece(token)))
-    fail("internal: the grammar refused token {} it had allowed", token);
+  if (!grammar_takes(token)) fail("internal: the grammar refused token {} it had allowed", token);
   return token;
+}
+
+// The same rule the mask follows: an end token where the text is a whole
+// match; any other token by its text (a token with none, a control token,
+// never — the piece trie leaves those out).
+bool SequenceDecoder::grammar_takes(TokenId token) {
+  if (tokenizer_.is_end_of_generation(token)) return grammar_->accepting();
+  const std::string piece = tokenizer_.token_to_piece(token);
+  return !piece.empty() && grammar_->accept(piece);
 }
 
 std::string SequenceDecoder::flush() {

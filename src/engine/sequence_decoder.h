@@ -58,6 +58,8 @@ class SequenceDecoder {
  private:
   // The sampler's draw, or with a grammar the draw among what it allows.
   TokenId sample(const float* logits);
+  // Whether the grammar allows `token` next; takes it if so.
+  bool grammar_takes(TokenId token);
 
   const Tokenizer& tokenizer_;
   const GenerationOptions& options_;

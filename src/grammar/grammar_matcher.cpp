@@ -181,11 +181,9 @@ class GrammarMatcher::Walk {
   // it: the move is kept per (set, that choice).
   int32_t move(int32_t from, uint32_t cp) {
     const Set& set = sets_[static_cast<size_t>(from)];
-    int32_t* slot = nullptr;
     std::pair<int32_t, uint64_t> wide_key{from, 0};
     if (cp < 128) {
-      slot = &sets_[static_cast<size_t>(from)].ascii[cp];
-      if (*slot != kUnknown) return *slot;
+      if (set.ascii[cp] != kUnknown) return set.ascii[cp];
     } else if (set.stacks.size() <= 64) {
       const Grammar& g = *matcher_.grammar_;
       for (size_t i = 0; i < set.stacks.size(); ++i) {

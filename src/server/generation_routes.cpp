@@ -264,6 +264,7 @@ void send_stream(ServingContext& ctx, httplib::Response& res, std::shared_ptr<Re
   };
   res.set_chunked_content_provider("text/event-stream", std::move(provider), std::move(release));
 }
+
 }  // namespace
 
 void handle_generation(ServingContext& ctx, const httplib::Request& req, httplib::Response& res, bool chat) {

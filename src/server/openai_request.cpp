@@ -10,7 +10,6 @@
 #include <fmt/format.h>
 
 #include "server/openai_types.h"
-#include "util/error.h"
 
 namespace shoal::server {
 namespace {
@@ -87,7 +86,6 @@ bool read_bool(const json& body, const char* key, bool& out) {
                  "unsupported_parameter");
 }
 
-// Fields this server parses for both endpoints.
 // One constraint per request: a second is a 400 naming both.
 void claim_constraint(GenerationRequest& r, const std::string& param) {
   if (!r.constrained_by.empty())
@@ -143,6 +141,7 @@ void read_constraint(const nlohmann::ordered_json& body, GenerationRequest& r) {
   }
 }
 
+// Fields this server parses for both endpoints.
 void read_common(const json& body, const RequestDefaults& defaults, GenerationRequest& r) {
   if (const json* v = field(body, "model")) {
     if (!v->is_string()) bad_type("model", "a string", *v);

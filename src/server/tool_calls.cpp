@@ -115,7 +115,6 @@ bool offered(const std::vector<ToolCall>& calls, const std::vector<std::string>&
   });
 }
 
-
 // Arguments written as JSON (maybe in a ```json fence) at the start of `s`.
 bool json_arguments(std::string_view s, ToolCall& call) {
   size_t used = 0;
@@ -154,76 +153,72 @@ void set_content(std::string_view s, size_t begin, size_t end, ToolReply& reply)
   reply.content = trim(std::string(s.substr(0, begin)) + std::string(end < s.size() ? s.substr(end) : ""));
 }
 
-// DeepSeek: <｜tool▁calls▁begin｜> then per call <｜tool▁call▁begin｜> TYPE
-// <｜tool▁sep｜> NAME, a line break and ```json ARGS ``` (V3, R1), or NAME
-// <｜tool▁sep｜> ARGS (V3.1 and later), closed by <｜tool▁call▁end｜>.
-bool deepseek_calls(std::string_view s, ToolReply& reply) {
-  constexpr std::string_view kBegin = "<｜tool▁call▁begin｜>", kSep = "<｜tool▁sep｜>", kEnd = "<｜tool▁call▁end｜>";
-  size_t first = s.find(kBegin);
-  if (first == std::string_view::npos) return false;
-  const size_t section = s.rfind("<｜tool▁calls▁begin｜>", first);
-  const size_t start = section == std::string_view::npos ? first : section;
+// A family that writes its calls in a section of markers:
+//   SECTION_BEGIN (CALL_BEGIN head SEP arguments CALL_END)+ SECTION_END
+// `name_of` reads the call's name from its head (and may move the start of
+// the arguments past a name written after SEP); false: not a call.
+struct SectionMarkers {
+  std::string_view section_begin, call_begin, sep, call_end, section_end;
+};
+using NameOf = bool (*)(std::string_view head, std::string_view& arguments, std::string& name);
+
+bool section_calls(std::string_view s, const SectionMarkers& m, NameOf name_of, ToolReply& reply) {
+  size_t at = s.find(m.call_begin);
+  if (at == std::string_view::npos) return false;
+  const size_t section = s.rfind(m.section_begin, at);
+  const size_t start = section == std::string_view::npos ? at : section;
   std::vector<ToolCall> calls;
-  size_t at = first;
+  size_t stop = at;
   while (at != std::string_view::npos) {
-    const size_t sep = s.find(kSep, at);
+    const size_t sep = s.find(m.sep, at);
     if (sep == std::string_view::npos) return false;
-    size_t end = s.find(kEnd, sep);
-    std::string_view head = s.substr(at + kBegin.size(), sep - at - kBegin.size());
-    std::string_view rest = s.substr(sep + kSep.size(), end == std::string_view::npos ? end : end - sep - kSep.size());
+    const size_t end = s.find(m.call_end, sep);
+    const std::string_view head = s.substr(at + m.call_begin.size(), sep - at - m.call_begin.size());
+    std::string_view arguments =
+        s.substr(sep + m.sep.size(), end == std::string_view::npos ? end : end - sep - m.sep.size());
     ToolCall c;
     c.id = call_id();
-    if (trim(head) == "function") {
-      const size_t nl = rest.find('\n');
-      c.name = trim(rest.substr(0, nl));
-      rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
-    } else {
-      c.name = trim(head);
-    }
-    if (c.name.empty() || !json_arguments(rest, c)) return false;
+    if (!name_of(head, arguments, c.name) || c.name.empty() || !json_arguments(arguments, c)) return false;
     calls.push_back(std::move(c));
-    at = end == std::string_view::npos ? end : s.find(kBegin, end);
-    if (end != std::string_view::npos) first = end + kEnd.size();
+    stop = end == std::string_view::npos ? s.size() : end + m.call_end.size();
+    at = end == std::string_view::npos ? end : s.find(m.call_begin, end);
   }
-  size_t stop = first;
-  if (const size_t close = s.find("<｜tool▁calls▁end｜>", stop); close != std::string_view::npos)
-    stop = close + std::string_view("<｜tool▁calls▁end｜>").size();
+  if (const size_t close = s.find(m.section_end, stop); close != std::string_view::npos)
+    stop = close + m.section_end.size();
   reply.calls = std::move(calls);
   set_content(s, start, stop, reply);
   return true;
 }
 
-// Kimi K2: <|tool_calls_section_begin|> then per call <|tool_call_begin|>
-// functions.NAME:INDEX <|tool_call_argument_begin|> ARGS <|tool_call_end|>.
+// DeepSeek: the head is the call's type "function" with the name on the
+// line after <｜tool▁sep｜> and ```json arguments``` (V3, R1), or the name
+// itself with the arguments straight after (V3.1 and later).
+bool deepseek_calls(std::string_view s, ToolReply& reply) {
+  static constexpr SectionMarkers kMarkers = {"<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>",
+                                               "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>"};
+  return section_calls(s, kMarkers, [](std::string_view head, std::string_view& arguments, std::string& name) {
+    if (trim(head) != "function") {
+      name = trim(head);
+      return true;
+    }
+    const size_t nl = arguments.find('\n');
+    name = trim(arguments.substr(0, nl));
+    arguments = nl == std::string_view::npos ? std::string_view() : arguments.substr(nl + 1);
+    return true;
+  }, reply);
+}
+
+// Kimi K2: the head is functions.NAME:INDEX.
 bool kimi_calls(std::string_view s, ToolReply& reply) {
-  constexpr std::string_view kBegin = "<|tool_call_begin|>", kArgs = "<|tool_call_argument_begin|>",
-                             kEnd = "<|tool_call_end|>";
-  size_t at = s.find(kBegin);
-  if (at == std::string_view::npos) return false;
-  const size_t section = s.rfind("<|tool_calls_section_begin|>", at);
-  const size_t start = section == std::string_view::npos ? at : section;
-  std::vector<ToolCall> calls;
-  size_t stop = at;
-  while (at != std::string_view::npos) {
-    const size_t args = s.find(kArgs, at);
-    if (args == std::string_view::npos) return false;
-    std::string id = trim(s.substr(at + kBegin.size(), args - at - kBegin.size()));
-    if (id.starts_with("functions.")) id.erase(0, 10);
-    if (const size_t colon = id.rfind(':'); colon != std::string::npos) id.erase(colon);
-    const size_t end = s.find(kEnd, args);
-    ToolCall c;
-    c.id = call_id();
-    c.name = id;
-    if (c.name.empty() || !json_arguments(s.substr(args + kArgs.size()), c)) return false;
-    calls.push_back(std::move(c));
-    stop = end == std::string_view::npos ? s.size() : end + kEnd.size();
-    at = end == std::string_view::npos ? end : s.find(kBegin, end);
-  }
-  if (const size_t close = s.find("<|tool_calls_section_end|>", stop); close != std::string_view::npos)
-    stop = close + std::string_view("<|tool_calls_section_end|>").size();
-  reply.calls = std::move(calls);
-  set_content(s, start, stop, reply);
-  return true;
+  static constexpr SectionMarkers kMarkers = {"<|tool_calls_section_begin|>", "<|tool_call_begin|>",
+                                               "<|tool_call_argument_begin|>", "<|tool_call_end|>",
+                                               "<|tool_calls_section_end|>"};
+  return section_calls(s, kMarkers, [](std::string_view head, std::string_view&, std::string& name) {
+    name = trim(head);
+    if (name.starts_with("functions.")) name.erase(0, 10);
+    if (const size_t colon = name.rfind(':'); colon != std::string::npos) name.erase(colon);
+    return true;
+  }, reply);
 }
 
 // gpt-oss (harmony): … to=functions.NAME<|channel|>commentary json<|message|>ARGS
