@@ -143,6 +143,7 @@ Command add_bench_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("bench", "prompt and generation throughput, like llama-bench");
   add_engine_options(*cmd, o->common);
   add_cluster_options(*cmd, o->common);
+  add_speculative_options(*cmd, o->common);
   cmd->add_option("-p,--n-prompt", o->n_prompt, "prompt tokens (pp test; 0 = skip)")->capture_default_str();
   cmd->add_option("-n,--n-gen", o->n_gen, "generated tokens (tg test; 0 = skip)")->capture_default_str();
   cmd->add_option("-d,--n-depth", o->n_depth, "tokens already in the context before each test (llama-bench -d)")

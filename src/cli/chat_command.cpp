@@ -26,6 +26,7 @@ int chat(ChatOptions& o) {
   gen.sampling = o.common.sampling;
   gen.stop = tmpl.stop_strings();
   Generator generator(engine.pipeline(), engine.tokenizer(), engine.n_ctx());
+  if (Drafter* d = engine.drafter()) generator.set_drafter(d, o.common.engine.speculative.draft_max);
   generator.set_recovery([&engine](const std::exception& e, const Pipeline::KeepPositions& keep) {
     return engine.rebuild_stages(&e, keep).has_value();
   });
@@ -61,6 +62,7 @@ Command add_chat_command(CLI::App& app) {
   add_engine_options(*cmd, o->common);
   add_sampling_options(*cmd, o->common);
   add_cluster_options(*cmd, o->common);
+  add_speculative_options(*cmd, o->common);
   cmd->add_option("--system", o->system, "system message");
   cmd->add_option("-n,--n-predict", o->n_predict, "most tokens per answer (-1: until the end)");
   return [o] { return chat(*o); };

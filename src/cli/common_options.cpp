@@ -135,6 +135,26 @@ uint64_t parse_size(const std::string& text) {
   return static_cast<uint64_t>(value * scale);
 }
 
+void add_speculative_options(CLI::App& cmd, CommonOptions& o) {
+  SpeculativeOptions& s = o.engine.speculative;
+  cmd.add_option("--model-draft", s.draft_model,
+                 "-md: a draft model for speculative decoding, a small GGUF with the same vocabulary (run here)");
+  cmd.add_option_function<std::string>(
+         "--spec-type", [&s](const std::string& v) { s.type = parse_spec_type(v); },
+         "speculative decoding: none, ngram (guesses from the prompt and the text so far) or draft (-md)")
+      ->check(CLI::IsMember({"none", "ngram", "draft"}))
+      ->default_str("none (draft with -md)");
+  cmd.add_option("--draft-max,--draft,--draft-n", s.draft_max, "most tokens guessed per step")
+      ->capture_default_str()
+      ->check(whole_number_in(1, 64));
+  cmd.add_option("--draft-min,--draft-n-min", s.draft_min, "fewer tokens guessed than this: none are checked")
+      ->capture_default_str()
+      ->check(whole_number_in(0, 64));
+  cmd.add_option("--draft-p-min", s.draft_p_min, "the draft model stops guessing below this probability")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+}
+
 void add_sampling_options(CLI::App& cmd, CommonOptions& o) {
   SamplingParams& s = o.sampling;
   cmd.add_option("--temp", s.temperature, "temperature; 0 = greedy")->capture_default_str();

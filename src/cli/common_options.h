@@ -29,7 +29,8 @@ struct ShortAlias {
   const char* long_name;
 };
 inline constexpr ShortAlias kShortAliases[] = {
-    {"-ctk", "--cache-type-k"}, {"-ctv", "--cache-type-v"}, {"-ngl", "--n-gpu-layers"}, {"-ub", "--ubatch-size"}};
+    {"-ctk", "--cache-type-k"}, {"-ctv", "--cache-type-v"}, {"-ngl", "--n-gpu-layers"}, {"-ub", "--ubatch-size"},
+    {"-md", "--model-draft"}};
 
 // -m, -t, -c, -b, -ub, -v, -ctk, -ctv, --device, -ngl
 void add_engine_options(CLI::App& cmd, CommonOptions& o);
@@ -44,6 +45,10 @@ void resolve_cluster_options(CommonOptions& o);
 StageBuilder stage_builder(CommonOptions& o);
 // Parses "8G", "512M", "1024" (bytes); throws shoal::Error.
 uint64_t parse_size(const std::string& text);
+
+// Speculative decoding, as llama-server spells it: -md, --spec-type,
+// --draft-max, --draft-min, --draft-p-min.
+void add_speculative_options(CLI::App& cmd, CommonOptions& o);
 
 // --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n,
 // --presence-penalty, --frequency-penalty, --seed

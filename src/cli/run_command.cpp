@@ -107,6 +107,7 @@ int run(RunOptions& o) {
     std::fflush(stdout);
   }
   Generator generator(engine.pipeline(), tok, engine.n_ctx());
+  if (Drafter* d = engine.drafter()) generator.set_drafter(d, o.common.engine.speculative.draft_max);
   generator.set_recovery([&engine](const std::exception& e, const Pipeline::KeepPositions& keep) {
     return engine.rebuild_stages(&e, keep).has_value();
   });
@@ -121,6 +122,10 @@ int run(RunOptions& o) {
   std::fprintf(stderr, "prompt: %d tokens in %.3f s (%.2f tok/s); generation: %zu tokens in %.3f s (%.2f tok/s); finish: %s\n",
                r.n_prompt, r.prompt_seconds, r.n_prompt / std::max(r.prompt_seconds, 1e-9), r.tokens.size(),
                r.generation_seconds, n_gen / std::max(r.generation_seconds, 1e-9), r.finish_reason.c_str());
+  if (r.drafted > 0)
+    std::fprintf(stderr, "speculative: %d of %d guessed tokens accepted (%.1f %%), %.2f tokens per step\n", r.accepted,
+                 r.drafted, 100.0 * r.accepted / r.drafted,
+                 n_gen / std::max(1.0, n_gen - r.accepted));
   // -v on a cluster: the plan's prediction per stage beside what the steps took.
   if (o.common.verbosity >= 1 && engine.supervisor())
     std::fprintf(stderr, "%s", format_stage_reports(stage_reports(engine),
@@ -136,6 +141,7 @@ Command add_run_command(CLI::App& app) {
   add_engine_options(*cmd, o->common);
   add_sampling_options(*cmd, o->common);
   add_cluster_options(*cmd, o->common);
+  add_speculative_options(*cmd, o->common);
   cmd->add_option("-p,--prompt", o->prompt, "prompt text");
   cmd->add_option("-f,--file", o->prompt_file, "read the prompt from a file");
   cmd->add_option("-n,--n-predict", o->n_predict, "tokens to generate (-1: until the end)")->capture_default_str();

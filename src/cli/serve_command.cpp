@@ -170,6 +170,7 @@ Command add_serve_command(CLI::App& app) {
   add_engine_options(*cmd, o->common);
   add_sampling_options(*cmd, o->common);
   add_cluster_options(*cmd, o->common);
+  add_speculative_options(*cmd, o->common);
   cmd->add_option("--host", o->server.host, "address to listen on")->capture_default_str();
   cmd->add_option("--port", o->server.port, "port (0: any free port)")->capture_default_str();
   cmd->add_option("--parallel,--np", o->server.parallel, "requests served at once (sequence slots)")

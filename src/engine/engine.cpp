@@ -1,10 +1,13 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <climits>
 #include <fstream>
 #include <sstream>
 
 #include "engine/local_stage.h"
+#include "engine/model_drafter.h"
+#include "engine/ngram_drafter.h"
 #include "model/kv_cache.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -13,7 +16,8 @@ namespace shoal {
 
 int default_context_size(const ModelConfig& config) { return std::min(config.n_ctx_train, 4096); }
 
-Engine::Engine(const EngineOptions& options, const StageBuilder& build_stages) : options_(options) {
+Engine::Engine(const EngineOptions& options, const StageBuilder& build_stages, ThreadPool* shared_pool)
+    : options_(options) {
   if (options.n_ubatch < 0) fail("-ub must not be negative, got {}", options.n_ubatch);
   file_ = gguf::File::open(options.model_path);
   config_ = ModelConfig::from_gguf(*file_);
@@ -35,7 +39,12 @@ Engine::Engine(const EngineOptions& options, const StageBuilder& build_stages) :
   if (n_ctx_ < 8 || n_ctx_ > (1 << 20)) fail("context size {} is out of range", n_ctx_);
   if (options.n_seq < 1 || options.n_seq > 256) fail("{} parallel sequences is out of range 1..256", options.n_seq);
   n_batch_ = std::clamp(options.n_batch, 1, 4096);
-  pool_ = std::make_unique<ThreadPool>(options.threads > 0 ? options.threads : ThreadPool::default_threads());
+  if (shared_pool) {
+    pool_ = shared_pool;
+  } else {
+    own_pool_ = std::make_unique<ThreadPool>(options.threads > 0 ? options.threads : ThreadPool::default_threads());
+    pool_ = own_pool_.get();
+  }
   backend_ = std::make_unique<CpuBackend>(*pool_, n_batch_, config_.max_activation_width());
   const DeviceChoice device = resolve_device(parse_device(options.device));
   gpu_begin_ = config_.n_layer;
@@ -65,6 +74,35 @@ Engine::Engine(const EngineOptions& options, const StageBuilder& build_stages) :
   spdlog::info("context {} tokens x {} sequences, batch {}, {} threads, chat template {}", n_ctx_, options.n_seq,
                n_batch_, pool_->size(), chat_template_.name());
   for (const auto& s : pipeline_->stages()) spdlog::info("stage: {}", s->describe());
+  make_drafter();
+}
+
+Engine::~Engine() = default;
+
+void Engine::make_drafter() {
+  SpeculativeOptions& spec = options_.speculative;
+  if (!spec.draft_model.empty() && spec.type == SpecType::None) spec.type = SpecType::Draft;
+  if (spec.type == SpecType::None) return;
+  if (spec.draft_max < 1 || spec.draft_max > 64) fail("--draft-max {} is out of range 1..64", spec.draft_max);
+  if (spec.draft_min < 0 || spec.draft_min > spec.draft_max)
+    fail("--draft-min {} is out of range 0..{} (--draft-max)", spec.draft_min, spec.draft_max);
+  if (!(spec.draft_p_min >= 0 && spec.draft_p_min <= 1)) fail("--draft-p-min {} is out of range 0..1", spec.draft_p_min);
+  // A verified guess is kept and a wrong one overwritten: the target's
+  // cache must go back by a whole guess.
+  if (pipeline_->max_rollback() < spec.draft_max + 1)
+    fail("speculative decoding needs a cache that can be cut back by {} tokens, and {}'s {} cannot", spec.draft_max + 1,
+         config_.arch, pipeline_->max_rollback() == 0 ? "recurrent state" : "sliding window");
+  if (spec.draft_max + 1 > n_batch_) fail("--draft-max {} needs a batch of {} tokens (-b)", spec.draft_max, spec.draft_max + 1);
+  // A slot's record stops short of its stages' rows by a wrong guess at
+  // most, so prefix reuse keeps that much of the window in hand.
+  if (pipeline_->max_rollback() != INT_MAX) pipeline_->set_max_rollback(pipeline_->max_rollback() - spec.draft_max - 1);
+  if (spec.type == SpecType::Draft) {
+    if (spec.draft_model.empty()) fail("--spec-type draft needs a draft model (-md FILE)");
+    drafter_ = std::make_unique<ModelDrafter>(spec, *this, *pool_);
+  } else {
+    drafter_ = std::make_unique<NgramDrafter>();
+  }
+  spdlog::info("speculative decoding: {}", drafter_->describe());
 }
 
 std::vector<std::unique_ptr<Stage>> Engine::make_local_stages(int begin, int end) {

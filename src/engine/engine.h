@@ -9,6 +9,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/device_choice.h"
+#include "engine/drafter.h"
 #include "engine/pipeline.h"
 #include "engine/pooling.h"
 #include "engine/stage_supervisor.h"
@@ -45,11 +46,16 @@ struct EngineOptions {
   KvTypes kv_types;           // the KV cache's element types (-ctk / -ctv)
   std::string device = "cpu"; // where this machine's layers run: cpu, vulkan, vulkan:N (--device)
   int gpu_layers = -1;        // layers on the GPU device, the last ones (-ngl); -1: all of them
+  SpeculativeOptions speculative;  // -md, --spec-type, --draft-max, ...
 };
 
 class Engine {
  public:
-  explicit Engine(const EngineOptions& options, const StageBuilder& build_stages = {});
+  // shared_pool: run on that pool instead of one of its own (a draft model
+  // beside its target: they take turns).
+  explicit Engine(const EngineOptions& options, const StageBuilder& build_stages = {},
+                  ThreadPool* shared_pool = nullptr);
+  ~Engine();
 
   // Layers [begin, end) on this machine: one LocalStage, or two when -ngl
   // puts the later layers on the GPU and the earlier ones on the CPU.
@@ -66,6 +72,8 @@ class Engine {
   // The first layer on the GPU (n_layer when none is).
   int gpu_begin() const { return gpu_begin_; }
   ThreadPool& pool() { return *pool_; }
+  // What guesses tokens for speculative decoding; null without it.
+  Drafter* drafter() { return drafter_.get(); }
 
   const ModelConfig& config() const { return config_; }
   const gguf::File& file() const { return *file_; }
@@ -103,12 +111,15 @@ class Engine {
   void load_chat_template(const EngineOptions& options);
   int n_ctx_ = 0;
   int n_batch_ = 0;
-  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<ThreadPool> own_pool_;
+  ThreadPool* pool_ = nullptr;
   std::unique_ptr<CpuBackend> backend_;      // layers on the CPU, and the head without a GPU
   std::unique_ptr<Backend> gpu_backend_;     // layers from gpu_begin_ on, with --device vulkan
   int gpu_begin_ = 0;
   std::unique_ptr<Pipeline> pipeline_;
   std::shared_ptr<StageSupervisor> supervisor_;
+  std::unique_ptr<Drafter> drafter_;
+  void make_drafter();
 };
 
 }  // namespace shoal

@@ -18,20 +18,22 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 Generator::Generator(Pipeline& pipeline, const Tokenizer& tokenizer, int n_ctx, int seq)
     : pipeline_(pipeline), tokenizer_(tokenizer), n_ctx_(n_ctx), seq_(seq) {}
 
-const float* Generator::feed_chunks(std::span<const TokenId> tokens, int start_pos) {
+const float* Generator::feed_chunks(std::span<const TokenId> tokens, int start_pos, bool all_logits) {
   const float* logits = nullptr;
   const size_t chunk = static_cast<size_t>(pipeline_.max_tokens());
   for (size_t i = 0; i < tokens.size(); i += chunk) {
     const size_t n = std::min(chunk, tokens.size() - i);
     batch_.clear();
     for (size_t j = 0; j < n; ++j)
-      batch_.add(tokens[i + j], start_pos + static_cast<int>(i + j), seq_, i + j + 1 == tokens.size());
+      batch_.add(tokens[i + j], start_pos + static_cast<int>(i + j), seq_, all_logits || i + j + 1 == tokens.size());
     logits = pipeline_.forward(batch_);
   }
   return logits;
 }
 
-const float* Generator::feed(std::span<const TokenId> tokens, int start_pos) {
+const float* Generator::feed(std::span<const TokenId> tokens, int start_pos) { return feed(tokens, start_pos, false); }
+
+const float* Generator::feed(std::span<const TokenId> tokens, int start_pos, bool all_logits) {
   if (tokens.empty()) fail("nothing to feed");
   const float* logits = nullptr;
   try {
@@ -40,7 +42,7 @@ const float* Generator::feed(std::span<const TokenId> tokens, int start_pos) {
     // most: a worker may go during the replay too).
     for (int attempt = 0;; ++attempt) {
       try {
-        logits = feed_chunks(tokens, start_pos);
+        logits = feed_chunks(tokens, start_pos, all_logits);
         break;
       } catch (const std::exception& e) {
         if (!recover_ || attempt >= 8) throw;
@@ -80,12 +82,29 @@ GenerationResult Generator::generate(std::span<const TokenId> prompt, const Gene
   SequenceDecoder decoder(tokenizer_, pipeline_.config().n_vocab, n_ctx_, options, prompt);
   auto t1 = std::chrono::steady_clock::now();
   bool keep_going = true;
+  bool more = decoder.step(logits);
   for (;;) {
-    const bool more = decoder.step(logits);
     if (!decoder.text().empty() && on_text) keep_going = on_text(decoder.text());
     if (!more || !keep_going) break;
-    TokenId next[1] = {decoder.last()};
-    logits = feed(next, decoder.position());
+    const int room = drafter_ ? decoder.draft_room(draft_max_) : 0;
+    draft_.clear();
+    if (room > 0) {
+      DraftJob job{seq_, decoder.history(), room, &draft_};
+      drafter_->propose(std::span<DraftJob>(&job, 1));
+    }
+    if (draft_.empty()) {
+      TokenId next[1] = {decoder.last()};
+      more = decoder.step(feed(next, decoder.position()));
+      continue;
+    }
+    // The last token and the guess behind it, every row with logits.
+    fed_.assign(1, decoder.last());
+    fed_.insert(fed_.end(), draft_.begin(), draft_.end());
+    const float* rows = feed(fed_, decoder.position(), true);
+    more = decoder.verify(rows, draft_);
+    pipeline_.forget_after(seq_, decoder.position());
+    result.drafted += static_cast<int>(draft_.size());
+    result.accepted += decoder.accepted();
   }
   std::string tail = decoder.flush();
   if (!tail.empty() && on_text && keep_going) on_text(tail);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/drafter.h"
 #include "engine/pipeline.h"
 #include "grammar/grammar.h"
 #include "engine/pooling.h"
@@ -35,6 +36,9 @@ struct GenerationOptions {
   // Control tokens written into the text all the same (a tool-call family's
   // markers, which would be hidden otherwise).
   std::vector<TokenId> shown_tokens;
+  // Speculative decoding (with a drafter): at most this many guessed tokens
+  // a step; < 0: the drafter's --draft-max; 0: none for this request.
+  int draft_max = -1;
   // Not None: an embedding request. The prompt is read, nothing generated,
   // and RequestResult::embedding holds the pooled, L2-normalised vector.
   Pooling pooling = Pooling::None;
@@ -47,7 +51,10 @@ struct GenerationResult {
   int n_reused = 0;             // prompt tokens whose KV cache was reused
   double prompt_seconds = 0.0;
   double generation_seconds = 0.0;
+  int drafted = 0;   // speculative guesses verified
+  int accepted = 0;  // of which right
 };
+
 
 class Generator {
  public:
@@ -65,6 +72,12 @@ class Generator {
   // or returns false, the failure is the caller's.
   using Recovery = std::function<bool(const std::exception& cause, const Pipeline::KeepPositions& keep)>;
   void set_recovery(Recovery recover) { recover_ = std::move(recover); }
+  // Speculative decoding: guesses from `drafter`, up to draft_max a step
+  // (a request's GenerationOptions::draft_max overrides it).
+  void set_drafter(Drafter* drafter, int draft_max) {
+    drafter_ = drafter;
+    draft_max_ = draft_max;
+  }
 
   // Generates a continuation of the prompt. The KV cache of the longest
   // prefix shared with what the sequence already holds is reused (a chat
@@ -80,8 +93,13 @@ class Generator {
   int seq_;
   Batch batch_;
   Recovery recover_;
+  Drafter* drafter_ = nullptr;
+  int draft_max_ = 0;
+  std::vector<TokenId> fed_, draft_;  // a verification step's tokens: the last one, then the guess
   // One pass of feed() over the chunks; throws what the pipeline throws.
-  const float* feed_chunks(std::span<const TokenId> tokens, int start_pos);
+  // all_logits: every row's logits (a verification step, one chunk).
+  const float* feed_chunks(std::span<const TokenId> tokens, int start_pos, bool all_logits);
+  const float* feed(std::span<const TokenId> tokens, int start_pos, bool all_logits);
 };
 
 }  // namespace shoal

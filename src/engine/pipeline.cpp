@@ -205,11 +205,15 @@ std::span<const int32_t> Pipeline::held(int seq) const {
   return held_[static_cast<size_t>(seq)];
 }
 
+void Pipeline::forget_after(int seq, int n_pos) {
+  if (seq >= 0 && static_cast<size_t>(seq) < held_.size() && held_[seq].size() > static_cast<size_t>(n_pos))
+    held_[seq].resize(static_cast<size_t>(std::max(0, n_pos)));
+}
+
 void Pipeline::truncate_sequence(int seq, int n_pos) {
   // The record first: a stage that fails to cut leaves what it holds unknown
   // to the caller, never believed held.
-  if (seq >= 0 && static_cast<size_t>(seq) < held_.size() && held_[seq].size() > static_cast<size_t>(n_pos))
-    held_[seq].resize(static_cast<size_t>(std::max(0, n_pos)));
+  forget_after(seq, n_pos);
   for (auto& s : stages_) s->truncate_sequence(seq, n_pos);
 }
 

@@ -63,6 +63,12 @@ class Pipeline {
 
   // Cuts the sequence to its first n_pos positions, here and in every stage.
   void truncate_sequence(int seq, int n_pos);
+  // Cuts only the record of what the sequence holds (held()): the stages
+  // keep the rows past n_pos until the sequence's next write overwrites
+  // them (a write ends a sequence where it lands: KvCache::admit). For a
+  // speculative guess that was wrong, without a message to any worker; a
+  // replay after a lost worker forwards only the verified tokens.
+  void forget_after(int seq, int n_pos);
   // The tokens whose KV the sequence holds, by position: recorded as each
   // forward() completes its stages and cut by truncate_sequence, so this is
   // the one record of what the stages hold (prefix reuse and replay read

@@ -60,6 +60,7 @@ struct Scheduler::Slot {
   int logits_row = -1;                     // this step's row among the logits
   int embed_row = -1, embed_rows = 0;      // an embedding request's rows among them this step
   std::vector<double> embed_sum;           // its pooled rows so far
+  std::vector<TokenId> draft;              // this step's speculative guess, fed behind the last token
   bool more = false;                       // the decoder goes on after this step
   std::string failure;                     // the decoder threw this step
   RequestResult result;
@@ -306,14 +307,20 @@ void Scheduler::step() {
   // starting slot rotates, so when slots outnumber the batch each waits its
   // turn, and one row stays for prompts so that they are not starved then.
   const int decode_budget = budget - (n_prefill > 0 && budget > 1 ? 1 : 0);
+  make_drafts(decode_budget);
   for (size_t k = 0, taken = 0; k < n && static_cast<int>(taken) < decode_budget; ++k) {
     Slot& s = *slots_[(rotate_ + k) % n];
     if (!s.active || s.prefilling()) continue;
+    // The last token, then the guess behind it: each row's logits check the
+    // token after it (SequenceDecoder::verify).
     batch_.add(s.decoder->last(), s.decoder->position(), s.seq, true);
-    s.chunk = 1;
-    s.logits_row = n_logits++;
-    ++taken;
-    --budget;
+    for (size_t j = 0; j < s.draft.size(); ++j)
+      batch_.add(s.draft[j], s.decoder->position() + 1 + static_cast<int>(j), s.seq, true);
+    s.chunk = 1 + static_cast<int>(s.draft.size());
+    s.logits_row = n_logits;
+    n_logits += s.chunk;
+    taken += static_cast<size_t>(s.chunk);
+    budget -= s.chunk;
   }
   // Prompt chunks share the rest evenly; a share a short prompt leaves
   // unused goes to the slots after it.
@@ -371,7 +378,7 @@ void Scheduler::step() {
   // callback (which may read them) hears of them.
   const int n_vocab = engine_.config().n_vocab;
   const auto now = Clock::now();
-  uint64_t tokens_in = 0, tokens_out = 0;
+  uint64_t tokens_in = 0, tokens_out = 0, drafted = 0, accepted = 0;
   for (auto& sp : slots_) {  // the KV now holds this step's rows (the pipeline recorded them)
     Slot& s = *sp;
     if (s.chunk == 0) continue;
@@ -395,7 +402,16 @@ void Scheduler::step() {
     if (s.logits_row < 0) continue;
     try {
       const int before = s.decoder->n_generated();
-      s.more = s.decoder->step(logits + static_cast<size_t>(s.logits_row) * n_vocab);
+      const float* rows = logits + static_cast<size_t>(s.logits_row) * n_vocab;
+      if (s.draft.empty()) {
+        s.more = s.decoder->step(rows);
+      } else {
+        s.more = s.decoder->verify(rows, s.draft);
+        // The rows behind a wrong guess are overwritten by the next step.
+        pipeline.forget_after(s.seq, s.decoder->position());
+        drafted += s.draft.size();
+        accepted += static_cast<uint64_t>(s.decoder->accepted());
+      }
       tokens_out += static_cast<uint64_t>(s.decoder->n_generated() - before);
     } catch (const std::exception& e) {
       s.more = false;
@@ -406,6 +422,8 @@ void Scheduler::step() {
     std::lock_guard lock(mutex_);
     stats_.tokens_in += tokens_in;
     stats_.tokens_out += tokens_out;
+    stats_.drafted += drafted;
+    stats_.accepted += accepted;
     stats_.busy_seconds += busy;
   }
   for (auto& sp : slots_) {  // stream, and free the slots that ended
@@ -418,6 +436,32 @@ void Scheduler::step() {
     } else if (!s.more) {
       finish(s, s.decoder->finish_reason());
     }
+  }
+}
+
+void Scheduler::make_drafts(int decode_budget) {
+  Drafter* drafter = engine_.drafter();
+  draft_jobs_.clear();
+  int n_decode = 0;
+  for (auto& s : slots_) {
+    s->draft.clear();
+    if (s->active && !s->prefilling() && s->decoder) ++n_decode;
+  }
+  if (!drafter || n_decode == 0) return;
+  // Each slot in decode gets an equal share of the rows, its last token first.
+  const int share = decode_budget / n_decode - 1;
+  for (auto& sp : slots_) {
+    Slot& s = *sp;
+    if (!s.active || s.prefilling() || !s.decoder) continue;
+    const int room = std::min(share, s.decoder->draft_room(engine_.options().speculative.draft_max));
+    if (room > 0) draft_jobs_.push_back(DraftJob{s.seq, s.decoder->history(), room, &s.draft});
+  }
+  try {
+    drafter->propose(draft_jobs_);
+  } catch (const std::exception& e) {
+    // A guess is only ever a speed-up: without one the step decodes as usual.
+    spdlog::error("scheduler: the draft failed: {}", e.what());
+    for (auto& s : slots_) s->draft.clear();
   }
 }
 

@@ -76,6 +76,8 @@ struct SchedulerStats {
   double busy_seconds = 0.0;  // time inside forward passes
   uint64_t rebuilds = 0;      // stage sets rebuilt after a loss or a rejoin
   double last_rebuild_seconds = 0.0;  // detection to carrying on: re-plan, load, replay
+  uint64_t drafted = 0;   // speculative guesses verified
+  uint64_t accepted = 0;  // of which right
 };
 
 class Scheduler {
@@ -111,6 +113,9 @@ class Scheduler {
   void loop();
   void admit(Queued& q);                // into the best free slot (mutex_ held)
   void step();                          // one forward for every active slot
+  // Speculative decoding: each slot in decode guesses its next tokens
+  // (Slot::draft), within the rows the step has for it.
+  void make_drafts(int decode_budget);
   void finish(Slot& slot, const char* reason, const std::string& error = {});
   void finish_unstarted(Queued& q, const char* reason);
   void fail_active(const std::string& message, const char* reason = "error");
@@ -139,6 +144,7 @@ class Scheduler {
   SchedulerStats stats_;
   // Engine-thread only: reused every step so steady state does not allocate.
   Batch batch_;
+  std::vector<DraftJob> draft_jobs_;
   std::vector<uint64_t> cancel_now_;
   std::vector<Queued> done_now_;  // cancelled while queued, or rejected
   size_t rotate_ = 0;             // first slot served this step (fairness)

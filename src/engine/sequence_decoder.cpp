@@ -33,6 +33,32 @@ SequenceDecoder::SequenceDecoder(const Tokenizer& tokenizer, int n_vocab, int n_
 
 bool SequenceDecoder::step(const float* logits) {
   text_.clear();
+  return advance(logits);
+}
+
+bool SequenceDecoder::verify(const float* rows, std::span<const TokenId> draft) {
+  text_.clear();
+  accepted_ = 0;
+  for (size_t i = 0;; ++i) {
+    const int before = n_generated();
+    const bool more = advance(rows + i * static_cast<size_t>(n_vocab_));
+    const bool guessed = i < draft.size() && n_generated() > before && last() == draft[i];
+    if (guessed) ++accepted_;
+    if (!more || !guessed) {
+      draft_window_ = accepted_ == static_cast<int>(draft.size()) ? 2 * draft_window_ : accepted_ + 1;
+      return more;
+    }
+  }
+}
+
+int SequenceDecoder::draft_room(int default_max) const {
+  int room = options_.draft_max >= 0 ? std::min(options_.draft_max, default_max) : default_max;
+  room = std::min({room, draft_window_, n_ctx_ - 1 - position()});
+  if (options_.max_tokens >= 0) room = std::min(room, options_.max_tokens - n_generated() - 1);
+  return std::max(room, 0);
+}
+
+bool SequenceDecoder::advance(const float* logits) {
   if (finished()) return false;
   const bool limited = options_.max_tokens >= 0;
   if (limited && n_generated() >= options_.max_tokens) {  // max_tokens 0
@@ -54,7 +80,7 @@ bool SequenceDecoder::step(const float* logits) {
   history_.push_back(token);
   const bool shown = std::find(options_.shown_tokens.begin(), options_.shown_tokens.end(), token) !=
                      options_.shown_tokens.end();
-  text_ = stops_.push(utf8_.push(tokenizer_.token_to_piece(token, shown)));
+  text_ += stops_.push(utf8_.push(tokenizer_.token_to_piece(token, shown)));
   if (stops_.stopped()) {
     finish_reason_ = "stop";
   } else if (limited && n_generated() >= options_.max_tokens) {

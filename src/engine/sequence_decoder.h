@@ -4,6 +4,7 @@
 // end generation. Generator (one sequence, its own loop) and Scheduler (many
 // sequences in one batch) both drive it, so a request ends the same way and
 // yields the same tokens whichever runs it.
+#include <algorithm>
 #include <optional>
 #include <span>
 #include <string>
@@ -39,6 +40,21 @@ class SequenceDecoder {
   // Returns false when it ended (finish_reason() says why). Either way
   // text() holds the text this step released (maybe empty).
   bool step(const float* logits);
+  // Speculative decoding: the logits after last() and after each token of
+  // `draft` fed behind it ([1 + draft.size()][n_vocab]). Samples from the
+  // first row exactly as step() does, and while the token drawn equals the
+  // next guess, from the row after it: every token is the one plain
+  // decoding would draw (with the same sampler state), so the guesses change
+  // how many tokens a step yields, never which. text() holds all the text
+  // released; accepted() how many guesses were right. The rows past
+  // position() are stale then (the guesses after a wrong one).
+  bool verify(const float* rows, std::span<const TokenId> draft);
+  int accepted() const { return accepted_; }
+  // How many tokens the sequence may guess at its next step: the request's
+  // limit (GenerationOptions::draft_max) or `default_max`, within the draft
+  // window, and no further than the context and the token limit allow (a
+  // step yields one token more than it guesses right).
+  int draft_room(int default_max) const;
   // At the end: the text still held back (an incomplete character as
   // U+FFFD, a partial stop-string match that turned out not to be one).
   std::string flush();
@@ -49,6 +65,7 @@ class SequenceDecoder {
   std::span<const TokenId> generated() const {
     return std::span<const TokenId>(history_).subspan(static_cast<size_t>(n_prompt_));
   }
+  std::span<const TokenId> history() const { return history_; }  // prompt + generated
   int n_generated() const { return static_cast<int>(history_.size()) - n_prompt_; }
   bool finished() const { return finish_reason_ != nullptr; }
   // "stop" (end-of-generation token or stop string) or "length" (token
@@ -56,6 +73,8 @@ class SequenceDecoder {
   const char* finish_reason() const { return finish_reason_; }
 
  private:
+  // step() without clearing text(): its text is appended.
+  bool advance(const float* logits);
   // The sampler's draw, or with a grammar the draw among what it allows.
   TokenId sample(const float* logits);
   // Whether the grammar allows `token` next; takes it if so.
@@ -77,6 +96,12 @@ class SequenceDecoder {
   std::vector<TokenId> history_;  // prompt + generated
   std::string text_;
   const char* finish_reason_ = nullptr;
+  int accepted_ = 0;
+  // The draft window: a guess that was right throughout doubles it, a wrong
+  // one sets it to one more than was right. A long quote is then taken in
+  // long guesses, while free text, where guesses fail early, costs short
+  // ones (on a CPU, rows past the matmul's tile of four are not free).
+  int draft_window_ = 4;
 };
 
 }  // namespace shoal

@@ -123,7 +123,13 @@ void KvCache::admit(const int32_t* seq_ids, const int32_t* positions, int n_toke
     // go on, never go back.
     if (recurrent_ && p != 0 && p != next[s])
       fail("position {} of sequence {} would rewrite a recurrent state that holds {} positions", p, s, next[s]);
-    next[s] = recurrent_ ? p + 1 : std::max(next[s], p + 1);
+    // Writing at a position ends the sequence there (a speculative guess
+    // that was wrong is overwritten by what comes instead), as far back as
+    // a cut may go.
+    if (p > 0 && next[s] - p > rollback_)
+      fail("position {} of sequence {} rewrites {} positions, more than the {} its sliding window allows", p, s,
+           next[s] - p, rollback_);
+    next[s] = p + 1;
   }
   lengths_.swap(next);
 }

@@ -53,7 +53,9 @@ class KvCache {
   KvLayer layer(int index) const;
 
   // Checks that a batch extends its sequences without gaps and fits; throws
-  // shoal::Error otherwise. Then records the new lengths.
+  // shoal::Error otherwise. Then records the new lengths: a row written at a
+  // position ends its sequence there (what lay beyond it is overwritten as
+  // the sequence goes on, within max_rollback).
   void admit(const int32_t* seq_ids, const int32_t* positions, int n_tokens);
   int length(int seq) const { return lengths_.at(seq); }
   void truncate(int seq, int n_pos);  // keep positions [0, n_pos); throws past max_rollback

@@ -127,6 +127,13 @@ std::string Metrics::prometheus(const ClusterView& view) const {
   out += fmt::format("shoal_tokens_reused_total {}\n", tokens_reused_.load());
   metric(out, "shoal_tokens_out_total", "counter", "tokens generated");
   out += fmt::format("shoal_tokens_out_total {}\n", stats.tokens_out);
+  metric(out, "shoal_draft_tokens_total", "counter", "speculative guesses checked by the model");
+  out += fmt::format("shoal_draft_tokens_total {}\n", stats.drafted);
+  metric(out, "shoal_draft_accepted_total", "counter", "speculative guesses that were right");
+  out += fmt::format("shoal_draft_accepted_total {}\n", stats.accepted);
+  metric(out, "shoal_draft_acceptance_rate", "gauge", "right guesses over checked ones, since the start");
+  out += fmt::format("shoal_draft_acceptance_rate {:.4f}\n",
+                     stats.drafted ? static_cast<double>(stats.accepted) / static_cast<double>(stats.drafted) : 0.0);
   metric(out, "shoal_generation_tokens_per_second", "gauge", "tokens generated per second over the last ~5 s");
   out += fmt::format("shoal_generation_tokens_per_second {:.3f}\n", generation_tokens_per_second());
   metric(out, "shoal_queue_depth", "gauge", "requests waiting for a slot");
@@ -240,7 +247,8 @@ json Metrics::cluster(const ClusterView& view) const {
   const SchedulerStats stats = view.stats ? *view.stats : SchedulerStats{};
   json throughput = {{"tokens_in", stats.tokens_in}, {"tokens_out", stats.tokens_out}, {"requests", stats.requests},
                      {"active", stats.active}, {"queued", stats.queued}, {"slots", stats.slots},
-                     {"gen_tok_s", generation_tokens_per_second()}};
+                     {"gen_tok_s", generation_tokens_per_second()}, {"drafted", stats.drafted},
+                     {"draft_accepted", stats.accepted}};
   json members = nullptr;
   if (view.engine && view.engine->supervisor()) {
     const SupervisorStatus ss = view.engine->supervisor()->status();

@@ -187,6 +187,22 @@ void read_common(const json& body, const RequestDefaults& defaults, GenerationRe
                                      : static_cast<uint64_t>(v->get<int64_t>());
   }
 
+  // Speculative decoding per request, llama-server's flat key or an object:
+  // at most n_max guessed tokens a step (0: none for this request).
+  if (read_integer(body, "speculative.n_max", 0, 64, i)) o.draft_max = static_cast<int>(i);
+  if (const json* v = field(body, "speculative")) {
+    if (!v->is_object()) bad_type("speculative", "an object", *v);
+    if (read_integer(*v, "n_max", 0, 64, i)) o.draft_max = static_cast<int>(i);
+    for (const auto& [key, value] : v->items())
+      if (key != "n_max")
+        bad_value("speculative." + key, "only speculative.n_max is set per request; the others are server flags "
+                                        "(--draft-min, --draft-p-min).");
+  }
+  for (const char* key : {"speculative.n_min", "speculative.p_min"})
+    if (field(body, key))
+      bad_value(key, "only speculative.n_max is set per request; the others are server flags (--draft-min, "
+                     "--draft-p-min).");
+
   if (const json* v = field(body, "stop")) {
     constexpr size_t kMaxStops = 16;
     auto add = [&](const json& s) {

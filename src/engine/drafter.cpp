@@ -1,0 +1,22 @@
+#include "engine/drafter.h"
+
+#include "util/error.h"
+
+namespace shoal {
+
+SpecType parse_spec_type(const std::string& name) {
+  if (name == "none") return SpecType::None;
+  if (name == "ngram") return SpecType::Ngram;
+  if (name == "draft") return SpecType::Draft;
+  fail("--spec-type must be none, ngram or draft, not '{}'", name);
+}
+
+const char* spec_type_name(SpecType type) {
+  switch (type) {
+    case SpecType::Ngram: return "ngram";
+    case SpecType::Draft: return "draft";
+    default: return "none";
+  }
+}
+
+}  // namespace shoal

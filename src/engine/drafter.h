@@ -1,0 +1,49 @@
+#pragma once
+// Speculative decoding: a cheap guess of the next few tokens, which the
+// target model then checks in one batch (SequenceDecoder::verify). A Drafter
+// makes the guesses; what it guesses never changes the output, only how many
+// tokens one step through the stages yields: the target samples every token
+// as it would without speculation, and a guess counts only where it equals
+// that sample.
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "tokenizer/tokenizer.h"
+
+namespace shoal {
+
+enum class SpecType { None, Ngram, Draft };
+
+// llama-server's flags: -md, --draft-max, --draft-min, --draft-p-min, --spec-type.
+struct SpeculativeOptions {
+  SpecType type = SpecType::None;  // Draft when draft_model is set
+  std::string draft_model;         // -md: a GGUF sharing the target's vocabulary
+  int draft_max = 16;              // most tokens guessed per step
+  int draft_min = 0;               // fewer guessed than this: none are verified
+  float draft_p_min = 0.8f;        // the draft model stops guessing below this probability
+};
+
+// "none", "ngram" or "draft" -> the type; throws shoal::Error otherwise.
+SpecType parse_spec_type(const std::string& name);
+const char* spec_type_name(SpecType type);
+
+// One sequence's request for a guess: every token it holds (prompt and
+// generated, the last one not yet fed), and at most `max` tokens to guess.
+struct DraftJob {
+  int seq = 0;
+  std::span<const TokenId> history;
+  int max = 0;
+  std::vector<TokenId>* out = nullptr;  // cleared, then the guess
+};
+
+class Drafter {
+ public:
+  virtual ~Drafter() = default;
+  // Fills each job's out. Jobs of one call belong to different sequences.
+  virtual void propose(std::span<DraftJob> jobs) = 0;
+  virtual std::string describe() const = 0;
+};
+
+}  // namespace shoal

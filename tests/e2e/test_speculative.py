@@ -1,0 +1,137 @@
+"""Speculative decoding through `shoal serve` and the `openai` client: the
+greedy text with guesses (n-gram lookup or a draft model) is the text
+without them, on one machine, over two workers (star and chain), streamed
+or not; /metrics counts the guesses; a request may turn them off; a worker
+killed in the middle of a speculative stream costs a pause, not a token.
+
+Every wait is bounded; servers and workers are stopped after each test."""
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import run_shoal
+from server_fixtures import Server
+
+PROMPTS = [
+    # Quotes itself: n-gram guesses are right for long stretches.
+    "The list of colours: red, green, blue, yellow, red, green, blue, yellow, red, green,",
+    "Once upon a time, in a small village by the sea, there lived",
+    "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n",
+]
+N = 48
+TIMEOUT = 2  # --worker-timeout (seconds)
+
+
+def complete(server, prompt, n=N, stream=False, **extra):
+    c = server.client()
+    body = {"ignore_eos": True, **extra}
+    model = server.get_json("/v1/models")[1]["data"][0]["id"]
+    if not stream:
+        r = c.completions.create(model=model, prompt=prompt, max_tokens=n, temperature=0, extra_body=body)
+        return r.choices[0].text
+    text = ""
+    for chunk in c.completions.create(model=model, prompt=prompt, max_tokens=n, temperature=0, stream=True,
+                                      extra_body=body):
+        text += chunk.choices[0].text
+    return text
+
+
+@pytest.fixture
+def serve(shoal_bin, tmp_path):
+    started = []
+
+    def start(model, *args):
+        s = Server(shoal_bin, model, tmp_path, "-c", 512, "--worker-timeout", TIMEOUT, *args, threads=1)
+        started.append(s)
+        return s
+
+    yield start
+    for s in started:
+        s.stop()
+
+
+def drafted(server):
+    m = server.metrics()
+    return m["shoal_draft_tokens_total"], m["shoal_draft_accepted_total"]
+
+
+@pytest.fixture(scope="module")
+def plain_texts(shoal_bin, smollm2, tmp_path_factory):
+    s = Server(shoal_bin, smollm2, tmp_path_factory.mktemp("plain"), "-c", 512, threads=1)
+    try:
+        return [complete(s, p) for p in PROMPTS]
+    finally:
+        s.stop()
+
+
+@pytest.mark.parametrize("where", ["local", "star", "chain"])
+@pytest.mark.parametrize("spec", [["--spec-type", "ngram"], ["-md", "SELF"]])
+def test_greedy_text_is_the_plain_text(serve, workers, smollm2, plain_texts, where, spec):
+    spec = [smollm2 if a == "SELF" else a for a in spec]  # the model drafting for itself
+    cluster = []
+    if where != "local":
+        cluster = ["--rpc", ",".join(w.address for w in workers(2, "--worker-timeout", TIMEOUT))]
+        if where == "chain":
+            cluster.append("--chain")
+    s = serve(smollm2, *spec, *cluster)
+    for prompt, want in zip(PROMPTS, plain_texts):
+        assert complete(s, prompt) == want
+        assert complete(s, prompt, stream=True) == want
+    n, ok = drafted(s)
+    assert 0 < ok <= n, (n, ok)
+    print(f"\n{where} {' '.join(spec[:1])}: {ok:.0f} of {n:.0f} guesses right")
+
+
+def test_a_request_turns_speculation_off_and_bad_settings_are_refused(serve, smollm2, plain_texts):
+    s = serve(smollm2, "--spec-type", "ngram")
+    before = drafted(s)
+    assert complete(s, PROMPTS[0], **{"speculative.n_max": 0}) == plain_texts[0]
+    assert complete(s, PROMPTS[0], speculative={"n_max": 0}) == plain_texts[0]
+    assert drafted(s) == before
+    assert complete(s, PROMPTS[0], speculative={"n_max": 2}) == plain_texts[0]
+    assert drafted(s)[0] > before[0]
+    for body, name in [({"speculative.n_max": 65}, "speculative.n_max"), ({"speculative": {"p_min": 0.5}}, "p_min"),
+                       ({"speculative.p_min": 0.5}, "speculative.p_min"), ({"speculative": 3}, "speculative")]:
+        status, err = s.post_json("/v1/completions", {"prompt": "Hi", "max_tokens": 4, **body})
+        assert status == 400, (body, err)
+        assert name in err["error"]["message"], err
+    assert complete(s, PROMPTS[1]) == plain_texts[1]  # and it serves on
+
+
+def test_a_draft_with_another_vocabulary_or_a_recurrent_target_is_refused(shoal_bin, smollm2, test_data):
+    r = run_shoal(shoal_bin, "run", "-m", smollm2, "-md", test_data / "models" / "stories260K.gguf", "-p", "Hi",
+                  "-n", 4, timeout=120)
+    assert r.returncode == 1 and "vocabulary" in r.stderr, r.stderr
+    r = run_shoal(shoal_bin, "run", "-m", smollm2, "--spec-type", "draft", "-p", "Hi", "-n", 4, timeout=120)
+    assert r.returncode == 1 and "-md" in r.stderr, r.stderr
+
+
+def test_shoal_run_gives_the_same_text_and_reports_acceptance(shoal_bin, smollm2):
+    args = ["run", "-m", smollm2, "-p", PROMPTS[0], "-n", N, "--temp", "0", "--ignore-eos", "-t", "1"]
+    plain = run_shoal(shoal_bin, *args, timeout=300)
+    spec = run_shoal(shoal_bin, *args, "--spec-type", "ngram", timeout=300)
+    assert plain.returncode == 0 and spec.returncode == 0, spec.stderr
+    assert spec.stdout == plain.stdout
+    assert "guessed tokens accepted" in spec.stderr
+
+
+def test_killed_worker_mid_speculation_gives_the_same_text(serve, workers, smollm2, plain_texts):
+    ws = workers(2, "--worker-timeout", TIMEOUT)
+    s = serve(smollm2, "-md", smollm2, "--rpc", ",".join(w.address for w in ws))
+    model = s.get_json("/v1/models")[1]["data"][0]["id"]
+    stream = s.client().completions.create(model=model, prompt=PROMPTS[1], max_tokens=N, temperature=0, stream=True,
+                                           extra_body={"ignore_eos": True})
+    text, pieces, killed = "", 0, None
+    for chunk in stream:
+        text += chunk.choices[0].text
+        pieces += 1
+        if pieces == 4:
+            ws[1].proc.kill()
+            killed = time.monotonic()
+    assert killed is not None, "the completion ended before the kill"
+    assert text == plain_texts[1]
+    status, c = s.get_json("/v1/cluster")
+    assert c["throughput"]["replans"] >= 1, c
+    assert drafted(s)[1] > 0
+    assert complete(s, PROMPTS[1]) == plain_texts[1]  # and on without it
