@@ -5,7 +5,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <optional>
+#include <fstream>
 #include <random>
+#include <sstream>
 
 #include "cli/common_options.h"
 #include "engine/stage_report.h"
@@ -23,7 +26,74 @@ struct BenchOptions {
   int n_depth = 0;
   int repetitions = 5;
   std::string output = "md";
+  std::string prompt_file;  // speculative decoding: the prompt generated from
+  bool chat = false;
 };
+
+// The speculative test's prompt without -f: a function and a request to
+// rewrite it with one change (a reply that quotes most of its prompt).
+constexpr const char* kEditPrompt = R"(Here is a Python function:
+
+def parse_config(path):
+    config = {}
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            key, value = line.split("=", 1)
+            config[key.strip()] = value.strip()
+    return config
+
+Rewrite the function so that it skips lines starting with ";" as well as "#". Show the whole function.
+)";
+
+// Speculative decoding's test: greedy generation of up to n_gen tokens from
+// a real prompt, plainly and with guesses, alternated; the tokens must be the
+// same. Seconds are the generation's (the prompt excluded).
+struct SpecRow {
+  std::vector<double> plain_seconds, spec_seconds;
+  int tokens = 0;
+  int drafted = 0, accepted = 0;
+};
+
+SpecRow time_speculative(Engine& engine, const BenchOptions& o) {
+  std::string text = kEditPrompt;
+  if (!o.prompt_file.empty()) {
+    std::ifstream in(o.prompt_file);
+    if (!in) fail("cannot read prompt file {}", o.prompt_file);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    text = ss.str();
+  }
+  if (o.chat || o.prompt_file.empty())
+    text = engine.chat_template().render({{"user", text}}, true, engine.options().reasoning);
+  const std::vector<TokenId> prompt = engine.tokenizer().encode(text, true, true);
+  if (static_cast<int>(prompt.size()) + o.n_gen >= engine.n_ctx())
+    fail("the prompt ({} tokens) and -n {} do not fit the context of {} (-c)", prompt.size(), o.n_gen, engine.n_ctx());
+  GenerationOptions gen;
+  gen.max_tokens = o.n_gen;
+  gen.sampling.temperature = 0.0f;
+  SpecRow row;
+  std::vector<TokenId> first;
+  for (int r = 0; r < o.repetitions; ++r) {
+    for (bool speculate : {r % 2 == 1, r % 2 == 0}) {
+      engine.pipeline().truncate_sequence(0, 0);
+      Generator g(engine.pipeline(), engine.tokenizer(), engine.n_ctx());
+      if (speculate) g.set_drafter(engine.drafter(), engine.options().speculative.draft_max);
+      const GenerationResult res = g.generate(prompt, gen, {});
+      if (first.empty()) first = res.tokens;
+      if (res.tokens != first) fail("internal: the speculative run generated other tokens than the plain run");
+      (speculate ? row.spec_seconds : row.plain_seconds).push_back(res.generation_seconds);
+      row.tokens = static_cast<int>(res.tokens.size());
+      if (speculate) {
+        row.drafted += res.drafted;
+        row.accepted += res.accepted;
+      }
+    }
+  }
+  return row;
+}
 
 struct BenchRow {
   int n_prompt = 0, n_gen = 0;
@@ -78,6 +148,9 @@ int bench(BenchOptions& o) {
   if (o.n_depth < 0 || o.n_prompt < 0 || o.n_gen < 0) fail("-d, -p and -n must not be negative");
   EngineOptions eo = o.common.engine;
   eo.n_ctx = std::max({eo.n_ctx, o.n_depth + o.n_prompt + 1, o.n_depth + o.n_gen + 1, 16});
+  // The speculative test's prompt, whose length is known only once tokenized.
+  if (eo.speculative.type != SpecType::None || !eo.speculative.draft_model.empty())
+    eo.n_ctx = std::max(eo.n_ctx, 2048 + o.n_gen);
   Engine engine(eo, stage_builder(o.common));
   std::mt19937 rng(42);
   time_run(engine, 0, 0, 1, rng);  // warm-up: page in the weights
@@ -89,6 +162,9 @@ int bench(BenchOptions& o) {
   for (auto& row : rows)
     for (int r = 0; r < o.repetitions; ++r)
       row.seconds.push_back(time_run(engine, o.n_depth, row.n_prompt, row.n_gen, rng));
+
+  std::optional<SpecRow> spec;
+  if (engine.drafter() && o.n_gen > 0) spec = time_speculative(engine, o);
 
   // On a cluster: the plan's prediction per stage beside what the tg steps took.
   if (engine.supervisor())
@@ -121,6 +197,21 @@ int bench(BenchOptions& o) {
                      {"avg_ts", row.avg_ts()},
                      {"stddev_ts", row.stddev_ts()}, {"samples_ts", row.rates()}});
     }
+    if (spec) {
+      const double n = spec->tokens;
+      auto rates = [&](const std::vector<double>& secs) {
+        std::vector<double> r;
+        for (double t : secs) r.push_back(n / t);
+        return r;
+      };
+      out.push_back({{"build_commit", "shoal"}, {"model_filename", filename}, {"test", "greedy"},
+                     {"n_gen", spec->tokens}, {"spec_type", "none"}, {"avg_ts", BenchRow::mean(rates(spec->plain_seconds))},
+                     {"samples_ts", rates(spec->plain_seconds)}});
+      out.push_back({{"build_commit", "shoal"}, {"model_filename", filename}, {"test", "greedy"},
+                     {"n_gen", spec->tokens}, {"spec_type", spec_type_name(engine.options().speculative.type)},
+                     {"avg_ts", BenchRow::mean(rates(spec->spec_seconds))}, {"samples_ts", rates(spec->spec_seconds)},
+                     {"drafted", spec->drafted}, {"accepted", spec->accepted}});
+    }
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
@@ -132,6 +223,17 @@ int bench(BenchOptions& o) {
     std::printf("| %s %s | %.2f MiB | %.2f M | %s | %d | %s | %.2f ± %.2f |\n", engine.config().arch.c_str(),
                 filename.c_str(), model_bytes / 1048576.0, n_params / 1e6, backend.c_str(), engine.threads(),
                 test.c_str(), row.avg_ts(), row.stddev_ts());
+  }
+  if (spec) {
+    const double n = spec->tokens;
+    const double plain = n / BenchRow::mean(spec->plain_seconds), fast = n / BenchRow::mean(spec->spec_seconds);
+    std::printf("\ngreedy generation of %d tokens from the prompt, %d runs each, alternated:\n", spec->tokens,
+                o.repetitions);
+    std::printf("| speculative | t/s | accepted |\n| ----------- | --: | -------: |\n");
+    std::printf("| none | %.2f | |\n", plain);
+    std::printf("| %s | %.2f | %d of %d (%.1f %%) |\n", spec_type_name(engine.options().speculative.type), fast,
+                spec->accepted, spec->drafted, spec->drafted ? 100.0 * spec->accepted / spec->drafted : 0.0);
+    std::printf("speed-up %.2fx, the same tokens\n", fast / plain);
   }
   return 0;
 }
@@ -150,6 +252,9 @@ Command add_bench_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("-r,--repetitions", o->repetitions, "runs per test")->capture_default_str();
   cmd->add_option("-o,--output", o->output, "md or json")->capture_default_str();
+  cmd->add_option("-f,--file", o->prompt_file,
+                  "with speculative decoding: the prompt of the greedy test (default: a code edit, as a chat turn)");
+  cmd->add_flag("--chat", o->chat, "wrap the -f prompt as one user turn in the model's chat template");
   return [o] { return bench(*o); };
 }
 

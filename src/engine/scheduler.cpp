@@ -411,6 +411,8 @@ void Scheduler::step() {
         pipeline.forget_after(s.seq, s.decoder->position());
         drafted += s.draft.size();
         accepted += static_cast<uint64_t>(s.decoder->accepted());
+        s.result.drafted += static_cast<int>(s.draft.size());
+        s.result.accepted += s.decoder->accepted();
       }
       tokens_out += static_cast<uint64_t>(s.decoder->n_generated() - before);
     } catch (const std::exception& e) {

@@ -43,6 +43,8 @@ struct RequestResult {
   double prompt_seconds = 0.0;
   double generation_seconds = 0.0;
   std::vector<float> embedding;  // an embedding request's (options.pooling), L2-normalised
+  int drafted = 0;   // speculative guesses checked
+  int accepted = 0;  // of which right
 };
 
 struct Request {

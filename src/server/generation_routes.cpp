@@ -103,7 +103,8 @@ ApiError shutting_down() {
 }
 
 Usage usage_of(const RequestResult& r) {
-  return Usage{r.n_prompt, static_cast<int>(r.tokens.size())};
+  return Usage{r.n_prompt, static_cast<int>(r.tokens.size()), r.n_prompt - r.n_reused, r.prompt_seconds,
+               r.generation_seconds, r.drafted, r.accepted};
 }
 
 void send_whole(ServingContext& ctx, httplib::Response& res, const std::shared_ptr<RequestChannel>& channel,

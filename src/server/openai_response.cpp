@@ -17,6 +17,19 @@ json usage_json(const Usage& u) {
           {"total_tokens", u.prompt_tokens + u.completion_tokens}};
 }
 
+// llama-server's timings object, which its clients and benchmarks read.
+json timings_json(const Usage& u) {
+  const double prompt_ms = u.prompt_seconds * 1e3, predicted_ms = u.generation_seconds * 1e3;
+  return {{"prompt_n", u.prompt_computed},
+          {"prompt_ms", prompt_ms},
+          {"prompt_per_second", prompt_ms > 0 ? u.prompt_computed * 1e3 / prompt_ms : 0.0},
+          {"predicted_n", u.completion_tokens},
+          {"predicted_ms", predicted_ms},
+          {"predicted_per_second", predicted_ms > 0 ? u.completion_tokens * 1e3 / predicted_ms : 0.0},
+          {"draft_n", u.drafted},
+          {"draft_n_accepted", u.accepted}};
+}
+
 // Ids only need to be unique enough for a client to tell responses apart.
 std::string random_id(const char* prefix) {
   static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
@@ -65,6 +78,7 @@ json completion_response(const ResponseMeta& meta, const std::string& text, cons
   json r = base(meta, meta.chat ? "chat.completion" : "text_completion");
   r["choices"] = json::array({std::move(choice)});
   r["usage"] = usage_json(usage);
+  r["timings"] = timings_json(usage);
   return r;
 }
 
@@ -128,6 +142,7 @@ json usage_chunk(const ResponseMeta& meta, const Usage& usage) {
   json r = base(meta, meta.chat ? "chat.completion.chunk" : "text_completion");
   r["choices"] = json::array();
   r["usage"] = usage_json(usage);
+  r["timings"] = timings_json(usage);
   return r;
 }
 

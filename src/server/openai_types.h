@@ -113,6 +113,11 @@ ResponseMeta new_response_meta(bool chat, const std::string& model);
 struct Usage {
   int prompt_tokens = 0;
   int completion_tokens = 0;
+  // llama-server's "timings" beside usage: the prompt's and the generation's
+  // time, and the speculative guesses checked and right.
+  int prompt_computed = 0;  // prompt tokens not reused from the slot's cache
+  double prompt_seconds = 0, generation_seconds = 0;
+  int drafted = 0, accepted = 0;
 };
 
 // The whole answer of a request without "stream".

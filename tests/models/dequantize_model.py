@@ -3,6 +3,8 @@
 
 Usage: tests/models/dequantize_model.py [--dir DIR] [--print-hashes] [NAME ...]
 
+(NAME qwen2.5-coder-0.5b-f16: an F16 copy instead, for the benchmarks.)
+
 On a quantized file two correct engines differ by the way each rounds its
 activations (up to ~2 logits on SmolLM2 Q4_1, see tests/golden/README.md);
 on the same weights dequantized to F32 llama.cpp and an exact float64
@@ -32,6 +34,13 @@ MODELS = {
     "smollm2-135m": ("SmolLM2-135M-Instruct.F32.gguf", "b89c75c028f12c4213f91818e76d782f99cbd7de4a610a1a420a11ea86c167b9"),
     "gemma3-270m": ("gemma-3-270m.F32.gguf", "ae40adc4d7515482a75ab9edb0e9ab035504a0f8dfdb5ae9f6a0a951aa94c2c4"),
 }
+# Made only when named: F16 copies the benchmarks use (a draft model's
+# target, bench/speculative_bench.py). Matrices in F16, vectors in F32, as
+# llama.cpp's F16 files are.
+F16_MODELS = {
+    "qwen2.5-coder-0.5b-f16": ("qwen2.5-coder-0.5b", "Qwen2.5-Coder-0.5B-Instruct.F16.gguf",
+                               "d75ef946738c6db84137d32645dc722a0149c7e4bee89d9e8276eab088d37ea1"),
+}
 
 
 def fetch(name, out_dir):
@@ -40,13 +49,15 @@ def fetch(name, out_dir):
     return Path(out.strip().splitlines()[-1])
 
 
-def dequantize(src, dst):
+def dequantize(src, dst, f16=False):
     r = gguf.GGUFReader(str(src))
     w = writer_like(r, dst)
     copy_metadata(r, w, skip=("general.file_type",))
-    w.add_key_value("general.file_type", 0, gguf.GGUFValueType.UINT32)  # ALL_F32
+    w.add_key_value("general.file_type", 1 if f16 else 0, gguf.GGUFValueType.UINT32)  # MOSTLY_F16 / ALL_F32
     for t in r.tensors:
         data = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32)
+        if f16 and len(t.shape) > 1:
+            data = data.astype(np.float16)
         w.add_tensor(t.name, data.reshape([int(d) for d in reversed(t.shape)]))
     finish(w)
 
@@ -61,13 +72,17 @@ def main():
     out_dir.mkdir(parents=True, exist_ok=True)
     failed = False
     for name in args.names or MODELS:
-        if name not in MODELS:
-            print(f"error: unknown model '{name}' (known: {', '.join(MODELS)})", file=sys.stderr)
+        if name in F16_MODELS:
+            source, file_name, expected = F16_MODELS[name]
+        elif name in MODELS:
+            source, (file_name, expected) = name, MODELS[name]
+        else:
+            print(f"error: unknown model '{name}' (known: {', '.join([*MODELS, *F16_MODELS])})", file=sys.stderr)
             return 2
-        src = fetch(name, out_dir)
-        file_name, expected = MODELS[name]
+        src = fetch(source, out_dir)
         path = out_dir / file_name
-        if not make_pinned(name, path, expected, lambda tmp: dequantize(src, tmp), args.print_hashes):
+        f16 = name in F16_MODELS
+        if not make_pinned(name, path, expected, lambda tmp: dequantize(src, tmp, f16), args.print_hashes):
             failed = True
             continue
         print(path)
