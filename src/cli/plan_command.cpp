@@ -42,6 +42,43 @@ PlanInput described_model_input(const CommonOptions& o, std::string& title) {
   return plan_input_for_model(*file, config, n_ctx, e.n_seq, e.n_batch, e.kv_types);
 }
 
+// With -md or --spec-type: the decode a guess per step would give beside the
+// plain one (the cost model's roofline; --draft-accept the chance a guessed
+// token is right).
+void print_speculation(const CommonOptions& o, double draft_accept, const Plan& plan, const PlanInput& input,
+                       Relay relay) {
+  const SpeculativeOptions& spec = o.engine.speculative;
+  if (spec.type == SpecType::None && spec.draft_model.empty()) return;
+  Speculation s;
+  s.draft_max = spec.draft_max;
+  s.acceptance = draft_accept;
+  std::string what = "n-gram lookup";
+  if (!spec.draft_model.empty()) {
+    // A draft step reads the draft's weights once, on the primary.
+    double bytes = 0;
+    if (auto m = find_catalogue_model(spec.draft_model)) {
+      bytes = m->active_weights * m->bits / 8;
+    } else {
+      for (const auto& t : gguf::File::open(spec.draft_model)->tensors()) bytes += static_cast<double>(t.bytes);
+    }
+    const double gbps = input.devices.at(0).matvec_gbps > 0 ? input.devices[0].matvec_gbps : 10.0;
+    s.draft_token_ms = bytes / (gbps * 1e9) * 1e3;
+    what = fmt::format("draft model {} ({:.2f} ms a guessed token on the primary)", spec.draft_model,
+                       s.draft_token_ms);
+  }
+  const SpeculativePrediction p = predict_speculative(plan, input, relay, s);
+  std::printf("speculative decoding, %s, %.0f %% of guessed tokens right:\n", printable(what).c_str(),
+              draft_accept * 100);
+  if (p.draft == 0) {
+    std::printf("  no guess length pays: %.2f ms/token either way\n", p.plain_token_ms);
+    return;
+  }
+  std::printf("  tg: %7.2f ms/token (%8.1f tok/s) guessing %d a step (%.2f tokens a step), against %.2f ms/token "
+              "(%.1f tok/s) without: %.2fx\n",
+              p.token_ms, p.tok_s, p.draft, p.tokens_per_step, p.plain_token_ms, 1e3 / p.plain_token_ms,
+              p.plain_token_ms / p.token_ms);
+}
+
 void print_prediction(const char* who, const Prediction& p) {
   std::printf("  %-34s tg: %7.2f ms/token (%8.1f tok/s)   pp%d: %9.1f tok/s", who, p.token_ms, p.tok_s,
               p.prefill_tokens, p.prefill_tok_s);
@@ -50,7 +87,7 @@ void print_prediction(const char* who, const Prediction& p) {
 }
 
 // `shoal plan --cluster FILE`: contacts nothing.
-int plan_described(CommonOptions& o, const std::string& cluster_file) {
+int plan_described(CommonOptions& o, const std::string& cluster_file, double draft_accept) {
   if (!o.cluster.workers.empty()) fail("--cluster describes the devices: give it without --rpc");
   std::string title;
   PlanInput input = described_model_input(o, title);
@@ -105,6 +142,7 @@ int plan_described(CommonOptions& o, const std::string& cluster_file) {
                        .c_str(),
                    predict(plan, input, input.relay, 512, o.engine.n_ubatch, o.engine.n_batch));
   print_prediction("llama.cpp RPC, split by memory", predict(make_plan(llama), llama, Relay::llama_rpc));
+  print_speculation(o, draft_accept, plan, input, input.relay);
   return 0;
 }
 
@@ -113,18 +151,25 @@ int plan_described(CommonOptions& o, const std::string& cluster_file) {
 Command add_plan_command(CLI::App& app) {
   auto o = std::make_shared<CommonOptions>();
   auto cluster_file = std::make_shared<std::string>();
+  auto draft_accept = std::make_shared<double>(0.7);
   auto* cmd = app.add_subcommand("plan", "show how a model would be split over this machine and the workers");
   add_engine_options(*cmd, *o);
   add_cluster_options(*cmd, *o);
+  add_speculative_options(*cmd, *o);
+  cmd->add_option("--draft-accept", *draft_accept,
+                  "with -md or --spec-type: the share of guessed tokens expected to be right (`shoal bench` and "
+                  "/metrics measure it)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 0.99));
   cmd->add_option("--parallel", o->engine.n_seq, "sequence slots")
       ->capture_default_str()
       ->check(whole_number_in(1, 256));
   cmd->add_option("--cluster", *cluster_file,
                   "a cluster described in a TOML file instead of the workers (examples/clusters/): what would fit, "
                   "how it would split, how fast");
-  return [o, cluster_file] {
+  return [o, cluster_file, draft_accept] {
     set_verbosity(o->verbosity);
-    if (!cluster_file->empty()) return plan_described(*o, *cluster_file);
+    if (!cluster_file->empty()) return plan_described(*o, *cluster_file, *draft_accept);
     if (find_catalogue_model(o->engine.model_path))
       fail("{} is a catalogue model: plan it on a described cluster (--cluster FILE)", o->engine.model_path);
     auto file = gguf::File::open(o->engine.model_path);
@@ -137,6 +182,7 @@ Command add_plan_command(CLI::App& app) {
     std::printf("model: %s (%s), %d layers, context %d x %d\n", config.name.c_str(), config.arch.c_str(),
                 config.n_layer, n_ctx, o->engine.n_seq);
     std::printf("%s", format_plan(cp.plan, cp.input).c_str());
+    print_speculation(*o, *draft_accept, cp.plan, cp.input, cp.input.relay);
     return 0;
   };
 }

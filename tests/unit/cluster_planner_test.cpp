@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -485,6 +486,43 @@ TEST(PlannerTest, RecurrentLayersCostTheirDispatchesWhereADeviceHasThem) {
   const Plan fast = make_plan(in);
   EXPECT_EQ(layer_counts(fast), (std::vector<int>{0, 8}));
   EXPECT_NEAR(fast.predicted_token_ms, plain, 1e-9);
+}
+
+}  // namespace
+}  // namespace shoal
+
+namespace shoal {
+namespace {
+
+// Speculative decoding in the cost model: a step checking k guesses costs
+// the plain step while the weights' read dominates, so right guesses
+// divide the time per token; none right, and no guess pays; the longer the
+// round trips a step pays, the more a guess gains.
+TEST(SpeculativeCost, GuessesPayWhereStepsAreBoundByReadsAndRoundTrips) {
+  PlanInput in = uniform_input(8, 100, {device("local", 4000, 10.0), device("w1:1", 4000, 10.0, 1.0)});
+  in.layer_flops.assign(8, 2.0 * 50e6);  // 50 M weights a layer
+  for (auto& d : in.devices) d.matmul_gflops = 20.0;  // a row computes in half the time its weights read
+  const Plan plan = make_plan(in);
+  Speculation s;
+  s.draft_max = 8;
+  s.acceptance = 0.0;
+  EXPECT_EQ(predict_speculative(plan, in, Relay::shoal_star, s).draft, 0);
+  s.acceptance = 0.8;
+  const SpeculativePrediction near = predict_speculative(plan, in, Relay::shoal_star, s);
+  EXPECT_GT(near.draft, 0);
+  EXPECT_LT(near.token_ms, near.plain_token_ms);
+  EXPECT_NEAR(near.tokens_per_step, (1 - std::pow(0.8, near.draft + 1)) / 0.2, 1e-9);
+  // The plain step is the decode prediction's own (reads, overheads, hops and head).
+  EXPECT_NEAR(near.plain_token_ms, predict(plan, in, Relay::shoal_star).token_ms, 1e-9);
+  // Past the read-bound rows a longer guess costs compute; a long round
+  // trip makes it worth that.
+  in.devices[1].rtt_ms = 40.0;
+  const SpeculativePrediction far = predict_speculative(make_plan(in), in, Relay::shoal_star, s);
+  EXPECT_GT(far.draft, near.draft);
+  EXPECT_GT(far.plain_token_ms / far.token_ms, near.plain_token_ms / near.token_ms);
+  // A draft that costs as much as a step gains nothing.
+  s.draft_token_ms = far.plain_token_ms;
+  EXPECT_EQ(predict_speculative(make_plan(in), in, Relay::shoal_star, s).draft, 0);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "cluster/primary/cost_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 namespace shoal {
@@ -156,6 +157,53 @@ Prediction predict(const Plan& plan, const PlanInput& in, Relay relay, int prefi
     p.pipelined_prefill_ms = 0.0;
   }
   return p;
+}
+
+namespace {
+
+// One decode step of `rows` rows of one sequence (a guess being checked):
+// per stage the longer of reading its weights and computing the rows.
+double rows_step_ms(const Plan& plan, const PlanInput& in, Relay relay, int rows) {
+  double ms = 0;
+  int last_remote = -1;
+  for (const StageAssignment& s : plan.stages) {
+    const int n_layers = s.layer_end - s.layer_begin;
+    if (n_layers == 0) continue;
+    const DeviceInfo& dev = in.devices[s.device];
+    const double read = decode_read_bytes(in, s.layer_begin, s.layer_end) /
+                        (known(dev.matvec_gbps, kUnknownMatvecGbps) * 1e9) * 1e3;
+    const double compute = layer_flops(in, s.layer_begin, s.layer_end) * rows /
+                           (known(dev.matmul_gflops, kUnknownMatmulGflops) * 1e9) * 1e3;
+    ms += std::max(read, compute) + dev.step_overhead_ms +
+          recurrent_layers(in, s.layer_begin, s.layer_end) * dev.recurrent_layer_ms;
+    if (s.device != 0) {
+      ms += hop_ms(in, dev, n_layers, rows, relay);
+      last_remote = s.device;
+    }
+  }
+  if (relay == Relay::shoal_chain && last_remote >= 0) ms += hop_ms(in, in.devices[last_remote], 0, rows, relay);
+  const DeviceInfo& primary = in.devices.at(0);
+  const uint64_t head = in.head_bytes ? in.head_bytes : in.primary_bytes;
+  const double head_flops = in.head_flops > 0 ? in.head_flops : 2.0 * head;
+  ms += std::max(head / (known(primary.matvec_gbps, kUnknownMatvecGbps) * 1e9) * 1e3,
+                 head_flops * rows / (known(primary.matmul_gflops, kUnknownMatmulGflops) * 1e9) * 1e3);
+  return ms;
+}
+
+}  // namespace
+
+SpeculativePrediction predict_speculative(const Plan& plan, const PlanInput& in, Relay relay,
+                                          const Speculation& spec) {
+  SpeculativePrediction best;
+  best.plain_token_ms = best.step_ms = best.token_ms = rows_step_ms(plan, in, relay, 1);
+  const double a = std::clamp(spec.acceptance, 0.0, 0.999);
+  for (int k = 1; k <= spec.draft_max; ++k) {
+    const double tokens = (1.0 - std::pow(a, k + 1)) / (1.0 - a);
+    const double step = rows_step_ms(plan, in, relay, k + 1) + k * spec.draft_token_ms;
+    if (step / tokens < best.token_ms) best = {k, tokens, step, step / tokens, 0.0, best.plain_token_ms};
+  }
+  best.tok_s = best.token_ms > 0 ? 1e3 / best.token_ms : 0.0;
+  return best;
 }
 
 }  // namespace shoal

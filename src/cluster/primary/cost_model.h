@@ -50,6 +50,29 @@ struct Prediction {
 Prediction predict(const Plan& plan, const PlanInput& input, Relay relay, int prefill_tokens = 512,
                    int micro_batch = 0, int n_batch = 0);
 
+// Speculative decoding (engine/drafter.h): a step that checks a guess of k
+// tokens carries k + 1 rows. Each stage reads its weights once, or computes
+// k + 1 rows where that takes longer (its batched rate), and every hop
+// carries k + 1 hidden states; so does the head. With each guessed token
+// right with probability `acceptance` (independently), a step yields
+// (1 - a^(k+1)) / (1 - a) tokens on average; guessing costs draft_token_ms
+// a token on the primary (a draft model; 0 for n-gram lookup).
+struct Speculation {
+  int draft_max = 16;
+  double acceptance = 0.7;
+  double draft_token_ms = 0.0;
+};
+struct SpeculativePrediction {
+  int draft = 0;                 // the guess length that predicts best (0: none pays)
+  double tokens_per_step = 1.0;  // at that length
+  double step_ms = 0.0;          // a step checking it, guessing included
+  double token_ms = 0.0;         // per token
+  double tok_s = 0.0;
+  double plain_token_ms = 0.0;   // without speculation, on the same roofline
+};
+SpeculativePrediction predict_speculative(const Plan& plan, const PlanInput& input, Relay relay,
+                                          const Speculation& speculation);
+
 // Decode time of one stage on `device` holding n_layers layers that read
 // read_bytes a step, n_recurrent of them Gated DeltaNets: what the
 // speed-aware split minimises (hops included, head excluded). 0 for a

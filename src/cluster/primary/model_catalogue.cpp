@@ -113,6 +113,7 @@ PlanInput plan_input_for_catalogue_model(const CatalogueModel& m, int n_ctx, int
                            16ull * std::max(1, n_batch) * m.n_embd * sizeof(float);
   in.primary_bytes = static_cast<uint64_t>((embd + head) * bytes_per_weight) + scratch;
   in.head_bytes = static_cast<uint64_t>(embd * bytes_per_weight);
+  in.head_flops = 2.0 * embd;
   in.activation_bytes = static_cast<uint64_t>(m.n_embd) * sizeof(float);
   return in;
 }
