@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Across machines: `shoal bench --rpc` vs llama.cpp's `llama-bench --rpc`.
 
-    sudo bench/cluster_bench.py [-m MODEL] [-p 128] [-n 64] [-r 3] [--parts local,veth,delay,aead,speed,prefill]
+    sudo bench/cluster_bench.py [-m MODEL] [-p 128] [-n 64] [-r 3] [--parts local,veth,delay,aead,speed,prefill,spec]
                                 [--speed-model MODEL] [--time-limit MINUTES] [--no-idle-wait]
 
 Hosts are network namespaces on a private bridge (tests/tools/netns.py): the
@@ -15,7 +15,8 @@ worker and a slow one, whose CPU a real-time neighbour takes 3/4 of (tests/tools
 split by memory against split by speed, alternated, with each stage's predicted and measured
 decode step; --speed-model, whose stages outgrow the caches as a real model's do); "prefill" (pp512 and pp2048 on 2 and 3 workers:
 Shoal's prompts pipelined in micro-batches, -ub 64, against whole batches, -ub 0, beside
-llama.cpp RPC). llama.cpp gets the same layer split as Shoal's plan: -ngl counts the
+llama.cpp RPC); "spec" (Shoal only: speculative decoding, a draft model and n-gram lookup, locally and on 2
+workers over veth and behind relays at 1 and 5 ms round trip; --spec-target, --spec-draft). llama.cpp gets the same layer split as Shoal's plan: -ngl counts the
 output head as a 31st layer, so it offloads one more layer than the workers
 hold and -ot keeps the (tied) output head on the primary, as Shoal does.
 
@@ -51,6 +52,10 @@ RELAY = ROOT / "build" / "shoal_delay_relay"
 LLAMA = Path.home() / ".cache/shoal/llama.cpp-build/bin"
 MODEL = Path.home() / ".cache/shoal/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 SPEED_MODEL = Path.home() / ".cache/shoal/models/Qwen2.5-Coder-0.5B-Instruct.Q4_K_M.gguf"
+# The "spec" part: the F16 target (tests/models/dequantize_model.py qwen2.5-coder-0.5b-f16) and its
+# Q4_K_M as the draft; the prompt a code edit (bench/prompts).
+SPEC_TARGET = Path.home() / ".cache/shoal/models/Qwen2.5-Coder-0.5B-Instruct.F16.gguf"
+SPEC_PROMPT = ROOT / "bench" / "prompts" / "code_edit.txt"
 NEIGHBOUR_BUSY = 0.75  # of the slow worker's CPU, taken by its neighbour in the "speed" part
 PORT, RELAY_PORT = 50052, 50100
 DELAYS_MS = [0.05, 0.5, 2.5]  # one way
@@ -177,11 +182,12 @@ class Bench:
             eps.append(f"{a}:{PORT}")
         return eps
 
-    def relay(self, target, delay_ms):
+    def relay(self, target, delay_ms, index=0):
         spin = ["--spin-us", "100"] if delay_ms < 0.1 else []
-        self.start(0, [self.relay_bin, "--listen", f"127.0.0.1:{RELAY_PORT}", "--target", target,
+        port = RELAY_PORT + index
+        self.start(0, [self.relay_bin, "--listen", f"127.0.0.1:{port}", "--target", target,
                        "--delay-ms", delay_ms, *spin], ("line", "listening on"))
-        return [f"127.0.0.1:{RELAY_PORT}"]
+        return [f"127.0.0.1:{port}"]
 
     def stop_servers(self):
         for p in self.procs:
@@ -209,8 +215,8 @@ class Bench:
         share = CpuShare(NEIGHBOUR_BUSY) if slow else None
         try:
             eps = self.workers(tool, n_workers, insecure, (slow, share) if slow else None)
-            if delay_ms is not None:
-                eps = self.relay(eps[0], delay_ms)
+            if delay_ms is not None:  # every worker behind its own relay
+                eps = [self.relay(e, delay_ms, i)[0] for i, e in enumerate(eps)]
             common = list(self.common)
             for flag, value in (("-m", model), ("-p", pp), ("-n", tg)):
                 if value is not None:
@@ -254,7 +260,9 @@ class Bench:
             # shoal bench's stage report: device, layers, predicted ms, measured ms, steps, error.
             stages = [(w[0], w[1], float(w[2]), float(w[3])) for w in map(str.split, r.stderr.splitlines())
                       if len(w) == 6 and w[0].startswith(("local", "10.")) and w[4].isdigit() and w[2] != "-"]
-            return {"pp": next((x for x in rows if x["n_prompt"]), None), "tg": next((x for x in rows if x["n_gen"]), None),
+            timed = [x for x in rows if "test" not in x]
+            return {"pp": next((x for x in timed if x["n_prompt"]), None), "tg": next((x for x in timed if x["n_gen"]), None),
+                    "spec": [x for x in rows if x.get("test") == "greedy"],
                     "split": split, "stages": stages, "note": note}
         finally:
             self.stop_servers()
@@ -312,6 +320,9 @@ def main():
     ap.add_argument("-r", type=int, default=3)
     ap.add_argument("--parts", default="local,veth,delay")
     ap.add_argument("--speed-model", default=str(SPEED_MODEL))
+    ap.add_argument("--spec-target", default=str(SPEC_TARGET))
+    ap.add_argument("--spec-draft", default=str(SPEED_MODEL))
+    ap.add_argument("--spec-n", type=int, default=128, help="tokens generated in the spec part")
     ap.add_argument("--no-idle-wait", action="store_true", help="a quick check: no idle wait, no repeats")
     ap.add_argument("--time-limit", type=float, default=120, help="minutes; later settings are skipped")
     args = ap.parse_args()
@@ -341,6 +352,12 @@ def main():
     speed_jobs = [split for k in range(3) for split in (("memory", "speed"), ("speed", "memory"))[k % 2]] \
         if "speed" in parts else []
     speed = {}  # split -> [results]
+    # Speculative decoding: greedy generation from a code-edit prompt with and without guesses (shoal bench
+    # alternates them in one run), locally and over 2 workers at 0, 1 and 5 ms round trip.
+    spec_jobs = [(where, delay, kind) for where, delay in (("local", None), ("veth", None), ("relay", 0.5),
+                                                           ("relay", 2.5))
+                 for kind in ("draft", "ngram")] if "spec" in parts else []
+    spec = {}  # (where, delay, kind) -> result
     # Pipelined prompts: pp512 and pp2048 on 2 and 3 workers, -ub 64 against -ub 0, beside llama.cpp.
     prefill_jobs = [(n, p) for n in (2, 3) for p in (512, 2048)] if "prefill" in parts else []
     prefill = {}  # (n, p) -> (pipelined, whole, llama.cpp)
@@ -374,6 +391,14 @@ def main():
             whole = b.run("shoal", n_workers=n, extra=["-ub", "0", "--split", "memory"], pp=p, tg=0)
             layers = [k for _, _, k in piped["split"][1:]]
             prefill[(n, p)] = (piped, whole, b.run("llama.cpp", n_workers=n, layers=layers, pp=p, tg=0))
+        for where, delay, kind in spec_jobs:
+            if time.time() > deadline:
+                break
+            print(f"spec: {kind}, {where}{f' {2 * delay:g} ms RTT' if delay else ''} ...", file=sys.stderr)
+            flags = ["-md", args.spec_draft] if kind == "draft" else ["--spec-type", "ngram"]
+            spec[(where, delay, kind)] = b.run(
+                "shoal", n_workers=0 if where == "local" else 2, delay_ms=delay, model=args.spec_target, pp=0,
+                tg=args.spec_n, extra=[*flags, "-f", SPEC_PROMPT, "--chat"])
         for split in speed_jobs:
             if time.time() > deadline:
                 break
@@ -408,6 +433,19 @@ def main():
             a, w, l = piped["pp"]["avg_ts"], whole["pp"]["avg_ts"], llama["pp"]["avg_ts"]
             print(f"| pp{p} | {n} | {ts(piped['pp'])} | {ts(whole['pp'])} | {a / w:.2f} | {ts(llama['pp'])} | "
                   f"{a / l:.2f} |")
+    if spec:
+        print(f"\nSpeculative decoding: greedy generation of {args.spec_n} tokens from {SPEC_PROMPT.name} (chat), "
+              f"target {Path(args.spec_target).name}, draft {Path(args.spec_draft).name} or n-gram lookup; plain and "
+              f"speculative runs alternated in one shoal bench (the same tokens checked), tokens/s mean of {args.r}\n")
+        print("| setting | guesses | plain t/s | speculative t/s | speed-up | guessed tokens right |")
+        print("| ------- | ------- | --------: | --------------: | -------: | -------------------: |")
+        for (where, delay, kind), r in spec.items():
+            plain, fast = r["spec"][0], r["spec"][1]
+            setting = "local" if where == "local" else "2 workers, veth" if delay is None else \
+                f"2 workers, {2 * delay:g} ms RTT"
+            right = f"{fast['accepted']} of {fast['drafted']} ({100 * fast['accepted'] / max(1, fast['drafted']):.0f} %)"
+            print(f"| {setting} | {kind} | {plain['avg_ts']:.2f} | {fast['avg_ts']:.2f} | "
+                  f"{fast['avg_ts'] / plain['avg_ts']:.2f} | {right} |")
     if speed:
         speed_table(speed, args)
     print("\nSplits (Shoal's plan, printed by shoal bench; llama.cpp given the same) and conditions:\n")

@@ -137,20 +137,25 @@ uint64_t parse_size(const std::string& text) {
 
 void add_speculative_options(CLI::App& cmd, CommonOptions& o) {
   SpeculativeOptions& s = o.engine.speculative;
-  cmd.add_option("--model-draft", s.draft_model,
+  // llama-server's names, the earlier ones and those of its 2026 releases (--spec-draft-*).
+  cmd.add_option("--model-draft,--spec-draft-model", s.draft_model,
                  "-md: a draft model for speculative decoding, a small GGUF with the same vocabulary (run here)");
   cmd.add_option_function<std::string>(
          "--spec-type", [&s](const std::string& v) { s.type = parse_spec_type(v); },
-         "speculative decoding: none, ngram (guesses from the prompt and the text so far) or draft (-md)")
-      ->check(CLI::IsMember({"none", "ngram", "draft"}))
+         "speculative decoding: none, ngram (guesses from the prompt and the text so far; also ngram-simple) or "
+         "draft (-md; also draft-simple)")
+      ->check(CLI::IsMember({"none", "ngram", "ngram-simple", "draft", "draft-simple"}))
       ->default_str("none (draft with -md)");
-  cmd.add_option("--draft-max,--draft,--draft-n", s.draft_max, "most tokens guessed per step")
+  cmd.add_option("--draft-max,--draft,--draft-n,--spec-draft-n-max", s.draft_max,
+                 "most tokens guessed per step (a sequence's guess starts at 4 and doubles while it is right)")
       ->capture_default_str()
       ->check(whole_number_in(1, 64));
-  cmd.add_option("--draft-min,--draft-n-min", s.draft_min, "fewer tokens guessed than this: none are checked")
+  cmd.add_option("--draft-min,--draft-n-min,--spec-draft-n-min", s.draft_min,
+                 "fewer tokens guessed than this: none are checked")
       ->capture_default_str()
       ->check(whole_number_in(0, 64));
-  cmd.add_option("--draft-p-min", s.draft_p_min, "the draft model stops guessing below this probability")
+  cmd.add_option("--draft-p-min,--spec-draft-p-min", s.draft_p_min,
+                 "the draft model stops guessing where its top token's probability is below this")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
 }

@@ -6,8 +6,8 @@ namespace shoal {
 
 SpecType parse_spec_type(const std::string& name) {
   if (name == "none") return SpecType::None;
-  if (name == "ngram") return SpecType::Ngram;
-  if (name == "draft") return SpecType::Draft;
+  if (name == "ngram" || name == "ngram-simple") return SpecType::Ngram;
+  if (name == "draft" || name == "draft-simple") return SpecType::Draft;
   fail("--spec-type must be none, ngram or draft, not '{}'", name);
 }
 

@@ -22,10 +22,14 @@ struct SpeculativeOptions {
   std::string draft_model;         // -md: a GGUF sharing the target's vocabulary
   int draft_max = 16;              // most tokens guessed per step
   int draft_min = 0;               // fewer guessed than this: none are verified
-  float draft_p_min = 0.8f;        // the draft model stops guessing below this probability
+  // The draft model stops guessing where its top token is less likely than
+  // this (llama-server's default since 2026 is 0 too: a wrong guess here
+  // costs little, as the draft window shrinks to what was right).
+  float draft_p_min = 0.0f;
 };
 
-// "none", "ngram" or "draft" -> the type; throws shoal::Error otherwise.
+// "none", "ngram" or "draft" (llama-server's "ngram-simple", "draft-simple") -> the type; throws
+// shoal::Error otherwise.
 SpecType parse_spec_type(const std::string& name);
 const char* spec_type_name(SpecType type);
 
