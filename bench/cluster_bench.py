@@ -437,14 +437,15 @@ def main():
         print(f"\nSpeculative decoding: greedy generation of {args.spec_n} tokens from {SPEC_PROMPT.name} (chat), "
               f"target {Path(args.spec_target).name}, draft {Path(args.spec_draft).name} or n-gram lookup; plain and "
               f"speculative runs alternated in one shoal bench (the same tokens checked), tokens/s mean of {args.r}\n")
-        print("| setting | guesses | plain t/s | speculative t/s | speed-up | guessed tokens right |")
-        print("| ------- | ------- | --------: | --------------: | -------: | -------------------: |")
+        print("| setting | layers (primary, workers) | guesses | plain t/s | speculative t/s | speed-up | guessed tokens right |")
+        print("| ------- | ------------------------- | ------- | --------: | --------------: | -------: | -------------------: |")
         for (where, delay, kind), r in spec.items():
             plain, fast = r["spec"][0], r["spec"][1]
             setting = "local" if where == "local" else "2 workers, veth" if delay is None else \
                 f"2 workers, {2 * delay:g} ms RTT"
             right = f"{fast['accepted']} of {fast['drafted']} ({100 * fast['accepted'] / max(1, fast['drafted']):.0f} %)"
-            print(f"| {setting} | {kind} | {plain['avg_ts']:.2f} | {fast['avg_ts']:.2f} | "
+            layers = " / ".join(str(n) for _, _, n in r["split"]) or "all"
+            print(f"| {setting} | {layers} | {kind} | {plain['avg_ts']:.2f} | {fast['avg_ts']:.2f} | "
                   f"{fast['avg_ts'] / plain['avg_ts']:.2f} | {right} |")
     if speed:
         speed_table(speed, args)

@@ -55,6 +55,7 @@ Engine::Engine(const EngineOptions& options, const StageBuilder& build_stages, T
   } else if (options.gpu_layers > 0 && !device.vulkan && options.device == "cpu") {
     spdlog::warn("-ngl {} without --device vulkan: every layer runs on the CPU", options.gpu_layers);
   }
+  check_speculative();
   // The head (output norm and vocabulary matmul) runs where the GPU layers
   // do, so a GPU primary keeps its model on the GPU; layers are prepared
   // as stages take them.
@@ -79,7 +80,8 @@ Engine::Engine(const EngineOptions& options, const StageBuilder& build_stages, T
 
 Engine::~Engine() = default;
 
-void Engine::make_drafter() {
+// Before any stage is made (a worker loads nothing for a run that cannot start).
+void Engine::check_speculative() {
   SpeculativeOptions& spec = options_.speculative;
   if (!spec.draft_model.empty() && spec.type == SpecType::None) spec.type = SpecType::Draft;
   if (spec.type == SpecType::None) return;
@@ -87,17 +89,23 @@ void Engine::make_drafter() {
   if (spec.draft_min < 0 || spec.draft_min > spec.draft_max)
     fail("--draft-min {} is out of range 0..{} (--draft-max)", spec.draft_min, spec.draft_max);
   if (!(spec.draft_p_min >= 0 && spec.draft_p_min <= 1)) fail("--draft-p-min {} is out of range 0..1", spec.draft_p_min);
+  if (spec.type == SpecType::Draft && spec.draft_model.empty()) fail("--spec-type draft needs a draft model (-md FILE)");
   // A verified guess is kept and a wrong one overwritten: the target's
   // cache must go back by a whole guess.
-  if (pipeline_->max_rollback() < spec.draft_max + 1)
+  const int rollback = KvCache::max_rollback(config_, n_ctx_, n_batch_);
+  if (rollback < spec.draft_max + 1)
     fail("speculative decoding needs a cache that can be cut back by {} tokens, and {}'s {} cannot", spec.draft_max + 1,
-         config_.arch, pipeline_->max_rollback() == 0 ? "recurrent state" : "sliding window");
+         config_.arch, rollback == 0 ? "recurrent state" : "sliding window");
   if (spec.draft_max + 1 > n_batch_) fail("--draft-max {} needs a batch of {} tokens (-b)", spec.draft_max, spec.draft_max + 1);
+}
+
+void Engine::make_drafter() {
+  const SpeculativeOptions& spec = options_.speculative;
+  if (spec.type == SpecType::None) return;
   // A slot's record stops short of its stages' rows by a wrong guess at
   // most, so prefix reuse keeps that much of the window in hand.
   if (pipeline_->max_rollback() != INT_MAX) pipeline_->set_max_rollback(pipeline_->max_rollback() - spec.draft_max - 1);
   if (spec.type == SpecType::Draft) {
-    if (spec.draft_model.empty()) fail("--spec-type draft needs a draft model (-md FILE)");
     drafter_ = std::make_unique<ModelDrafter>(spec, *this, *pool_);
   } else {
     drafter_ = std::make_unique<NgramDrafter>();

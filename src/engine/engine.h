@@ -119,6 +119,7 @@ class Engine {
   std::unique_ptr<Pipeline> pipeline_;
   std::shared_ptr<StageSupervisor> supervisor_;
   std::unique_ptr<Drafter> drafter_;
+  void check_speculative();
   void make_drafter();
 };
 

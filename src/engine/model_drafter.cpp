@@ -57,7 +57,8 @@ std::string ModelDrafter::describe() const {
 void ModelDrafter::propose(std::span<DraftJob> jobs) {
   Pipeline& pipeline = draft_->pipeline();
   const int budget = pipeline.max_tokens();
-  std::vector<Guess> guesses(jobs.size());
+  std::vector<Guess>& guesses = guesses_;  // reused: no allocation per step
+  guesses.assign(jobs.size(), Guess{});
   // First what each sequence took since its last guess (usually one or two
   // tokens; a new prompt in chunks), the last of it with logits.
   batch_.clear();

@@ -35,6 +35,7 @@ class ModelDrafter : public Drafter {
   std::unique_ptr<Engine> draft_;
   int target_vocab_;
   Batch batch_;  // reused
+  std::vector<Guess> guesses_;
 };
 
 // Throws shoal::Error naming the first difference that makes the draft's

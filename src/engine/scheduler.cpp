@@ -83,6 +83,7 @@ Scheduler::Scheduler(Engine& engine) : engine_(engine) {
   for (int i = 0; i < n; ++i) {
     auto s = std::make_unique<Slot>();
     s->seq = i;
+    s->draft.reserve(65);  // the most a guess may hold (--draft-max 64): no allocation per step
     slots_.push_back(std::move(s));
   }
   const auto rows = static_cast<size_t>(engine.pipeline().max_tokens());
@@ -91,6 +92,7 @@ Scheduler::Scheduler(Engine& engine) : engine_(engine) {
   batch_.seq_ids.reserve(rows);
   batch_.logits.reserve(rows);
   cancelled_.reserve(64);
+  draft_jobs_.reserve(static_cast<size_t>(n));
   cancel_now_.reserve(64);
   done_now_.reserve(16);
   stats_.slots = n;

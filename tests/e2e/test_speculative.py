@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_shoal
+import concurrent.futures
+
+from conftest import RANDOM_MODELS, random_model, run_shoal
 from server_fixtures import Server
 
 PROMPTS = [
@@ -135,3 +137,34 @@ def test_killed_worker_mid_speculation_gives_the_same_text(serve, workers, smoll
     assert c["throughput"]["replans"] >= 1, c
     assert drafted(s)[1] > 0
     assert complete(s, PROMPTS[1]) == plain_texts[1]  # and on without it
+
+
+def test_parallel_slots_each_draft_and_keep_their_text(serve, smollm2, plain_texts):
+    s = serve(smollm2, "-md", smollm2, "--parallel", 4)
+    with concurrent.futures.ThreadPoolExecutor(6) as pool:
+        texts = list(pool.map(lambda i: complete(s, PROMPTS[i % len(PROMPTS)], stream=i % 2 == 1), range(6)))
+    assert texts == [plain_texts[i % len(PROMPTS)] for i in range(6)]
+    assert drafted(s)[1] > 0
+
+
+@pytest.mark.parametrize("name", RANDOM_MODELS)
+def test_every_architecture_across_two_workers(shoal_bin, workers, name):
+    """`shoal run` over two workers (chain) with guesses from n-gram lookup
+    and from the model itself gives the text of a plain local run; a model
+    with a recurrent state refuses speculation by name."""
+    model = random_model(name)
+    ws = workers(2)
+    args = ["run", "-m", model, "-p", "Once upon a time, a cat and a dog", "-n", 40, "--temp", "0", "--ignore-eos",
+            "-t", "1", "-c", 256]
+    plain = run_shoal(shoal_bin, *args, timeout=300)
+    assert plain.returncode == 0, plain.stderr
+    cluster = ["--rpc", ",".join(w.address for w in ws), "--chain"]
+    for spec in (["--spec-type", "ngram"], ["-md", model]):
+        r = run_shoal(shoal_bin, *args, *cluster, *spec, timeout=300)
+        if name.startswith("random-qwen35"):
+            assert r.returncode == 1 and "recurrent state" in r.stderr, r.stderr
+            continue
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == plain.stdout, spec
+        if spec[0] == "-md":
+            assert "guessed tokens accepted" in r.stderr
