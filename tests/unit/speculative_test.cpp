@@ -173,6 +173,19 @@ TEST(Speculative, SeededSamplingGivesThePlainStream) {
   }
 }
 
+// Sampling from the whole distribution at `temperature` (no cuts).
+GenerationOptions pure_sampling(int max_tokens, float temperature, uint64_t seed) {
+  GenerationOptions o;
+  o.max_tokens = max_tokens;
+  o.ignore_eos = true;
+  o.sampling.temperature = temperature;
+  o.sampling.top_k = 0;
+  o.sampling.top_p = 1.0f;
+  o.sampling.min_p = 0.0f;
+  o.sampling.seed = seed;
+  return o;
+}
+
 // Upper 0.1 % point of chi-square with df degrees of freedom (Wilson-Hilferty).
 double chi_square_critical(int df) {
   const double z = 3.090232, k = 2.0 / (9.0 * df);
@@ -235,14 +248,8 @@ TEST(Speculative, SampledTokensFollowTheTargetDistribution) {
   std::vector<std::vector<TokenId>> streams;
   int drafted = 0;
   for (int seed = 0; seed < kSamples; ++seed) {
-    GenerationOptions o;
-    o.max_tokens = 3;  // the last token is never guessed: the second is
-    o.ignore_eos = true;
-    o.sampling.temperature = kTemperature;
-    o.sampling.top_k = 0;
-    o.sampling.top_p = 1.0f;
-    o.sampling.min_p = 0.0f;
-    o.sampling.seed = static_cast<uint64_t>(seed) + 1;
+    // The last token is never guessed: the second is.
+    const GenerationOptions o = pure_sampling(3, kTemperature, static_cast<uint64_t>(seed) + 1);
     const Outcome r = generate(*spec, prompt, o, true);
     ASSERT_EQ(r.tokens.size(), 3u);
     streams.push_back(r.tokens);
@@ -285,14 +292,7 @@ TEST(Speculative, EveryVerificationRowSamplesTheTarget) {
   std::vector<int> reached(3, 0);
   constexpr int kSamples = 20000;
   for (int seed = 0; seed < kSamples; ++seed) {
-    GenerationOptions o;
-    o.max_tokens = 8;
-    o.ignore_eos = true;
-    o.sampling.temperature = kTemperature;
-    o.sampling.top_k = 0;
-    o.sampling.top_p = 1.0f;
-    o.sampling.min_p = 0.0f;
-    o.sampling.seed = static_cast<uint64_t>(seed) + 1;
+    const GenerationOptions o = pure_sampling(8, kTemperature, static_cast<uint64_t>(seed) + 1);
     SequenceDecoder d(e->tokenizer(), n_vocab, e->n_ctx(), o, prompt);
     d.verify(rows.data(), guess);
     const auto out = d.generated();
