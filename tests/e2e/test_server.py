@@ -242,7 +242,9 @@ def test_cluster_json_and_metrics(server, smollm2):
     assert (d["address"], d["layer_begin"], d["layer_end"], d["remote"]) == ("local", 0, 30, False)
     assert d["weight_bytes"] > 0 and d["kv_bytes"] > 0
     t = c["throughput"]
-    assert set(t) == {"tokens_in", "tokens_out", "requests", "active", "queued", "slots", "gen_tok_s"}
+    assert set(t) == {"tokens_in", "tokens_out", "requests", "active", "queued", "slots", "gen_tok_s", "drafted",
+                      "draft_accepted"}
+    assert t["drafted"] == 0 and t["draft_accepted"] == 0  # no --spec-type, no -md
     assert t["slots"] == 4 and t["requests"] >= 1 and t["tokens_out"] >= 4
 
     m = server.metrics()
