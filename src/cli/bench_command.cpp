@@ -80,7 +80,7 @@ SpecRow time_speculative(Engine& engine, const BenchOptions& o) {
     for (bool speculate : {r % 2 == 1, r % 2 == 0}) {
       engine.pipeline().truncate_sequence(0, 0);
       Generator g(engine.pipeline(), engine.tokenizer(), engine.n_ctx());
-      if (speculate) g.set_drafter(engine.drafter(), engine.options().speculative.draft_max);
+      if (speculate) g.set_drafter(engine.drafter(), engine.options().speculative);
       const GenerationResult res = g.generate(prompt, gen, {});
       if (first.empty()) first = res.tokens;
       if (res.tokens != first) fail("internal: the speculative run generated other tokens than the plain run");

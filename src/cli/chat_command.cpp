@@ -26,7 +26,7 @@ int chat(ChatOptions& o) {
   gen.sampling = o.common.sampling;
   gen.stop = tmpl.stop_strings();
   Generator generator(engine.pipeline(), engine.tokenizer(), engine.n_ctx());
-  if (Drafter* d = engine.drafter()) generator.set_drafter(d, o.common.engine.speculative.draft_max);
+  if (Drafter* d = engine.drafter()) generator.set_drafter(d, engine.options().speculative);
   generator.set_recovery([&engine](const std::exception& e, const Pipeline::KeepPositions& keep) {
     return engine.rebuild_stages(&e, keep).has_value();
   });

@@ -107,7 +107,7 @@ int run(RunOptions& o) {
     std::fflush(stdout);
   }
   Generator generator(engine.pipeline(), tok, engine.n_ctx());
-  if (Drafter* d = engine.drafter()) generator.set_drafter(d, o.common.engine.speculative.draft_max);
+  if (Drafter* d = engine.drafter()) generator.set_drafter(d, engine.options().speculative);
   generator.set_recovery([&engine](const std::exception& e, const Pipeline::KeepPositions& keep) {
     return engine.rebuild_stages(&e, keep).has_value();
   });

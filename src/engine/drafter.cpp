@@ -4,6 +4,13 @@
 
 namespace shoal {
 
+void Drafter::propose(std::span<DraftJob> jobs) {
+  for (DraftJob& job : jobs) job.out->clear();
+  guess(jobs);
+  for (DraftJob& job : jobs)
+    if (static_cast<int>(job.out->size()) < job.min) job.out->clear();
+}
+
 SpecType parse_spec_type(const std::string& name) {
   if (name == "none") return SpecType::None;
   if (name == "ngram" || name == "ngram-simple") return SpecType::Ngram;

@@ -38,16 +38,22 @@ const char* spec_type_name(SpecType type);
 struct DraftJob {
   int seq = 0;
   std::span<const TokenId> history;
-  int max = 0;
+  int max = 0;            // at most this many tokens
+  int min = 0;            // fewer than this: no guess (--draft-min)
+  float p_min = 0.0f;     // a draft model stops below this probability (--draft-p-min)
   std::vector<TokenId>* out = nullptr;  // cleared, then the guess
 };
 
 class Drafter {
  public:
   virtual ~Drafter() = default;
-  // Fills each job's out. Jobs of one call belong to different sequences.
-  virtual void propose(std::span<DraftJob> jobs) = 0;
+  // Fills each job's out; a guess shorter than its job's min is dropped.
+  // Jobs of one call belong to different sequences.
+  void propose(std::span<DraftJob> jobs);
   virtual std::string describe() const = 0;
+
+ protected:
+  virtual void guess(std::span<DraftJob> jobs) = 0;
 };
 
 }  // namespace shoal

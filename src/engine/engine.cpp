@@ -90,6 +90,8 @@ void Engine::check_speculative() {
     fail("--draft-min {} is out of range 0..{} (--draft-max)", spec.draft_min, spec.draft_max);
   if (!(spec.draft_p_min >= 0 && spec.draft_p_min <= 1)) fail("--draft-p-min {} is out of range 0..1", spec.draft_p_min);
   if (spec.type == SpecType::Draft && spec.draft_model.empty()) fail("--spec-type draft needs a draft model (-md FILE)");
+  if (spec.type == SpecType::Ngram && !spec.draft_model.empty())
+    fail("--spec-type ngram guesses without a draft model: give -md or --spec-type ngram, not both");
   // A verified guess is kept and a wrong one overwritten: the target's
   // cache must go back by a whole guess.
   const int rollback = KvCache::max_rollback(config_, n_ctx_, n_batch_);

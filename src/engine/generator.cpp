@@ -86,11 +86,16 @@ GenerationResult Generator::generate(std::span<const TokenId> prompt, const Gene
   for (;;) {
     if (!decoder.text().empty() && on_text) keep_going = on_text(decoder.text());
     if (!more || !keep_going) break;
-    const int room = drafter_ ? decoder.draft_room(draft_max_) : 0;
     draft_.clear();
-    if (room > 0) {
-      DraftJob job{seq_, decoder.history(), room, &draft_};
-      drafter_->propose(std::span<DraftJob>(&job, 1));
+    DraftJob job = decoder.draft_job(seq_, speculative_, INT_MAX, draft_);
+    if (drafter_ && job.max > 0) {
+      try {
+        drafter_->propose(std::span<DraftJob>(&job, 1));
+      } catch (const std::exception& e) {
+        // A guess is only ever a speed-up: without one the step decodes as usual.
+        spdlog::error("the draft failed: {}", e.what());
+        draft_.clear();
+      }
     }
     if (draft_.empty()) {
       TokenId next[1] = {decoder.last()};

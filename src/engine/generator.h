@@ -36,9 +36,12 @@ struct GenerationOptions {
   // Control tokens written into the text all the same (a tool-call family's
   // markers, which would be hidden otherwise).
   std::vector<TokenId> shown_tokens;
-  // Speculative decoding (with a drafter): at most this many guessed tokens
-  // a step; < 0: the drafter's --draft-max; 0: none for this request.
+  // Speculative decoding (with a drafter), per request: at most draft_max
+  // guessed tokens a step (0: none for this request), fewer than draft_min
+  // none, a draft model stopping below draft_p_min; < 0: the engine's flags.
   int draft_max = -1;
+  int draft_min = -1;
+  float draft_p_min = -1.0f;
   // Not None: an embedding request. The prompt is read, nothing generated,
   // and RequestResult::embedding holds the pooled, L2-normalised vector.
   Pooling pooling = Pooling::None;
@@ -72,11 +75,11 @@ class Generator {
   // or returns false, the failure is the caller's.
   using Recovery = std::function<bool(const std::exception& cause, const Pipeline::KeepPositions& keep)>;
   void set_recovery(Recovery recover) { recover_ = std::move(recover); }
-  // Speculative decoding: guesses from `drafter`, up to draft_max a step
-  // (a request's GenerationOptions::draft_max overrides it).
-  void set_drafter(Drafter* drafter, int draft_max) {
+  // Speculative decoding: guesses from `drafter` as `options` say (a
+  // request's GenerationOptions::draft_* override them).
+  void set_drafter(Drafter* drafter, const SpeculativeOptions& options) {
     drafter_ = drafter;
-    draft_max_ = draft_max;
+    speculative_ = options;
   }
 
   // Generates a continuation of the prompt. The KV cache of the longest
@@ -94,7 +97,7 @@ class Generator {
   Batch batch_;
   Recovery recover_;
   Drafter* drafter_ = nullptr;
-  int draft_max_ = 0;
+  SpeculativeOptions speculative_;
   std::vector<TokenId> fed_, draft_;  // a verification step's tokens: the last one, then the guess
   // One pass of feed() over the chunks; throws what the pipeline throws.
   // all_logits: every row's logits (a verification step, one chunk).

@@ -54,19 +54,18 @@ std::string ModelDrafter::describe() const {
                      draft_->config().name, draft_->config().n_layer, options_.draft_max, options_.draft_p_min);
 }
 
-void ModelDrafter::propose(std::span<DraftJob> jobs) {
+void ModelDrafter::guess(std::span<DraftJob> jobs) {
   Pipeline& pipeline = draft_->pipeline();
   const int budget = pipeline.max_tokens();
   std::vector<Guess>& guesses = guesses_;  // reused: no allocation per step
   guesses.assign(jobs.size(), Guess{});
+  for (size_t j = 0; j < jobs.size(); ++j) guesses[j].job = &jobs[j];  // before any forward reads them
   // First what each sequence took since its last guess (usually one or two
   // tokens; a new prompt in chunks), the last of it with logits.
   batch_.clear();
   for (size_t j = 0; j < jobs.size(); ++j) {
     DraftJob& job = jobs[j];
-    job.out->clear();
     Guess& g = guesses[j];
-    g.job = &job;
     g.done = job.max <= 0 || job.history.empty();
     if (g.done) continue;
     const size_t reuse = reusable_prefix(pipeline.held(job.seq), job.history, pipeline.max_rollback());
@@ -96,8 +95,6 @@ void ModelDrafter::propose(std::span<DraftJob> jobs) {
       batch_.add(g.job->out->back(), g.next_pos - 1, g.job->seq, true);
     }
   }
-  for (Guess& g : guesses)
-    if (static_cast<int>(g.job->out->size()) < options_.draft_min) g.job->out->clear();
 }
 
 void ModelDrafter::forward_and_pick(std::span<Guess> guesses) {
@@ -113,10 +110,10 @@ void ModelDrafter::forward_and_pick(std::span<Guess> guesses) {
       if (g.done || g.job->seq != batch_.seq_ids[static_cast<size_t>(t)]) continue;
       const int best = static_cast<int>(std::max_element(l, l + n_vocab) - l);  // ties: the lower id
       bool sure = true;
-      if (options_.draft_p_min > 0) {
+      if (g.job->p_min > 0) {
         double sum = 0;
         for (int i = 0; i < n_vocab; ++i) sum += std::exp(static_cast<double>(l[i] - l[best]));
-        sure = 1.0 / sum >= options_.draft_p_min;
+        sure = 1.0 / sum >= g.job->p_min;
       }
       if (!sure || best >= target_vocab_) {
         g.done = true;

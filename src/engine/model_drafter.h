@@ -23,8 +23,10 @@ class ModelDrafter : public Drafter {
   // the first difference) or the draft's cache cannot be cut back.
   ModelDrafter(const SpeculativeOptions& options, const Engine& target, ThreadPool& pool);
   ~ModelDrafter() override;
-  void propose(std::span<DraftJob> jobs) override;
   std::string describe() const override;
+
+ protected:
+  void guess(std::span<DraftJob> jobs) override;
 
  private:
   struct Guess;  // one job's progress within propose()

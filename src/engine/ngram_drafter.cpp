@@ -10,7 +10,7 @@ NgramDrafter::NgramDrafter(int n_max, int n_min) : n_max_(n_max), n_min_(n_min) 
 
 std::string NgramDrafter::describe() const { return fmt::format("n-gram lookup ({}..{} tokens)", n_min_, n_max_); }
 
-void NgramDrafter::propose(std::span<DraftJob> jobs) {
+void NgramDrafter::guess(std::span<DraftJob> jobs) {
   for (DraftJob& job : jobs) lookup(job.history, job.max, n_max_, n_min_, *job.out);
 }
 

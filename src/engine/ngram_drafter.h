@@ -11,10 +11,12 @@ class NgramDrafter : public Drafter {
  public:
   // The longest n-gram is tried first; none shorter than n_min counts.
   explicit NgramDrafter(int n_max = 4, int n_min = 2);
-  void propose(std::span<DraftJob> jobs) override;
   std::string describe() const override;
   // One sequence's guess (what propose does per job).
   static void lookup(std::span<const TokenId> history, int max, int n_max, int n_min, std::vector<TokenId>& out);
+
+ protected:
+  void guess(std::span<DraftJob> jobs) override;
 
  private:
   int n_max_, n_min_;

@@ -309,7 +309,8 @@ void Scheduler::step() {
   // starting slot rotates, so when slots outnumber the batch each waits its
   // turn, and one row stays for prompts so that they are not starved then.
   const int decode_budget = budget - (n_prefill > 0 && budget > 1 ? 1 : 0);
-  make_drafts(decode_budget);
+  // Guesses never take more than half the batch from prompts that wait.
+  make_drafts(n_prefill > 0 ? std::max(decode_budget / 2, std::min(decode_budget, static_cast<int>(n))) : decode_budget);
   for (size_t k = 0, taken = 0; k < n && static_cast<int>(taken) < decode_budget; ++k) {
     Slot& s = *slots_[(rotate_ + k) % n];
     if (!s.active || s.prefilling()) continue;
@@ -443,7 +444,7 @@ void Scheduler::step() {
   }
 }
 
-void Scheduler::make_drafts(int decode_budget) {
+void Scheduler::make_drafts(int rows) {
   Drafter* drafter = engine_.drafter();
   draft_jobs_.clear();
   int n_decode = 0;
@@ -453,12 +454,12 @@ void Scheduler::make_drafts(int decode_budget) {
   }
   if (!drafter || n_decode == 0) return;
   // Each slot in decode gets an equal share of the rows, its last token first.
-  const int share = decode_budget / n_decode - 1;
+  const int share = rows / n_decode - 1;
   for (auto& sp : slots_) {
     Slot& s = *sp;
     if (!s.active || s.prefilling() || !s.decoder) continue;
-    const int room = std::min(share, s.decoder->draft_room(engine_.options().speculative.draft_max));
-    if (room > 0) draft_jobs_.push_back(DraftJob{s.seq, s.decoder->history(), room, &s.draft});
+    DraftJob job = s.decoder->draft_job(s.seq, engine_.options().speculative, share, s.draft);
+    if (job.max > 0) draft_jobs_.push_back(job);
   }
   try {
     drafter->propose(draft_jobs_);

@@ -116,8 +116,8 @@ class Scheduler {
   void admit(Queued& q);                // into the best free slot (mutex_ held)
   void step();                          // one forward for every active slot
   // Speculative decoding: each slot in decode guesses its next tokens
-  // (Slot::draft), within the rows the step has for it.
-  void make_drafts(int decode_budget);
+  // (Slot::draft), all of them within `rows` rows with their last tokens.
+  void make_drafts(int rows);
   void finish(Slot& slot, const char* reason, const std::string& error = {});
   void finish_unstarted(Queued& q, const char* reason);
   void fail_active(const std::string& message, const char* reason = "error");

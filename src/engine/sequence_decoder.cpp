@@ -45,17 +45,26 @@ bool SequenceDecoder::verify(const float* rows, std::span<const TokenId> draft) 
     const bool guessed = i < draft.size() && n_generated() > before && last() == draft[i];
     if (guessed) ++accepted_;
     if (!more || !guessed) {
-      draft_window_ = accepted_ == static_cast<int>(draft.size()) ? 2 * draft_window_ : accepted_ + 1;
+      draft_window_ = accepted_ == static_cast<int>(draft.size()) ? std::min(2 * draft_window_, kMaxDraftWindow)
+                                                                  : accepted_ + 1;
       return more;
     }
   }
 }
 
-int SequenceDecoder::draft_room(int default_max) const {
-  int room = options_.draft_max >= 0 ? std::min(options_.draft_max, default_max) : default_max;
-  room = std::min({room, draft_window_, n_ctx_ - 1 - position()});
+DraftJob SequenceDecoder::draft_job(int seq, const SpeculativeOptions& defaults, int cap,
+                                    std::vector<TokenId>& out) const {
+  int room = options_.draft_max >= 0 ? std::min(options_.draft_max, defaults.draft_max) : defaults.draft_max;
+  room = std::min({room, cap, draft_window_, n_ctx_ - 1 - position()});
   if (options_.max_tokens >= 0) room = std::min(room, options_.max_tokens - n_generated() - 1);
-  return std::max(room, 0);
+  DraftJob job;
+  job.seq = seq;
+  job.history = history_;
+  job.max = std::max(room, 0);
+  job.min = options_.draft_min >= 0 ? options_.draft_min : defaults.draft_min;
+  job.p_min = options_.draft_p_min >= 0 ? options_.draft_p_min : defaults.draft_p_min;
+  job.out = &out;
+  return job;
 }
 
 bool SequenceDecoder::advance(const float* logits) {

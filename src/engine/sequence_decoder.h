@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/drafter.h"
 #include "engine/generator.h"
 #include "engine/sampler.h"
 #include "engine/stop_matcher.h"
@@ -50,11 +51,12 @@ class SequenceDecoder {
   // position() are stale then (the guesses after a wrong one).
   bool verify(const float* rows, std::span<const TokenId> draft);
   int accepted() const { return accepted_; }
-  // How many tokens the sequence may guess at its next step: the request's
-  // limit (GenerationOptions::draft_max) or `default_max`, within the draft
-  // window, and no further than the context and the token limit allow (a
-  // step yields one token more than it guesses right).
-  int draft_room(int default_max) const;
+  // The sequence's next guess to ask for: at most the request's
+  // draft_max or the engine's (`defaults`), `cap` and the draft window, and
+  // no further than the context and the token limit allow (a step yields
+  // one token more than it guesses right); max 0: none. min and p_min the
+  // request's or the engine's.
+  DraftJob draft_job(int seq, const SpeculativeOptions& defaults, int cap, std::vector<TokenId>& out) const;
   // At the end: the text still held back (an incomplete character as
   // U+FFFD, a partial stop-string match that turned out not to be one).
   std::string flush();
@@ -102,6 +104,7 @@ class SequenceDecoder {
   // long guesses, while free text, where guesses fail early, costs short
   // ones (on a CPU, rows past the matmul's tile of four are not free).
   int draft_window_ = 4;
+  static constexpr int kMaxDraftWindow = 64;  // --draft-max's limit
 };
 
 }  // namespace shoal

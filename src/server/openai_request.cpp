@@ -187,21 +187,23 @@ void read_common(const json& body, const RequestDefaults& defaults, GenerationRe
                                      : static_cast<uint64_t>(v->get<int64_t>());
   }
 
-  // Speculative decoding per request, llama-server's flat key or an object:
-  // at most n_max guessed tokens a step (0: none for this request).
-  if (read_integer(body, "speculative.n_max", 0, 64, i)) o.draft_max = static_cast<int>(i);
-  if (const json* v = field(body, "speculative")) {
-    if (!v->is_object()) bad_type("speculative", "an object", *v);
-    if (read_integer(*v, "n_max", 0, 64, i)) o.draft_max = static_cast<int>(i);
-    for (const auto& [key, value] : v->items())
-      if (key != "n_max")
-        bad_value("speculative." + key, "only speculative.n_max is set per request; the others are server flags "
-                                        "(--draft-min, --draft-p-min).");
+  // Speculative decoding per request, as llama-server's flat keys
+  // (speculative.n_max, .n_min, .p_min) or one object: at most n_max guessed
+  // tokens a step (0: none for this request), fewer than n_min none, a draft
+  // model stopping below p_min.
+  const json* nested = field(body, "speculative");
+  if (nested && !nested->is_object()) bad_type("speculative", "an object", *nested);
+  if (nested)
+    for (const auto& [key, value] : nested->items())
+      if (key != "n_max" && key != "n_min" && key != "p_min")
+        bad_value("speculative." + key, "expected one of n_max, n_min and p_min.");
+  for (const json* where : {&body, nested}) {
+    if (!where) continue;
+    const bool flat = where == &body;
+    if (read_integer(*where, flat ? "speculative.n_max" : "n_max", 0, 64, i)) o.draft_max = static_cast<int>(i);
+    if (read_integer(*where, flat ? "speculative.n_min" : "n_min", 0, 64, i)) o.draft_min = static_cast<int>(i);
+    read_number(*where, flat ? "speculative.p_min" : "p_min", 0.0, 1.0, o.draft_p_min);
   }
-  for (const char* key : {"speculative.n_min", "speculative.p_min"})
-    if (field(body, key))
-      bad_value(key, "only speculative.n_max is set per request; the others are server flags (--draft-min, "
-                     "--draft-p-min).");
 
   if (const json* v = field(body, "stop")) {
     constexpr size_t kMaxStops = 16;

@@ -93,8 +93,14 @@ def test_a_request_turns_speculation_off_and_bad_settings_are_refused(serve, smo
     assert drafted(s) == before
     assert complete(s, PROMPTS[0], speculative={"n_max": 2}) == plain_texts[0]
     assert drafted(s)[0] > before[0]
-    for body, name in [({"speculative.n_max": 65}, "speculative.n_max"), ({"speculative": {"p_min": 0.5}}, "p_min"),
-                       ({"speculative.p_min": 0.5}, "speculative.p_min"), ({"speculative": 3}, "speculative")]:
+    # n_min above any guess: nothing is checked (llama-server's keys, flat or nested).
+    before = drafted(s)
+    assert complete(s, PROMPTS[0], **{"speculative.n_min": 64, "speculative.p_min": 0.5}) == plain_texts[0]
+    assert complete(s, PROMPTS[0], speculative={"n_min": 64}) == plain_texts[0]
+    assert drafted(s) == before
+    for body, name in [({"speculative.n_max": 65}, "speculative.n_max"), ({"speculative": {"p_min": 1.5}}, "p_min"),
+                       ({"speculative": {"k": 1}}, "speculative.k"), ({"speculative.n_min": -1}, "speculative.n_min"),
+                       ({"speculative": 3}, "speculative")]:
         status, err = s.post_json("/v1/completions", {"prompt": "Hi", "max_tokens": 4, **body})
         assert status == 400, (body, err)
         assert name in err["error"]["message"], err

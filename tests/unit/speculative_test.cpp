@@ -5,6 +5,7 @@
 // (a chi-square test on a small vocabulary).
 #include <gtest/gtest.h>
 
+#include <climits>
 #include <cmath>
 #include <condition_variable>
 #include <map>
@@ -46,7 +47,7 @@ struct Outcome {
 
 Outcome generate(Engine& e, const std::vector<TokenId>& prompt, const GenerationOptions& options, bool speculate) {
   Generator g(e.pipeline(), e.tokenizer(), e.n_ctx());
-  if (speculate) g.set_drafter(e.drafter(), e.options().speculative.draft_max);
+  if (speculate) g.set_drafter(e.drafter(), e.options().speculative);
   Outcome r;
   GenerationResult res = g.generate(prompt, options, [&](const std::string& t) {
     r.text += t;
@@ -357,6 +358,38 @@ TEST(Speculative, SchedulerSlotsKeepTheirTokens) {
     }
     for (int i = 0; i < 8; ++i) EXPECT_EQ(got[i], want[i]) << "request " << i;
   }
+}
+
+// The draft window doubles while guesses are right, up to --draft-max's
+// limit (not past what an int holds: a long quote is many right guesses),
+// and falls to one more than was right.
+TEST(Speculative, TheDraftWindowGrowsWhileRightAndShrinksWhenWrong) {
+  auto e = load_engine(stories(), 1, 64, 1, 256);
+  const int n_vocab = e->config().n_vocab;
+  GenerationOptions o = greedy(-1);
+  SpeculativeOptions spec;
+  spec.draft_max = 64;
+  const std::vector<TokenId> prompt = {1, 2, 3};
+  SequenceDecoder d(e->tokenizer(), n_vocab, 1 << 20, o, prompt);
+  std::vector<TokenId> out;
+  // Rows whose argmax is token 7: a guess of 7s is right throughout.
+  std::vector<float> rows(static_cast<size_t>(65) * n_vocab, 0.0f);
+  for (int r = 0; r < 65; ++r) rows[static_cast<size_t>(r) * n_vocab + 7] = 10.0f;
+  std::vector<int> windows;
+  for (int step = 0; step < 40; ++step) {
+    const DraftJob job = d.draft_job(0, spec, INT_MAX, out);
+    windows.push_back(job.max);
+    ASSERT_TRUE(d.verify(rows.data(), std::vector<TokenId>(static_cast<size_t>(job.max), 7)));
+    EXPECT_EQ(d.accepted(), job.max);
+  }
+  EXPECT_EQ(windows.front(), 4);
+  EXPECT_EQ(windows[1], 8);
+  EXPECT_EQ(windows.back(), 64);
+  // Two right, then a wrong one (row 2 says 7, the guess 9): three next time.
+  ASSERT_TRUE(d.verify(rows.data(), std::vector<TokenId>{7, 7, 9, 9}));
+  EXPECT_EQ(d.accepted(), 2);
+  EXPECT_EQ(d.draft_job(0, spec, INT_MAX, out).max, 3);
+  EXPECT_EQ(d.draft_job(0, spec, 2, out).max, 2);  // the caller's cap
 }
 
 TEST(Speculative, RefusesADraftWithAnotherVocabulary) {
