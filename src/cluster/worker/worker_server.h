@@ -121,6 +121,7 @@ class WorkerServer {
   std::map<uint32_t, std::shared_ptr<WorkerStage>> stages_;
   uint32_t next_stage_id_ = 1;
   bool primary_active_ = false;
+  std::condition_variable primary_left_;  // primary_active_ went false
   std::string primary_peer_;
   std::shared_ptr<wire::Connection> primary_conn_;  // where chain results go
   std::map<std::string, std::shared_ptr<wire::Connection>> next_hops_;  // chain peers we forward to

@@ -63,6 +63,9 @@ ProbeShape probe_shape_from(const nlohmann::json& body) {
 }
 }  // namespace
 
+// How long a second primary waits for the first to be noticed gone.
+constexpr std::chrono::milliseconds kPrimaryHandover{1500};
+
 void WorkerSession::run() {
   SessionSlot slot(s_.handshakes_, s_.sessions_);
   try {
@@ -72,7 +75,11 @@ void WorkerSession::run() {
     s_.authenticated(conn_.get());
     is_primary_ = hello.value("role", "") == "primary";
     if (is_primary_) {
-      std::lock_guard<std::mutex> lock(s_.mutex_);
+      std::unique_lock<std::mutex> lock(s_.mutex_);
+      // A primary that just exited may not have been noticed yet (its
+      // session still reading the closed socket, or freeing its stages): a
+      // new one waits a moment for that before it is told "busy".
+      s_.primary_left_.wait_for(lock, kPrimaryHandover, [&] { return !s_.primary_active_; });
       if (s_.primary_active_) {
         ++s_.stats_.refused;
         conn_->send_error(ErrorCode::Busy,
@@ -103,6 +110,7 @@ void WorkerSession::run() {
     s_.primary_conn_.reset();
     s_.next_hops_.clear();
     s_.chain_members_.clear();
+    s_.primary_left_.notify_all();
     spdlog::info("primary {} left; stages freed, waiting for the next", conn_->peer());
   }
 }
