@@ -1,12 +1,19 @@
 #include "engine/drafter.h"
 
 #include "util/error.h"
+#include "util/log.h"
 
 namespace shoal {
 
-void Drafter::propose(std::span<DraftJob> jobs) {
+void Drafter::propose(std::span<DraftJob> jobs) noexcept {
   for (DraftJob& job : jobs) job.out->clear();
-  guess(jobs);
+  try {
+    guess(jobs);
+  } catch (const std::exception& e) {
+    // A guess is only ever a speed-up: without one the step decodes as usual.
+    spdlog::error("the draft failed: {}", e.what());
+    for (DraftJob& job : jobs) job.out->clear();
+  }
   for (DraftJob& job : jobs)
     if (static_cast<int>(job.out->size()) < job.min) job.out->clear();
 }

@@ -48,8 +48,9 @@ class Drafter {
  public:
   virtual ~Drafter() = default;
   // Fills each job's out; a guess shorter than its job's min is dropped.
-  // Jobs of one call belong to different sequences.
-  void propose(std::span<DraftJob> jobs);
+  // Jobs of one call belong to different sequences. A drafter that fails
+  // is logged and leaves every guess empty: the step decodes as usual.
+  void propose(std::span<DraftJob> jobs) noexcept;
   virtual std::string describe() const = 0;
 
  protected:

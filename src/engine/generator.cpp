@@ -88,26 +88,12 @@ GenerationResult Generator::generate(std::span<const TokenId> prompt, const Gene
     if (!more || !keep_going) break;
     draft_.clear();
     DraftJob job = decoder.draft_job(seq_, speculative_, INT_MAX, draft_);
-    if (drafter_ && job.max > 0) {
-      try {
-        drafter_->propose(std::span<DraftJob>(&job, 1));
-      } catch (const std::exception& e) {
-        // A guess is only ever a speed-up: without one the step decodes as usual.
-        spdlog::error("the draft failed: {}", e.what());
-        draft_.clear();
-      }
-    }
-    if (draft_.empty()) {
-      TokenId next[1] = {decoder.last()};
-      more = decoder.step(feed(next, decoder.position()));
-      continue;
-    }
-    // The last token and the guess behind it, every row with logits.
+    if (drafter_ && job.max > 0) drafter_->propose(std::span<DraftJob>(&job, 1));
+    // The last token and the guess behind it (if any), every row with logits.
     fed_.assign(1, decoder.last());
     fed_.insert(fed_.end(), draft_.begin(), draft_.end());
-    const float* rows = feed(fed_, decoder.position(), true);
-    more = decoder.verify(rows, draft_);
-    pipeline_.forget_after(seq_, decoder.position());
+    more = decoder.verify(feed(fed_, decoder.position(), true), draft_);
+    pipeline_.forget_after(seq_, decoder.position());  // the rows behind a wrong guess
     result.drafted += static_cast<int>(draft_.size());
     result.accepted += decoder.accepted();
   }

@@ -405,18 +405,14 @@ void Scheduler::step() {
     if (s.logits_row < 0) continue;
     try {
       const int before = s.decoder->n_generated();
-      const float* rows = logits + static_cast<size_t>(s.logits_row) * n_vocab;
-      if (s.draft.empty()) {
-        s.more = s.decoder->step(rows);
-      } else {
-        s.more = s.decoder->verify(rows, s.draft);
-        // The rows behind a wrong guess are overwritten by the next step.
-        pipeline.forget_after(s.seq, s.decoder->position());
-        drafted += s.draft.size();
-        accepted += static_cast<uint64_t>(s.decoder->accepted());
-        s.result.drafted += static_cast<int>(s.draft.size());
-        s.result.accepted += s.decoder->accepted();
-      }
+      // A slot in prefill has no guess: verify() is then step().
+      s.more = s.decoder->verify(logits + static_cast<size_t>(s.logits_row) * n_vocab, s.draft);
+      // The rows behind a wrong guess are overwritten by the next step.
+      pipeline.forget_after(s.seq, s.decoder->position());
+      drafted += s.draft.size();
+      accepted += static_cast<uint64_t>(s.decoder->accepted());
+      s.result.drafted += static_cast<int>(s.draft.size());
+      s.result.accepted += s.decoder->accepted();
       tokens_out += static_cast<uint64_t>(s.decoder->n_generated() - before);
     } catch (const std::exception& e) {
       s.more = false;
@@ -461,13 +457,7 @@ void Scheduler::make_drafts(int rows) {
     DraftJob job = s.decoder->draft_job(s.seq, engine_.options().speculative, share, s.draft);
     if (job.max > 0) draft_jobs_.push_back(job);
   }
-  try {
-    drafter->propose(draft_jobs_);
-  } catch (const std::exception& e) {
-    // A guess is only ever a speed-up: without one the step decodes as usual.
-    spdlog::error("scheduler: the draft failed: {}", e.what());
-    for (auto& s : slots_) s->draft.clear();
-  }
+  drafter->propose(draft_jobs_);
 }
 
 void Scheduler::pool_rows(Slot& s, const float* normed) {

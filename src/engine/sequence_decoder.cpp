@@ -31,10 +31,7 @@ SequenceDecoder::SequenceDecoder(const Tokenizer& tokenizer, int n_vocab, int n_
   history_.assign(prompt.begin(), prompt.end());
 }
 
-bool SequenceDecoder::step(const float* logits) {
-  text_.clear();
-  return advance(logits);
-}
+bool SequenceDecoder::step(const float* logits) { return verify(logits, {}); }
 
 bool SequenceDecoder::verify(const float* rows, std::span<const TokenId> draft) {
   text_.clear();
@@ -45,8 +42,9 @@ bool SequenceDecoder::verify(const float* rows, std::span<const TokenId> draft) 
     const bool guessed = i < draft.size() && n_generated() > before && last() == draft[i];
     if (guessed) ++accepted_;
     if (!more || !guessed) {
-      draft_window_ = accepted_ == static_cast<int>(draft.size()) ? std::min(2 * draft_window_, kMaxDraftWindow)
-                                                                  : accepted_ + 1;
+      if (!draft.empty())
+        draft_window_ = accepted_ == static_cast<int>(draft.size()) ? std::min(2 * draft_window_, kMaxDraftWindow)
+                                                                    : accepted_ + 1;
       return more;
     }
   }

@@ -42,9 +42,9 @@ class SequenceDecoder {
   // text() holds the text this step released (maybe empty).
   bool step(const float* logits);
   // Speculative decoding: the logits after last() and after each token of
-  // `draft` fed behind it ([1 + draft.size()][n_vocab]). Samples from the
-  // first row exactly as step() does, and while the token drawn equals the
-  // next guess, from the row after it: every token is the one plain
+  // `draft` fed behind it ([1 + draft.size()][n_vocab]); step() is verify()
+  // without a guess. Samples from the first row, and while the token drawn
+  // equals the next guess, from the row after it: every token is the one plain
   // decoding would draw (with the same sampler state), so the guesses change
   // how many tokens a step yields, never which. text() holds all the text
   // released; accepted() how many guesses were right. The rows past
