@@ -119,16 +119,10 @@ void KvCache::admit(const int32_t* seq_ids, const int32_t* positions, int n_toke
     if (s < 0 || s >= n_seq_) fail("sequence id {} is outside 0..{}", s, n_seq_ - 1);
     if (p < 0 || p >= n_ctx_) fail("position {} is outside the context of {} tokens", p, n_ctx_);
     if (p > next[s]) fail("position {} of sequence {} leaves a gap after {} cached positions", p, s, next[s]);
-    // A recurrent state holds all positions so far: it can start again or
-    // go on, never go back.
-    if (recurrent_ && p != 0 && p != next[s])
-      fail("position {} of sequence {} would rewrite a recurrent state that holds {} positions", p, s, next[s]);
     // Writing at a position ends the sequence there (a speculative guess
     // that was wrong is overwritten by what comes instead), as far back as
     // a cut may go.
-    if (p > 0 && next[s] - p > rollback_)
-      fail("position {} of sequence {} rewrites {} positions, more than the {} its sliding window allows", p, s,
-           next[s] - p, rollback_);
+    check_cut(s, next[s], p);
     next[s] = p + 1;
   }
   lengths_.swap(next);
@@ -137,11 +131,17 @@ void KvCache::admit(const int32_t* seq_ids, const int32_t* positions, int n_toke
 void KvCache::truncate(int seq, int n_pos) {
   if (seq < 0 || seq >= n_seq_) fail("sequence id {} is outside 0..{}", seq, n_seq_ - 1);
   n_pos = std::clamp(n_pos, 0, lengths_[seq]);
-  // A windowed layer has overwritten what lies further back than this.
-  if (n_pos > 0 && lengths_[seq] - n_pos > rollback_)
-    fail("internal: cutting sequence {} back from {} to {} positions loses {} (at most {})", seq, lengths_[seq],
-         n_pos, recurrent_ ? "its recurrent state" : "its sliding window", rollback_);
+  check_cut(seq, lengths_[seq], n_pos);
   lengths_[seq] = n_pos;
+}
+
+// A windowed layer has overwritten what lies further back than rollback_,
+// and a recurrent state (rollback_ 0) holds every position so far: a
+// sequence may start again or go back that far, no further.
+void KvCache::check_cut(int seq, int length, int n_pos) const {
+  if (n_pos > 0 && length - n_pos > rollback_)
+    fail("sequence {} cannot go back from {} to {} positions without losing {} (at most {})", seq, length, n_pos,
+         recurrent_ ? "its recurrent state" : "its sliding window", rollback_);
 }
 
 }  // namespace shoal

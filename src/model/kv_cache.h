@@ -61,6 +61,8 @@ class KvCache {
   void truncate(int seq, int n_pos);  // keep positions [0, n_pos); throws past max_rollback
 
  private:
+  // Throws unless a sequence of `length` positions may go back to n_pos.
+  void check_cut(int seq, int length, int n_pos) const;
   struct Layer {
     int positions;  // per sequence
     bool ring;
