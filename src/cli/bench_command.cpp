@@ -6,15 +6,14 @@
 #include <cmath>
 #include <cstdio>
 #include <optional>
-#include <fstream>
 #include <random>
-#include <sstream>
 
 #include "cli/common_options.h"
 #include "engine/stage_report.h"
 #include "engine/generator.h"
 #include "util/error.h"
 #include "util/log.h"
+#include "util/text_file.h"
 
 namespace shoal::cli {
 namespace {
@@ -58,14 +57,7 @@ struct SpecRow {
 };
 
 SpecRow time_speculative(Engine& engine, const BenchOptions& o) {
-  std::string text = kEditPrompt;
-  if (!o.prompt_file.empty()) {
-    std::ifstream in(o.prompt_file);
-    if (!in) fail("cannot read prompt file {}", o.prompt_file);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    text = ss.str();
-  }
+  std::string text = o.prompt_file.empty() ? kEditPrompt : read_text_file(o.prompt_file, "prompt");
   if (o.chat || o.prompt_file.empty())
     text = engine.chat_template().render({{"user", text}}, true, engine.options().reasoning);
   const std::vector<TokenId> prompt = engine.tokenizer().encode(text, true, true);

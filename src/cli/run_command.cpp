@@ -1,9 +1,7 @@
 // shoal run: one prompt, text to stdout (prompt echoed unless --no-echo, as
 // llama.cpp's completion tool does), everything else to stderr.
 #include <cstdio>
-#include <fstream>
 #include <memory>
-#include <sstream>
 
 #include "cli/common_options.h"
 #include "engine/stage_report.h"
@@ -13,6 +11,7 @@
 #include "server/json_schema_grammar.h"
 #include "util/error.h"
 #include "util/log.h"
+#include "util/text_file.h"
 
 #include <fmt/ranges.h>
 
@@ -32,14 +31,6 @@ struct RunOptions {
   std::string logits_out;
   std::string grammar, grammar_file, json_schema, json_schema_file;
 };
-
-std::string read_text_file(const std::string& path, const char* what) {
-  std::ifstream in(path);
-  if (!in) fail("cannot read {} file {}", what, path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // --grammar / --grammar-file (GBNF) or --json-schema / --json-schema-file,
 // as llama.cpp's tools take them: the output is held to it.
@@ -65,13 +56,7 @@ std::shared_ptr<const grammar::Grammar> output_grammar(const RunOptions& o) {
 
 int run(RunOptions& o) {
   set_verbosity(o.common.verbosity);
-  if (!o.prompt_file.empty()) {
-    std::ifstream in(o.prompt_file);
-    if (!in) fail("cannot read prompt file {}", o.prompt_file);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    o.prompt = ss.str();
-  }
+  if (!o.prompt_file.empty()) o.prompt = read_text_file(o.prompt_file, "prompt");
   Engine engine(o.common.engine, stage_builder(o.common));
   const Tokenizer& tok = engine.tokenizer();
   GenerationOptions gen;

@@ -12,9 +12,7 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <thread>
 
 #include "cli/common_options.h"
@@ -22,6 +20,7 @@
 #include "engine/scheduler.h"
 #include "server/http_server.h"
 #include "util/error.h"
+#include "util/text_file.h"
 #include "util/log.h"
 
 namespace shoal::cli {
@@ -37,11 +36,7 @@ struct ServeOptions {
 };
 
 std::string read_api_key(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) fail("cannot read the API key file {}", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string key = ss.str();
+  std::string key = read_text_file(path, "the API key");
   // A trailing newline from `echo KEY > file` is not part of the key.
   while (!key.empty() && (key.back() == '\n' || key.back() == '\r' || key.back() == ' ')) key.pop_back();
   while (!key.empty() && key.front() == ' ') key.erase(key.begin());

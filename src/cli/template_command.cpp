@@ -1,28 +1,19 @@
 // shoal template: a conversation rendered through a chat template, printed to
 // stdout exactly (nothing else goes there), as llama-server's /apply-template.
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include "cli/commands.h"
 #include "gguf/reader.h"
 #include "tokenizer/jinja_chat.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
+#include "util/text_file.h"
 
 namespace shoal::cli {
 namespace {
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot read {}", path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 nlohmann::ordered_json read_json(const std::string& path, const char* what) {
-  auto j = nlohmann::ordered_json::parse(read_text(path), nullptr, false);
+  auto j = nlohmann::ordered_json::parse(read_text_file(path), nullptr, false);
   if (j.is_discarded()) fail("{}: not valid JSON ({})", path, what);
   return j;
 }
@@ -55,7 +46,7 @@ Command add_template_command(CLI::App& app) {
       if (source.empty() && o->template_file.empty())
         fail("{} has no chat template (tokenizer.chat_template): give --chat-template-file", o->model);
     }
-    if (!o->template_file.empty()) source = read_text(o->template_file);
+    if (!o->template_file.empty()) source = read_text_file(o->template_file);
     ChatRenderRequest request;
     request.messages = read_json(o->messages, "an array of messages");
     if (!request.messages.is_array()) fail("{}: expected a JSON array of messages", o->messages);

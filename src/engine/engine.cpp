@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <climits>
-#include <fstream>
-#include <sstream>
 
 #include "engine/local_stage.h"
 #include "engine/model_drafter.h"
@@ -11,6 +9,7 @@
 #include "model/kv_cache.h"
 #include "util/error.h"
 #include "util/log.h"
+#include "util/text_file.h"
 
 namespace shoal {
 
@@ -166,11 +165,7 @@ Pooling Engine::pooling() const {
 void Engine::load_chat_template(const EngineOptions& options) {
   std::string source;
   if (!options.chat_template_file.empty()) {
-    std::ifstream in(options.chat_template_file, std::ios::binary);
-    if (!in) fail("cannot read the chat template file {}", options.chat_template_file);
-    std::stringstream text;
-    text << in.rdbuf();
-    source = text.str();
+    source = read_text_file(options.chat_template_file, "the chat template");
   } else {
     source = file_->get_string("tokenizer.chat_template", "");
   }
