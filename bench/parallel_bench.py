@@ -12,40 +12,18 @@ stream. Builds nothing: SHOAL (default build/shoal), LLAMA_SERVER (default
 on exit.
 """
 import argparse
-import json
 import os
 import statistics
 import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from pathlib import Path
+
+from local_server import post, wait_ready
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMPT = "Once upon a time, in a small village by the sea, there lived"
-
-
-def post(port, body, timeout=600):
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=timeout) as r:
-        return json.load(r)
-
-
-def wait_ready(port, proc, seconds=120):
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            sys.exit(f"error: the server on port {port} exited with {proc.returncode}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.5)
-    sys.exit(f"error: the server on port {port} did not answer in {seconds} s")
 
 
 def streams(port, count, n_tokens):
@@ -53,7 +31,7 @@ def streams(port, count, n_tokens):
     done = []
 
     def one():
-        r = post(port, {"prompt": PROMPT, "max_tokens": n_tokens, "temperature": 0, "ignore_eos": True})
+        r = post(port, "/v1/completions", {"prompt": PROMPT, "max_tokens": n_tokens, "temperature": 0, "ignore_eos": True})
         done.append(r["usage"]["completion_tokens"])
 
     threads = [threading.Thread(target=one) for _ in range(count)]

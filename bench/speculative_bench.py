@@ -15,15 +15,14 @@ Servers are started one at a time on loopback ports and stopped after their
 setting; prints a markdown table and every command it ran.
 """
 import argparse
-import json
 import os
 import shlex
 import statistics
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
+
+from local_server import post, wait_ready
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = Path(os.environ.get("SHOAL_MODELS_DIR") or Path.home() / ".cache/shoal/models")
@@ -32,29 +31,11 @@ PROMPTS = sorted((ROOT / "bench" / "prompts").glob("*.txt"))
 commands = []
 
 
-def post(port, body, timeout=600):
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", json.dumps(body).encode(),
-                                 {"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=timeout) as r:
-        return json.loads(r.read())
-
-
 def start(argv, port, log):
     commands.append(" ".join(shlex.quote(str(a)) for a in argv))
     p = subprocess.Popen([str(a) for a in argv], stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        if p.poll() is not None:
-            raise RuntimeError(f"exited {p.returncode}: {commands[-1]}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
-                if r.status == 200:
-                    return p
-        except OSError:
-            pass
-        time.sleep(0.2)
-    p.kill()
-    raise RuntimeError(f"not ready: {commands[-1]}")
+    wait_ready(port, p, 300)
+    return p
 
 
 def stop(p):
@@ -75,10 +56,10 @@ def measure(argv, port, prompts, args, log):
             text = prompt.read_text()
             body = {"messages": [{"role": "user", "content": text}], "max_tokens": args.n, "temperature": 0,
                     "seed": 1}
-            post(port, {**body, "max_tokens": 4})  # warm-up: the weights paged in
+            post(port, "/v1/chat/completions", {**body, "max_tokens": 4})  # warm-up: the weights paged in
             texts, rates, drafted, accepted = [], [], 0, 0
             for _ in range(args.r):
-                r = post(port, body)
+                r = post(port, "/v1/chat/completions", body)
                 t = r["timings"]
                 texts.append(r["choices"][0]["message"]["content"])
                 rates.append(t["predicted_per_second"])
