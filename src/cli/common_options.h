@@ -19,6 +19,7 @@ struct CommonOptions {
   double discover_wait_s = 2.0;
   std::string local_mem = "0";
   std::string split_policy = "speed";  // --split: speed | memory
+  std::string split_mode = "layer";    // -sm: layer | tensor
   int verbosity = 0;
 };
 
@@ -30,7 +31,7 @@ struct ShortAlias {
 };
 inline constexpr ShortAlias kShortAliases[] = {
     {"-ctk", "--cache-type-k"}, {"-ctv", "--cache-type-v"}, {"-ngl", "--n-gpu-layers"}, {"-ub", "--ubatch-size"},
-    {"-md", "--model-draft"}};
+    {"-md", "--model-draft"}, {"-sm", "--split-mode"}};
 
 // -m, -t, -c, -b, -ub, -v, -ctk, -ctv, --device, -ngl
 void add_engine_options(CLI::App& cmd, CommonOptions& o);

@@ -12,6 +12,11 @@ namespace shoal {
 // How activations travel between the stages (cost_model.h says what each costs).
 enum class Relay { shoal_star, shoal_chain, llama_rpc };
 
+// layer: each device runs its own layers (a pipeline). tensor: the workers
+// form one group that runs every layer, each a share of every matmul's
+// rows (backend/row_split_backend.h); the primary keeps the head.
+enum class SplitMode { layer, tensor };
+
 // memory: layers in proportion to each device's usable memory (llama.cpp's
 // default). speed: the split with the least predicted decode time that
 // fits, every device the memory split gives a layer keeping at least one

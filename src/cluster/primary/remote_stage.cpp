@@ -10,14 +10,20 @@ namespace shoal {
 
 using wire::MessageType;
 
-RemoteStage::RemoteStage(std::vector<RemoteMember> members, int n_embd, int n_layer, wire::WireDType dtype)
-    : members_(std::move(members)), n_embd_(n_embd), dtype_(dtype) {
+RemoteStage::RemoteStage(std::vector<RemoteMember> members, int n_embd, int n_layer, wire::WireDType dtype,
+                         Topology topology)
+    : members_(std::move(members)),
+      group_(topology == Topology::tensor_group),
+      answerer_(group_ ? 0 : members_.size() - 1),
+      n_embd_(n_embd),
+      dtype_(dtype) {
   if (members_.empty()) fail("internal: a remote stage needs at least one worker");
+  member_ids_.resize(members_.size());
   // Every member passes the list on; a worker from before it would not
   // parse it, so such a chain gets every row back as before.
   sends_rows_out_ = members_.back().layer_end == n_layer &&
                     std::all_of(members_.begin(), members_.end(), [](auto& m) { return m.client->takes_rows_out(); });
-  for (size_t i = 1; i < members_.size(); ++i)
+  for (size_t i = 1; i < members_.size() && !group_; ++i)
     route_.push_back({members_[i].client->address(), members_[i].stage_id});
   wire::wire_bytes(dtype_, 1, n_embd_);  // refuses q8_0 for widths that are not whole blocks
   for (auto& m : members_) {
@@ -28,6 +34,11 @@ RemoteStage::RemoteStage(std::vector<RemoteMember> members, int n_embd, int n_la
 
 std::string RemoteStage::describe() const {
   std::string out;
+  if (group_) {
+    for (const auto& m : members_) out += fmt::format("{}{}", out.empty() ? "" : " + ", m.client->address());
+    return fmt::format("{} layers {}-{} (tensor split {} ways)", out, layer_begin(), layer_end() - 1,
+                       members_.size());
+  }
   for (const auto& m : members_)
     out += fmt::format("{}{} layers {}-{}", out.empty() ? "" : " -> ", m.client->address(), m.layer_begin,
                        m.layer_end - 1);
@@ -57,17 +68,13 @@ void RemoteStage::release_leases() noexcept {
 void RemoteStage::submit(const Batch& batch, float* hidden) {
   if (pending_id_ != 0) fail("internal: {} got a step while one is pending", describe());
   const int n = batch.size();
-  RemoteMember& first = members_.front();
   // The keeper thread reads heartbeats on idle links; from here to the end
   // of collect() (or a cancel) the links are ours.
   try {
     for (auto& lease : leases_) lease.lock();
-    const uint64_t id = first.client->next_request_id();
-    wire::ForwardHeader h{first.stage_id, static_cast<uint32_t>(n), static_cast<uint32_t>(n_embd_), dtype_};
     // The head reads only the rows that want logits: the last worker
     // finishes and returns just those (Stage::forward).
     const bool rows_out = sends_rows_out_ && batch.logit_rows(rows_out_);
-    wire::encode_forward_prefix(h, batch.positions, batch.seq_ids, rows_out ? &rows_out_ : nullptr, route_, prefix_);
     std::span<const uint8_t> activations;
     if (dtype_ == wire::WireDType::F32) {
       activations = {reinterpret_cast<const uint8_t*>(hidden), static_cast<size_t>(n) * n_embd_ * sizeof(float)};
@@ -75,8 +82,16 @@ void RemoteStage::submit(const Batch& batch, float* hidden) {
       wire::encode_activations(dtype_, hidden, n, n_embd_, encoded_);
       activations = encoded_;
     }
-    const std::span<const uint8_t> parts[] = {prefix_, activations};
-    first.client->connection().send(MessageType::Forward, id, parts);
+    // A chain's first member, or every member of a tensor group (each its own stage id).
+    for (size_t i = 0; i < (group_ ? members_.size() : 1); ++i) {
+      RemoteMember& m = members_[i];
+      member_ids_[i] = m.client->next_request_id();
+      wire::ForwardHeader h{m.stage_id, static_cast<uint32_t>(n), static_cast<uint32_t>(n_embd_), dtype_};
+      wire::encode_forward_prefix(h, batch.positions, batch.seq_ids, rows_out ? &rows_out_ : nullptr, route_, prefix_);
+      const std::span<const uint8_t> parts[] = {prefix_, activations};
+      m.client->connection().send(MessageType::Forward, member_ids_[i], parts);
+    }
+    const uint64_t id = member_ids_[group_ ? answerer_ : 0];
     pending_id_ = id;
     pending_hidden_ = hidden;
     pending_n_ = n;
@@ -115,7 +130,7 @@ void RemoteStage::cancel() noexcept {
 
 void RemoteStage::receive_result(uint64_t request_id) {
   using Clock = std::chrono::steady_clock;
-  wire::Connection& last = members_.back().client->connection();
+  wire::Connection& last = members_[answerer_].client->connection();
   if (members_.size() == 1) {
     // The worker sends HEARTBEATs while it computes: only silence times out.
     last.expect_reply(frame_, MessageType::ForwardResult, request_id, members_.back().client->timeout_ms());
@@ -133,8 +148,8 @@ void RemoteStage::receive_result(uint64_t request_id) {
       const int left = m.client->timeout_ms() - static_cast<int>(silent.count());
       if (left <= 0)
         throw wire::LinkError(wire::LinkError::Kind::Timeout, m.client->address(),
-                              fmt::format("{} was silent for {:.1f} s (timeout) during a chain step",
-                                          m.client->address(), silent.count() / 1000.0),
+                              fmt::format("{} was silent for {:.1f} s (timeout) during a {} step",
+                                          m.client->address(), silent.count() / 1000.0, group_ ? "tensor group" : "chain"),
                               &m.client->connection());
       wait_ms = std::min(wait_ms, left);
     }
@@ -145,11 +160,13 @@ void RemoteStage::receive_result(uint64_t request_id) {
       if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       wire::Connection& conn = members_[i].client->connection();
       if (!conn.receive_one(frame_, members_[i].client->timeout_ms())) continue;  // a HEARTBEAT
-      if (frame_.header.request_id != 0 && frame_.header.request_id < request_id) continue;  // stale
+      // Stale: an answer to an abandoned step (a group member's by its own request id).
+      const uint64_t current = group_ ? member_ids_[i] : request_id;
+      if (frame_.header.request_id != 0 && frame_.header.request_id < current) continue;
       conn.check(frame_, MessageType::ForwardResult);  // an ERROR throws with the worker's message
-      if (i != members_.size() - 1)
+      if (i != answerer_)
         throw wire::ProtocolError(wire::ErrorCode::Malformed,
-                                  fmt::format("{} answered a chain step it does not end", conn.peer()));
+                                  fmt::format("{} answered a step it does not end", conn.peer()));
       if (frame_.header.request_id != request_id)
         throw wire::ProtocolError(wire::ErrorCode::Malformed,
                                   fmt::format("{} answered request {} while {} was pending", last.peer(),

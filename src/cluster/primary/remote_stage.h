@@ -3,7 +3,10 @@
 // the Pipeline cannot tell the difference. With one member it is star mode
 // (there and back); with several consecutive members it is a chain: the
 // activations go worker to worker and the last one answers the primary —
-// N+1 hops instead of 2N.
+// N+1 hops instead of 2N. A tensor group's members hold the same layers,
+// each a share of every matmul's rows (backend/row_split_backend.h): every
+// member gets the step, they trade shares among themselves, and the first
+// answers for all.
 #include <poll.h>
 
 #include <memory>
@@ -30,7 +33,9 @@ class RemoteStage : public Stage {
  public:
   // n_layer: the model's; a stage that ends the model sends which rows the
   // head reads, and gets back only those.
-  RemoteStage(std::vector<RemoteMember> members, int n_embd, int n_layer, wire::WireDType dtype);
+  enum class Topology { chain, tensor_group };
+  RemoteStage(std::vector<RemoteMember> members, int n_embd, int n_layer, wire::WireDType dtype,
+              Topology topology = Topology::chain);
 
   int layer_begin() const override { return members_.front().layer_begin; }
   int layer_end() const override { return members_.back().layer_end; }
@@ -40,7 +45,7 @@ class RemoteStage : public Stage {
   // A star stage only: a chain's members judge each other's silence by
   // what they last read, which a step held open across the primary's own
   // compute would let go stale; its steps stay whole.
-  bool computes_elsewhere() const override { return members_.size() == 1; }
+  bool computes_elsewhere() const override { return members_.size() == 1 || group_; }
   void submit(const Batch& batch, float* hidden) override;
   void collect() override;
   void cancel() noexcept override;
@@ -52,6 +57,8 @@ class RemoteStage : public Stage {
   void receive_result(uint64_t request_id);
 
   std::vector<RemoteMember> members_;
+  bool group_;       // a tensor group: every member gets the step, the first answers
+  size_t answerer_;  // the member whose FORWARD_RESULT ends a step
   int n_embd_;
   bool sends_rows_out_;  // ends the model and every member takes the rows out
   wire::WireDType dtype_;
@@ -62,12 +69,13 @@ class RemoteStage : public Stage {
   wire::Frame frame_;
   std::vector<std::unique_lock<std::mutex>> leases_;  // one per member, held from submit to collect
   // The step between submit() and collect().
-  uint64_t pending_id_ = 0;  // 0: none
+  uint64_t pending_id_ = 0;  // 0: none; the answerer's request
+  std::vector<uint64_t> member_ids_;  // each member's request id for the pending step (a tensor group's)
   float* pending_hidden_ = nullptr;
   int pending_n_ = 0;
   bool pending_rows_out_ = false;  // the answer holds rows_out_'s rows only
   void release_leases() noexcept;
-  std::vector<pollfd> poll_set_;                      // the members' sockets (chain mode)
+  std::vector<pollfd> poll_set_;                      // the members' sockets (chain and group)
 };
 
 }  // namespace shoal

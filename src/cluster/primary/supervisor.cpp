@@ -3,6 +3,7 @@
 #include <openssl/crypto.h>
 
 #include <cstdio>
+#include <random>
 #include <tuple>
 
 #include "cluster/primary/plan_input.h"
@@ -322,7 +323,7 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_stages(Engine& engi
 
   // Who takes part: the primary and every worker connected now, each with
   // the client it has now (other threads may lose or replace it meanwhile).
-  std::vector<std::pair<Member*, std::shared_ptr<WorkerClient>>> usable;
+  Usable usable;
   size_t n_members = 0;
   std::vector<std::string> lost;
   PlanInput input = plan_input_for_model(engine.file(), config, engine.n_ctx(), engine.options().n_seq,
@@ -351,6 +352,10 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_stages(Engine& engi
   // (or a discovered one came) the planner splits by memory again.
   if (usable.size() == options_.workers.size() && usable.size() == n_members)
     input.tensor_split = options_.tensor_split;
+  if (options_.split_mode == SplitMode::tensor && usable.size() >= 2) return build_tensor_group(engine, usable);
+  if (options_.split_mode == SplitMode::tensor)
+    spdlog::warn("a tensor split needs two workers or more ({} connected): the layers are split instead",
+                 usable.size());
   Plan plan;
   try {
     plan = make_plan(input);
@@ -374,7 +379,7 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_stages(Engine& engi
   for (auto& [m, client] : usable) member_addresses.push_back(client->address());
   std::vector<std::unique_ptr<Stage>> stages;
   std::vector<RemoteMember> chain;  // consecutive remote stages waiting to become one chain
-  std::vector<std::tuple<Member*, const WorkerClient*, uint32_t>> loaded;
+  Loaded loaded;
   auto flush_chain = [&] {
     if (chain.empty()) return;
     stages.push_back(std::make_unique<RemoteStage>(std::move(chain), config.n_embd, config.n_layer, dtype));
@@ -387,27 +392,9 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_stages(Engine& engi
       for (auto& s : engine.make_local_stages(a.layer_begin, a.layer_end)) stages.push_back(std::move(s));
       continue;
     }
-    Member& m = *usable[static_cast<size_t>(a.device - 1)].first;
-    const std::shared_ptr<WorkerClient> client = usable[static_cast<size_t>(a.device - 1)].second;
-    ProgressBar bar(client->address());
-    StageLoadReport r;
-    try {
-      r = client->load_stage(engine.file(), hashes, config, a.layer_begin, a.layer_end, engine.options().n_seq,
-                             engine.n_ctx(), engine.n_batch(), engine.options().kv_types, member_addresses,
-                             [&](uint64_t sent, uint64_t total) {
-                               bar.update(sent, total);
-                               if (options_.on_progress) options_.on_progress(client->address(), sent, total);
-                             });
-    } catch (const wire::ProtocolError& e) {
-      throw StageRefused(m.address, client.get(), fmt::format("{} refused layers {}-{}: {}", m.address, a.layer_begin,
-                                                a.layer_end - 1, e.what()));
-    }
-    std::fprintf(stderr,
-                 "%s: layers %d-%d loaded in %.2f s: %.1f MiB sent (%d tensors), %d tensors from its cache, %d from "
-                 "its models dir, %d shared with what it held\n",
-                 client->address().c_str(), a.layer_begin, a.layer_end - 1, r.seconds, r.sent_bytes / 1048576.0,
-                 r.tensors_sent, r.from_cache, r.from_models_dir, r.from_memory);
-    loaded.emplace_back(&m, client.get(), r.stage_id);
+    auto& [m, client] = usable[static_cast<size_t>(a.device - 1)];
+    StageLoadReport r = load_on(engine, hashes, *m, client, a.layer_begin, a.layer_end, member_addresses, nullptr);
+    loaded.emplace_back(m, client.get(), r.stage_id);
     RemoteMember member{client, r.stage_id, a.layer_begin, a.layer_end, r};
     if (!options_.chain) {
       stages.push_back(
@@ -418,6 +405,69 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_stages(Engine& engi
   }
   flush_chain();
 
+  commit_stages(usable, loaded);
+  return stages;
+}
+
+StageLoadReport ClusterSupervisor::load_on(Engine& engine, TensorHashes& hashes, Member& m,
+                                           const std::shared_ptr<WorkerClient>& client, int begin, int end,
+                                           const std::vector<std::string>& member_addresses,
+                                           const nlohmann::json& group) {
+  ProgressBar bar(client->address());
+  StageLoadReport r;
+  try {
+    r = client->load_stage(engine.file(), hashes, engine.config(), begin, end, engine.options().n_seq, engine.n_ctx(),
+                           engine.n_batch(), engine.options().kv_types, member_addresses,
+                           [&](uint64_t sent, uint64_t total) {
+                             bar.update(sent, total);
+                             if (options_.on_progress) options_.on_progress(client->address(), sent, total);
+                           },
+                           group);
+  } catch (const wire::ProtocolError& e) {
+    throw StageRefused(m.address, client.get(),
+                       fmt::format("{} refused layers {}-{}: {}", m.address, begin, end - 1, e.what()));
+  }
+  std::fprintf(stderr,
+               "%s: layers %d-%d loaded in %.2f s: %.1f MiB sent (%d tensors), %d tensors from its cache, %d from "
+               "its models dir, %d shared with what it held\n",
+               client->address().c_str(), begin, end - 1, r.seconds, r.sent_bytes / 1048576.0, r.tensors_sent,
+               r.from_cache, r.from_models_dir, r.from_memory);
+  return r;
+}
+
+std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_tensor_group(Engine& engine, const Usable& usable) {
+  const ModelConfig& config = engine.config();
+  const int k = static_cast<int>(usable.size());
+  std::vector<std::string> addresses;
+  for (auto& [m, client] : usable) addresses.push_back(client->address());
+  std::fprintf(stderr, "split: tensor, layers 0-%d on %s (each %d-way: a share of every matmul's rows), the output "
+               "head on the primary\n", config.n_layer - 1, fmt::format("{}", fmt::join(addresses, " + ")).c_str(), k);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    predicted_.clear();
+    predicted_token_ms_ = 0;
+  }
+  // A fresh name per group: a member's links are matched to this load only.
+  const uint64_t group_id = std::random_device{}() * (uint64_t{1} << 32) + std::random_device{}();
+  TensorHashes hashes(engine.file());
+  std::vector<RemoteMember> members;
+  Loaded loaded;
+  for (int rank = 0; rank < k; ++rank) {
+    auto& [m, client] = usable[static_cast<size_t>(rank)];
+    const nlohmann::json group = {{"id", fmt::format("{:016x}", group_id)}, {"rank", rank}, {"members", addresses}};
+    StageLoadReport r = load_on(engine, hashes, *m, client, 0, config.n_layer, addresses, group);
+    loaded.emplace_back(m, client.get(), r.stage_id);
+    members.push_back({client, r.stage_id, 0, config.n_layer, r});
+  }
+  std::vector<std::unique_ptr<Stage>> stages;
+  stages.push_back(std::make_unique<RemoteStage>(std::move(members), config.n_embd, config.n_layer,
+                                                 wire::parse_wire_dtype(options_.wire_dtype),
+                                                 RemoteStage::Topology::tensor_group));
+  commit_stages(usable, loaded);
+  return stages;
+}
+
+void ClusterSupervisor::commit_stages(const Usable& usable, const Loaded& loaded) {
   // The new stages stand: the old ones go (their tensors stay where a new
   // stage shares them).
   std::vector<std::pair<std::shared_ptr<WorkerClient>, std::vector<uint32_t>>> to_unload;
@@ -443,7 +493,6 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_stages(Engine& engi
         spdlog::warn("{}: could not unload stage {}: {}", client->address(), id, e.what());
       }
     }
-  return stages;
 }
 
 void ClusterSupervisor::keeper_loop() {

@@ -17,6 +17,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "cluster/device_info.h"
@@ -82,6 +83,17 @@ class ClusterSupervisor : public StageSupervisor {
   // PING each, within the timeout.
   void check_alive();
   std::vector<std::unique_ptr<Stage>> build_stages(Engine& engine);
+  // The members taking part in a build, each with the client it has now.
+  using Usable = std::vector<std::pair<Member*, std::shared_ptr<WorkerClient>>>;
+  using Loaded = std::vector<std::tuple<Member*, const WorkerClient*, uint32_t>>;
+  // -sm tensor: every layer on one group of all the usable workers.
+  std::vector<std::unique_ptr<Stage>> build_tensor_group(Engine& engine, const Usable& usable);
+  // LOAD_STAGE on one worker, its progress drawn; a refusal is StageRefused.
+  StageLoadReport load_on(Engine& engine, TensorHashes& hashes, Member& m, const std::shared_ptr<WorkerClient>& client,
+                          int begin, int end, const std::vector<std::string>& member_addresses,
+                          const nlohmann::json& group);
+  // The loaded stages become the members' current ones; the old ones are unloaded.
+  void commit_stages(const Usable& usable, const Loaded& loaded);
   // Once: a device with layers computes differently from the primary.
   void warn_if_mixed(const Plan& plan, const PlanInput& input);
   void keeper_loop();

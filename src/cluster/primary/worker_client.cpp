@@ -135,7 +135,8 @@ void WorkerClient::unload(uint32_t stage_id) {
 StageLoadReport WorkerClient::load_stage(const gguf::File& file, TensorHashes& hashes, const ModelConfig& config,
                                          int begin, int end, int n_seq, int n_ctx, int max_tokens, KvTypes kv_types,
                                          const std::vector<std::string>& members,
-                                         const std::function<void(uint64_t, uint64_t)>& progress) {
+                                         const std::function<void(uint64_t, uint64_t)>& progress,
+                                         const nlohmann::json& group) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<std::string> names = tensor_names_for(config, BindRange{begin, end, false});
   nlohmann::json tensors = nlohmann::json::array();
@@ -149,8 +150,7 @@ StageLoadReport WorkerClient::load_stage(const gguf::File& file, TensorHashes& h
   }
   std::lock_guard<std::mutex> lease(io_);
   const uint64_t id = next_request_id();
-  conn_->send_json(MessageType::LoadStage, id,
-                   {{"config", wire::config_to_json(config)},
+  nlohmann::json body = {{"config", wire::config_to_json(config)},
                     {"layer_begin", begin},
                     {"layer_end", end},
                     {"n_seq", n_seq},
@@ -159,7 +159,9 @@ StageLoadReport WorkerClient::load_stage(const gguf::File& file, TensorHashes& h
                     {"kv_type_k", kv_type_name(kv_types.k)},
                     {"kv_type_v", kv_type_name(kv_types.v)},
                     {"tensors", tensors},
-                    {"members", members}});
+                    {"members", members}};
+  if (!group.is_null()) body["group"] = group;  // a tensor group member: {id, rank, members}
+  conn_->send_json(MessageType::LoadStage, id, body);
   // The worker looks through its cache and models dir meanwhile; it sends
   // HEARTBEATs, so a slow disk is not mistaken for a lost worker.
   wire::Frame frame;

@@ -92,7 +92,8 @@ class WorkerClient {
   StageLoadReport load_stage(const gguf::File& file, TensorHashes& hashes, const ModelConfig& config, int begin,
                              int end, int n_seq, int n_ctx, int max_tokens, KvTypes kv_types,
                              const std::vector<std::string>& members,
-                             const std::function<void(uint64_t, uint64_t)>& progress);
+                             const std::function<void(uint64_t, uint64_t)>& progress,
+                             const nlohmann::json& group = nullptr);
   void kv_op(const nlohmann::json& op);
   void unload(uint32_t stage_id);
 

@@ -25,6 +25,8 @@ constexpr NamedType kNames[] = {
     {MessageType::Heartbeat, "HEARTBEAT"},  {MessageType::LinkProbe, "LINK_PROBE"},
     {MessageType::LinkProbeEcho, "LINK_PROBE_ECHO"}, {MessageType::Probe, "PROBE"},
     {MessageType::ProbeResult, "PROBE_RESULT"},
+    {MessageType::TensorLink, "TENSOR_LINK"},
+    {MessageType::TensorShare, "TENSOR_SHARE"},
 };
 constexpr bool every_type_once_in_order() {
   constexpr size_t n = sizeof(kNames) / sizeof(kNames[0]);

@@ -5,8 +5,10 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <set>
 
+#include "backend/row_split_backend.h"
 #include "cluster/wire/model_config_json.h"
 #include "cluster/worker/worker_session.h"
 #include "model/kv_cache.h"
@@ -108,6 +110,30 @@ void WorkerSession::load_stage(const wire::Frame& request) {
     }
     std::lock_guard<std::mutex> lock(s_.mutex_);
     s_.chain_members_ = std::move(named);
+  }
+
+  // A tensor group member: its rank, and the group's members in rank order
+  // (each one this worker's primary named: a group cannot make it connect
+  // to an arbitrary address).
+  std::optional<TensorGroup> group;
+  if (body.contains("group")) {
+    const auto& g = body["group"];
+    group.emplace();
+    try {
+      group->id = std::stoull(g.at("id").get<std::string>(), nullptr, 16);
+      group->rank = g.at("rank").get<int>();
+      group->members = g.at("members").get<std::vector<std::string>>();
+    } catch (const std::exception& e) {
+      throw ProtocolError(ErrorCode::BadRequest, fmt::format("LOAD_STAGE group is not {{id, rank, members}}: {}", e.what()));
+    }
+    if (group->size() < 2 || group->size() > 64 || group->rank < 0 || group->rank >= group->size())
+      throw ProtocolError(ErrorCode::BadRequest, fmt::format("LOAD_STAGE group: rank {} of {} members", group->rank,
+                                                             group->size()));
+    std::lock_guard<std::mutex> lock(s_.mutex_);
+    for (int r = 0; r < group->size(); ++r)
+      if (r != group->rank && !s_.chain_members_.contains(group->members[r]))
+        throw ProtocolError(ErrorCode::BadRequest, fmt::format("LOAD_STAGE group member {} is not one of the cluster's "
+                                                               "workers", group->members[r]));
   }
 
   // The tensors must be exactly those the layer range needs.
@@ -241,7 +267,15 @@ void WorkerSession::load_stage(const wire::Frame& request) {
   stage->weights = bind_weights(lookup, "LOAD_STAGE", c, range);
   try {
     stage->backend = make_layer_backend(s_.device_choice_, *s_.pool_, max_tokens, c.max_activation_width());
-    if (s_.device_choice_.vulkan) {
+    if (group) {
+      // Each member prepares (and, on the CPU, copies) only its share of the rows.
+      stage->exchange = std::make_shared<PeerExchange>(
+          *group, PeerLinkOptions{s_.options_.key, s_.options_.timeout_ms, s_.options_.plain_frames});
+      stage->backend = std::make_unique<RowSplitBackend>(std::move(stage->backend), stage->exchange, group->rank,
+                                                         group->size());
+      std::lock_guard<std::mutex> compute(s_.compute_mutex_);
+      stage->grouped_bytes = prepare_weights(*stage->backend, stage->weights, c, range);
+    } else if (s_.device_choice_.vulkan) {
       prepare_weights(*stage->backend, stage->weights, c, range);  // the GPU's copy; the host's stays for sharing
     } else {
       // Rows in groups of eight (faster, the same bits) when the copy fits in
@@ -273,6 +307,9 @@ void WorkerSession::load_stage(const wire::Frame& request) {
                "shared with stages in memory)",
                stage->id, begin, end - 1, c.name, stage->weight_bytes >> 20, missing, from_cache, from_models,
                from_memory);
+  if (group)
+    spdlog::info("stage {}: member {} of tensor group {:016x} ({} members)", stage->id, group->rank, group->id,
+                 group->size());
   conn_->send_json(MessageType::StageReady, request_id,
                    {{"stage_id", stage->id},
                     {"weight_bytes", stage->weight_bytes},

@@ -123,6 +123,7 @@ void WorkerSession::serve() {
     conn_->receive(frame, s_.options_.timeout_ms);
     try {
       handle(frame);
+      if (handed_over_) return;
     } catch (const ProtocolError& e) {
       conn_->send_error(e.code(), e.what(), frame.header.request_id);
       if (e.code() == ErrorCode::Malformed) throw;  // the stream cannot be trusted any more
@@ -139,9 +140,12 @@ void WorkerSession::handle(wire::Frame& frame) {
   const uint64_t id = frame.header.request_id;
   // A peer (a chain neighbour, or a monitor) reads; only the primary changes anything.
   if (!is_primary_ && frame.type() != MessageType::Forward && frame.type() != MessageType::Ping &&
-      frame.type() != MessageType::Stats)
-    throw ProtocolError(ErrorCode::Malformed, fmt::format("a chain peer may only send FORWARD, PING or STATS, not {}",
-                                                          wire::message_name(frame.type())));
+      frame.type() != MessageType::Stats && frame.type() != MessageType::TensorLink)
+    throw ProtocolError(ErrorCode::Malformed,
+                        fmt::format("a peer may only send FORWARD, PING, STATS or TENSOR_LINK, not {}",
+                                    wire::message_name(frame.type())));
+  if (is_primary_ && frame.type() == MessageType::TensorLink)
+    throw ProtocolError(ErrorCode::Malformed, "TENSOR_LINK comes from a tensor group's member, not the primary");
   switch (frame.type()) {
     case MessageType::Ping: conn_->send_json(MessageType::Pong, id, wire::parse_json(frame)); return;
     case MessageType::LinkProbe: {
@@ -155,6 +159,7 @@ void WorkerSession::handle(wire::Frame& frame) {
     case MessageType::Forward: forward(frame); return;
     case MessageType::KvOp: kv_op(frame); return;
     case MessageType::Unload: unload(frame); return;
+    case MessageType::TensorLink: tensor_link(frame); return;
     default:
       throw ProtocolError(ErrorCode::Malformed,
                           fmt::format("unexpected {} from {}", wire::message_name(frame.type()), conn_->peer()));
@@ -234,6 +239,8 @@ void WorkerSession::forward(const wire::Frame& request) {
 
 void WorkerSession::send_on(uint64_t request_id, const wire::ForwardView& view,
                             const std::shared_ptr<WorkerStage>& stage) {
+  // A tensor group's members all hold the result: the first answers for them.
+  if (stage->exchange && stage->exchange->group().rank != 0) return;
   int n = static_cast<int>(view.header.n_tokens);
   const int width = stage->config.n_embd;
   if (view.route.empty() && view.has_rows_out) {  // only the listed rows were finished, and only they go back
@@ -322,6 +329,22 @@ void WorkerSession::unload(const wire::Frame& request) {
   }
   std::erase(owned_, id);
   conn_->send_json(MessageType::UnloadOk, request.header.request_id, nlohmann::json::object());
+}
+
+void WorkerSession::tensor_link(const wire::Frame& request) {
+  const nlohmann::json body = wire::parse_json(request);
+  const std::string group = body.at("group").get<std::string>();
+  const int rank = body.at("rank").get<int>();
+  std::shared_ptr<PeerExchange> exchange;
+  {
+    std::lock_guard<std::mutex> lock(s_.mutex_);
+    for (const auto& [id, stage] : s_.stages_)
+      if (stage->exchange && fmt::format("{:016x}", stage->exchange->group().id) == group) exchange = stage->exchange;
+  }
+  if (!exchange) throw ProtocolError(ErrorCode::UnknownStage, fmt::format("no tensor group {} here", group));
+  exchange->accept_link(rank, conn_);
+  handed_over_ = true;
+  spdlog::info("tensor group {}: member {} ({}) linked", group, rank, conn_->peer());
 }
 
 void WorkerSession::release_stages() {

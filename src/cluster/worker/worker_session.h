@@ -26,6 +26,8 @@ class WorkerSession {
   void probe(const wire::Frame& request);
   void kv_op(const wire::Frame& request);
   void unload(const wire::Frame& request);
+  // TENSOR_LINK: this connection becomes a tensor group member's link in.
+  void tensor_link(const wire::Frame& request);
   void release_stages();
   std::shared_ptr<WorkerStage> find_stage(uint32_t id);
   // Sends the activations in hidden_ on to the next hop, or back as the result.
@@ -35,6 +37,7 @@ class WorkerSession {
   WorkerServer& s_;
   std::shared_ptr<wire::Connection> conn_;
   bool is_primary_ = false;
+  bool handed_over_ = false;  // the connection now belongs to a tensor group's exchange
   std::vector<uint32_t> owned_;
   // Reused across FORWARDs: no allocation in the steady token loop.
   std::vector<int32_t> positions_, seq_ids_, rows_out_;

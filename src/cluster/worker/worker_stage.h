@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "cluster/worker/peer_exchange.h"
 #include "cluster/worker/weight_cache.h"
 #include "engine/local_stage.h"
 #include "model/config.h"
@@ -23,6 +24,9 @@ struct WorkerStage {
   ModelWeights weights;
   std::unique_ptr<Backend> backend;  // its own, so a GPU's copy of the weights goes with the stage
   std::unique_ptr<LocalStage> stage;
+  // A member of a tensor group: its links to the others (its backend is a
+  // RowSplitBackend over them); null for a stage of its own.
+  std::shared_ptr<PeerExchange> exchange;
   uint64_t weight_bytes = 0;
   uint64_t kv_bytes = 0;
   uint64_t grouped_bytes = 0;  // weights copied into groups of eight rows for the matmul

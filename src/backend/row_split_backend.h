@@ -1,0 +1,147 @@
+#pragma once
+// A tensor split as a Backend: the members of a group each hold a share of
+// every matmul's output rows and compute only those, then exchange the
+// shares (an all-gather) so that every member holds the whole output and
+// runs the rest of the layer (norms, rope, attention, activations, routing)
+// on it as a local run would.
+//
+// Why rows and not the reduction: a row is computed by the same kernel over
+// the same whole input as in a local run, so a 2- or 4-way group gives the
+// local bits, whatever the group (docs/design.md). Splitting a reduction
+// (columns) would sum partial dot products in a new order. The price is an
+// exchange after every matmul group (Q/K/V, the output projection,
+// gate/up, down: four a layer) where a column split has two.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/backend.h"
+
+namespace shoal {
+
+// How the members of a group trade their shares. Every member calls
+// all_gather in the same order with its own share; from[p] (sized to
+// member p's share) receives member p's, from[rank] is left alone.
+class RowExchange {
+ public:
+  virtual ~RowExchange() = default;
+  virtual void all_gather(std::span<const float> mine, std::span<const std::span<float>> from) = 0;
+};
+
+// Shares are whole units of this many rows: a multiple of the CPU matmul's
+// row unit (24: whole groups of eight, whole tiles of three float rows), so
+// a share's rows fall in the same tiles as in the whole matrix.
+inline constexpr int64_t kRowShareUnit = 24;
+
+struct RowShare {
+  int64_t begin = 0, end = 0;
+  int64_t rows() const { return end - begin; }
+};
+// Member `rank`'s rows of a matrix of `rows` rows split `size` ways.
+RowShare row_share(int64_t rows, int rank, int size);
+// Whether a matrix of `rows` rows is split at all: one too small for a
+// unit each is computed whole by every member (a router, a gate per head).
+bool row_split(int64_t rows, int size);
+
+class RowSplitBackend : public Backend {
+ public:
+  RowSplitBackend(std::unique_ptr<Backend> inner, std::shared_ptr<RowExchange> exchange, int rank, int size);
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  // How many all-gathers the steps so far made.
+  uint64_t exchanges() const { return exchanges_; }
+
+  std::string name() const override { return inner_->name(); }
+  std::string kind() const override { return inner_->kind(); }
+  uint64_t free_memory() const override { return inner_->free_memory(); }
+  std::unique_ptr<Buffer> allocate(size_t bytes) override { return inner_->allocate(bytes); }
+  void upload(DevicePtr dst, const void* src, size_t bytes) override { inner_->upload(dst, src, bytes); }
+  void download(void* dst, DevicePtr src, size_t bytes) override { inner_->download(dst, src, bytes); }
+  void copy(DevicePtr dst, DevicePtr src, size_t bytes) override { inner_->copy(dst, src, bytes); }
+  void copy_rows(DevicePtr dst, int64_t dst_stride, DevicePtr src, int64_t src_stride, int64_t width,
+                 int64_t n_rows) override {
+    inner_->copy_rows(dst, dst_stride, src, src_stride, width, n_rows);
+  }
+  void check_kv_rows(size_t k_row_bytes, size_t v_row_bytes) const override {
+    inner_->check_kv_rows(k_row_bytes, v_row_bytes);
+  }
+  // Keeps this member's share of each matmul weight (a view into the whole
+  // matrix) and hands the shares to the inner backend; stacked slices
+  // (experts, latent heads) and rows-only tensors go through whole.
+  uint64_t prepare_weights(std::span<const WeightToPrepare> weights, PreparedMemory& keep) override;
+  uint64_t prepared_bytes(std::span<const WeightToPrepare> weights) const override;
+  void begin_step(const int32_t* seq_ids, const int32_t* positions, int n_tokens) override {
+    inner_->begin_step(seq_ids, positions, n_tokens);
+  }
+  void finish_step() override { inner_->finish_step(); }
+  void abandon_step() override { inner_->abandon_step(); }
+
+  void matmul(const Matrix& w, DevicePtr x, DevicePtr y, int n_tokens) override;
+  void matmuls(std::span<const MatmulOutput> outputs, DevicePtr x, int n_tokens) override;
+  void rmsnorm(DevicePtr x, const Matrix& weight, DevicePtr y, int n_tokens, int n, float eps) override {
+    inner_->rmsnorm(x, weight, y, n_tokens, n, eps);
+  }
+  void rope(DevicePtr x, int n_tokens, int n_heads, const RopeParams& p) override {
+    inner_->rope(x, n_tokens, n_heads, p);
+  }
+  void kv_store(const KvLayer& kv, DevicePtr k, DevicePtr v, int n_tokens) override {
+    inner_->kv_store(kv, k, v, n_tokens);
+  }
+  void attention(DevicePtr q, const KvLayer& kv, int n_tokens, const AttentionShape& shape, DevicePtr out) override {
+    inner_->attention(q, kv, n_tokens, shape, out);
+  }
+  void swiglu(DevicePtr gate, DevicePtr up, DevicePtr out, int64_t n) override { inner_->swiglu(gate, up, out, n); }
+  void geglu(DevicePtr gate, DevicePtr up, DevicePtr out, int64_t n) override { inner_->geglu(gate, up, out, n); }
+  void scale(DevicePtr x, float s, int64_t n) override { inner_->scale(x, s, n); }
+  void softcap(DevicePtr x, float cap, int64_t n) override { inner_->softcap(x, cap, n); }
+  void add(DevicePtr y, DevicePtr x, int64_t n) override { inner_->add(y, x, n); }
+  void add_bias(DevicePtr y, const Matrix& bias, int n_tokens, int n) override {
+    inner_->add_bias(y, bias, n_tokens, n);
+  }
+  void get_rows(const Matrix& w, const int32_t* ids, int n, DevicePtr out) override {
+    inner_->get_rows(w, ids, n, out);
+  }
+  bool runs(OptionalOp op) const override { return inner_->runs(op); }
+  void delta_net(DevicePtr qkv, DevicePtr alpha, DevicePtr beta, const RecurrentLayer& state, const DeltaNetParams& p,
+                 int n_tokens, DevicePtr out) override {
+    inner_->delta_net(qkv, alpha, beta, state, p, n_tokens, out);
+  }
+  void sigmoid_mul(DevicePtr x, DevicePtr gate, int64_t n) override { inner_->sigmoid_mul(x, gate, n); }
+  void split_halves(DevicePtr src, int64_t n_rows, int half, DevicePtr a, DevicePtr b) override {
+    inner_->split_halves(src, n_rows, half, a, b);
+  }
+  void swiglu_oai(DevicePtr gate, DevicePtr up, DevicePtr out, int64_t n) override {
+    inner_->swiglu_oai(gate, up, out, n);
+  }
+
+ private:
+  // A split matrix: the whole one's rows, and this member's share of them.
+  struct Split {
+    int64_t rows = 0;
+    Matrix share;
+  };
+  const Split* find(const Matrix& w) const;
+  DevicePtr scratch(size_t bytes);
+
+  std::unique_ptr<Backend> inner_;
+  std::shared_ptr<RowExchange> exchange_;
+  int rank_, size_;
+  // By the whole matrix's data: the layer code passes the matrices it was
+  // bound to, untouched (their shares are what the inner backend prepared).
+  std::unordered_map<const uint8_t*, std::unique_ptr<Split>> splits_;
+  std::unique_ptr<Buffer> scratch_;
+  size_t scratch_bytes_ = 0;
+  // Reused every step: no allocation once the largest step has run.
+  std::vector<MatmulOutput> inner_outputs_;
+  std::vector<const Split*> split_of_;
+  std::vector<float> mine_, whole_;
+  std::vector<std::vector<float>> theirs_;
+  std::vector<std::span<float>> from_;
+  std::vector<int64_t> offset_;  // where each member's next output starts in what it sent
+  uint64_t exchanges_ = 0;
+};
+
+}  // namespace shoal

@@ -1,0 +1,115 @@
+#include "cluster/worker/peer_exchange.h"
+
+#include <chrono>
+#include <cstring>
+#include <exception>
+#include <thread>
+
+#include "cluster/wire/handshake.h"
+
+namespace shoal {
+
+using wire::ErrorCode;
+using wire::MessageType;
+using wire::ProtocolError;
+
+namespace {
+// Shares up to this size are sent before reading (the sockets' buffers take
+// them); bigger ones from a thread, so that two members sending to each
+// other at once cannot both wait on full buffers.
+constexpr size_t kInlineSendBytes = 32 << 10;
+}  // namespace
+
+PeerExchange::PeerExchange(TensorGroup group, PeerLinkOptions options)
+    : group_(std::move(group)), options_(std::move(options)), out_(group_.size()), in_(group_.size()) {}
+
+PeerExchange::~PeerExchange() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& c : in_)
+    if (c) c->shutdown();
+}
+
+void PeerExchange::accept_link(int rank, std::shared_ptr<wire::Connection> conn) {
+  if (rank < 0 || rank >= group_.size() || rank == group_.rank)
+    throw ProtocolError(ErrorCode::BadRequest, fmt::format("TENSOR_LINK from rank {} of a group of {} (this is rank {})",
+                                                           rank, group_.size(), group_.rank));
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (in_[rank]) in_[rank]->shutdown();  // a member that linked again (it reconnected): the new link wins
+  in_[rank] = std::move(conn);
+  linked_.notify_all();
+}
+
+void PeerExchange::connect_out(int peer) {
+  const std::string& address = group_.members[peer];
+  auto conn = wire::Connection::connect(address, options_.timeout_ms);
+  conn->set_timeout(options_.timeout_ms);
+  wire::client_handshake(*conn, wire::Role::Peer, options_.key, {}, options_.plain_frames, options_.timeout_ms);
+  conn->send_json(MessageType::TensorLink, 0, {{"group", fmt::format("{:016x}", group_.id)}, {"rank", group_.rank}});
+  out_[peer] = std::move(conn);
+}
+
+wire::Connection& PeerExchange::inbound(int peer) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!linked_.wait_for(lock, std::chrono::milliseconds(options_.timeout_ms), [&] { return in_[peer] != nullptr; }))
+    throw wire::LinkError(wire::LinkError::Kind::Timeout, group_.members[peer],
+                          fmt::format("tensor group member {} did not link to this one within {:.1f} s",
+                                      group_.members[peer], options_.timeout_ms / 1000.0));
+  return *in_[peer];
+}
+
+void PeerExchange::send_all(std::span<const uint8_t> bytes) {
+  const std::span<const uint8_t> parts[] = {bytes};
+  for (int p = 0; p < group_.size(); ++p)
+    if (p != group_.rank) out_[p]->send(MessageType::TensorShare, round_, parts);
+}
+
+void PeerExchange::all_gather(std::span<const float> mine, std::span<const std::span<float>> from) {
+  if (!broken_.empty()) fail("{}", broken_);
+  try {
+    ++round_;
+    for (int p = 0; p < group_.size(); ++p)
+      if (p != group_.rank && !out_[p]) connect_out(p);
+    const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(mine.data()), mine.size_bytes());
+    std::exception_ptr send_failed;
+    std::thread sender;
+    if (bytes.size() <= kInlineSendBytes) {
+      send_all(bytes);
+    } else {
+      sender = std::thread([&] {
+        try {
+          send_all(bytes);
+        } catch (...) {
+          send_failed = std::current_exception();
+        }
+      });
+    }
+    struct Join {
+      std::thread& t;
+      ~Join() {
+        if (t.joinable()) t.join();  // a send to a lost member fails within the send timeout
+      }
+    } join{sender};
+    for (int p = 0; p < group_.size(); ++p) {
+      if (p == group_.rank) continue;
+      wire::Connection& in = inbound(p);
+      in.expect(frame_, MessageType::TensorShare, options_.timeout_ms);
+      if (frame_.header.request_id != round_ || frame_.payload.size() != from[p].size_bytes())
+        throw ProtocolError(ErrorCode::Malformed,
+                            fmt::format("tensor group member {} sent share {} of {} bytes; expected share {} of {}",
+                                        group_.members[p], frame_.header.request_id, frame_.payload.size(), round_,
+                                        from[p].size_bytes()));
+      std::memcpy(from[p].data(), frame_.payload.data(), frame_.payload.size());
+    }
+    if (sender.joinable()) sender.join();
+    if (send_failed) std::rethrow_exception(send_failed);
+  } catch (const std::exception& e) {
+    // The members no longer agree on where they are: every later step fails
+    // at once, until the primary loads a new group.
+    // Said as a step's failure, not the primary's: a peer's malformed share
+    // must not end the primary's session.
+    broken_ = fmt::format("tensor group exchange failed: {}", e.what());
+    throw Error(broken_);
+  }
+}
+
+}  // namespace shoal

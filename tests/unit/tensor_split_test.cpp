@@ -1,0 +1,176 @@
+// A tensor split gives the local bits (docs/design.md): the layers of every
+// architecture run by 2 and 4 members, each with its share of every
+// matmul's rows (RowSplitBackend), give logits equal bit for bit to one
+// machine's. The members here are threads trading shares in memory; the
+// same backend over sealed links between workers is tested in
+// tests/e2e/test_tensor_split.py.
+#include <gtest/gtest.h>
+
+#include <barrier>
+#include <thread>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/row_split_backend.h"
+#include "engine/local_stage.h"
+#include "model_test_support.h"
+
+namespace shoal::testing {
+namespace {
+
+// Members post their share, wait for all, copy the others', and wait again
+// before anyone posts the next.
+class MemoryExchange {
+ public:
+  explicit MemoryExchange(int size) : posted_(size), barrier_(size) {}
+  class Member : public RowExchange {
+   public:
+    Member(MemoryExchange& hub, int rank) : hub_(hub), rank_(rank) {}
+    void all_gather(std::span<const float> mine, std::span<const std::span<float>> from) override {
+      hub_.posted_[rank_] = mine;
+      hub_.barrier_.arrive_and_wait();
+      for (size_t p = 0; p < from.size(); ++p) {
+        if (static_cast<int>(p) == rank_) continue;
+        EXPECT_EQ(hub_.posted_[p].size(), from[p].size());
+        std::copy(hub_.posted_[p].begin(), hub_.posted_[p].end(), from[p].begin());
+      }
+      hub_.barrier_.arrive_and_wait();
+    }
+
+   private:
+    MemoryExchange& hub_;
+    int rank_;
+  };
+
+ private:
+  std::vector<std::span<const float>> posted_;
+  std::barrier<> barrier_;
+};
+
+// Every layer of the model on `size` members, each on its own thread pool
+// and its own binding of the weights; all finish with the same rows, and
+// member 0's are the stage's.
+class ThreadGroupStage : public Stage {
+ public:
+  ThreadGroupStage(Engine& e, int size) : hub_(size), n_layer_(e.config().n_layer), n_embd_(e.config().n_embd) {
+    const ModelConfig& c = e.config();
+    const BindRange range{0, c.n_layer, false};
+    for (int r = 0; r < size; ++r) {
+      auto m = std::make_unique<MemberState>();
+      m->pool = std::make_unique<ThreadPool>(r % 2 + 1);  // thread counts differ too
+      m->backend = std::make_unique<RowSplitBackend>(
+          std::make_unique<CpuBackend>(*m->pool, e.n_batch(), c.max_activation_width()),
+          std::make_shared<MemoryExchange::Member>(hub_, r), r, size);
+      m->weights = bind_weights(e.file(), c, range);
+      prepare_weights(*m->backend, m->weights, c, range);
+      m->stage = std::make_unique<LocalStage>(*m->backend, c, m->weights, 0, c.n_layer, e.options().n_seq, e.n_ctx(),
+                                              e.n_batch(), e.options().kv_types);
+      members_.push_back(std::move(m));
+    }
+  }
+  int layer_begin() const override { return 0; }
+  int layer_end() const override { return n_layer_; }
+  std::string describe() const override { return "tensor group in threads"; }
+  std::vector<StageDevice> devices() const override { return {}; }
+  void forward(const Batch& batch, float* hidden) override {
+    const size_t floats = static_cast<size_t>(batch.size()) * n_embd_;
+    std::vector<std::vector<float>> rows(members_.size(), std::vector<float>(hidden, hidden + floats));
+    std::vector<std::thread> threads;
+    for (size_t r = 1; r < members_.size(); ++r)
+      threads.emplace_back([&, r] { members_[r]->stage->forward(batch, rows[r].data()); });
+    members_[0]->stage->forward(batch, rows[0].data());
+    for (auto& t : threads) t.join();
+    // Only the rows that want logits are finished (Stage::forward).
+    for (int t = 0; t < batch.size(); ++t)
+      if (batch.logits[t])
+        for (size_t r = 1; r < members_.size(); ++r)
+          EXPECT_EQ(0, std::memcmp(rows[0].data() + t * n_embd_, rows[r].data() + t * n_embd_,
+                                   n_embd_ * sizeof(float)))
+              << "member " << r << " row " << t;
+    std::copy(rows[0].begin(), rows[0].end(), hidden);
+  }
+  void truncate_sequence(int seq, int n_pos) override {
+    for (auto& m : members_) m->stage->truncate_sequence(seq, n_pos);
+  }
+  uint64_t exchanges() const { return members_[0]->backend->exchanges(); }
+
+ private:
+  struct MemberState {
+    std::unique_ptr<ThreadPool> pool;
+    std::unique_ptr<RowSplitBackend> backend;
+    ModelWeights weights;
+    std::unique_ptr<LocalStage> stage;
+  };
+  MemoryExchange hub_;
+  int n_layer_, n_embd_;
+  std::vector<std::unique_ptr<MemberState>> members_;
+};
+
+std::vector<std::string> models() {
+  std::vector<std::string> m = {test_data_dir() + "/models/stories260K.gguf"};
+  for (const char* name : {"SmolLM2-135M-Instruct.Q4_1.gguf", "Qwen2.5-Coder-0.5B-Instruct.Q4_K_M.gguf"})
+    if (file_exists(models_dir() + "/" + name)) m.push_back(models_dir() + "/" + name);
+  for (const std::string& path : random_model_paths()) m.push_back(path);
+  return m;
+}
+
+TEST(RowShare, SharesCoverTheRowsInWholeUnits) {
+  for (int64_t rows : {24, 25, 100, 128, 576, 896, 4864, 151936})
+    for (int size : {1, 2, 3, 4}) {
+      int64_t next = 0;
+      for (int r = 0; r < size; ++r) {
+        const RowShare s = row_share(rows, r, size);
+        EXPECT_EQ(s.begin, next);
+        if (r + 1 < size) EXPECT_EQ(s.end % kRowShareUnit, 0);
+        EXPECT_LE(s.begin, s.end);
+        next = s.end;
+      }
+      EXPECT_EQ(next, rows);
+    }
+  EXPECT_FALSE(row_split(47, 2));
+  EXPECT_TRUE(row_split(48, 2));
+  EXPECT_FALSE(row_split(4864, 1));
+}
+
+// A prompt in chunks of 64 and then token by token (decode steps), on 2 and
+// 4 members: the same logits bits as one machine.
+TEST(TensorSplit, GroupsGiveTheLocalBits) {
+  for (const std::string& path : models()) {
+    SCOPED_TRACE(path);
+    auto local = load_engine(path, 2, 64);
+    const std::vector<TokenId> tokens = local->tokenizer().encode(
+        "Once upon a time, there was a little girl named Lily. She loved to play outside in the sun with her dog, "
+        "a big brown dog called Max. One day they went to the park.",
+        true, false);
+    std::vector<float> expected = all_logits(*local, std::vector<TokenId>(tokens.begin(), tokens.end() - 4), 64);
+    for (int t = static_cast<int>(tokens.size()) - 4; t < static_cast<int>(tokens.size()); ++t) {
+      Batch b;
+      b.add(tokens[t], t, 0, true);
+      const float* l = local->pipeline().forward(b);
+      expected.insert(expected.end(), l, l + local->config().n_vocab);
+    }
+    for (int size : {2, 4}) {
+      SCOPED_TRACE(size);
+      ThreadGroupStage* group = nullptr;
+      EngineOptions o = local->options();
+      Engine split(o, [&](Engine& e) {
+        std::vector<std::unique_ptr<Stage>> stages;
+        auto s = std::make_unique<ThreadGroupStage>(e, size);
+        group = s.get();
+        stages.push_back(std::move(s));
+        return stages;
+      });
+      std::vector<float> got = all_logits(split, std::vector<TokenId>(tokens.begin(), tokens.end() - 4), 64);
+      for (int t = static_cast<int>(tokens.size()) - 4; t < static_cast<int>(tokens.size()); ++t) {
+        Batch b;
+        b.add(tokens[t], t, 0, true);
+        const float* l = split.pipeline().forward(b);
+        got.insert(got.end(), l, l + split.config().n_vocab);
+      }
+      EXPECT_TRUE(same_bits(expected, got));
+      EXPECT_GT(group->exchanges(), 0u);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace shoal::testing
