@@ -87,7 +87,8 @@ void add_cluster_options(CLI::App& cmd, CommonOptions& o) {
       ->capture_default_str();
   cmd.add_option("--split-mode", o.split_mode,
                  "-sm: 'layer': each device runs its own layers; 'tensor': the workers run every layer together, each a "
-                 "share of every matmul (the same bits as one machine; pays on fast links)")
+                 "share of every matmul (the same bits as one machine; pays on fast links); 'auto': the one predicted "
+                 "faster")
       ->capture_default_str();
   cmd.add_option("--worker-timeout", o.worker_timeout_s,
                  "seconds of silence after which a worker counts as lost (it is re-planned around)")
@@ -113,9 +114,11 @@ void resolve_cluster_options(CommonOptions& o) {
   else fail("--split must be 'speed' or 'memory', not '{}'", o.split_policy);
   if (o.split_mode == "layer") o.cluster.split_mode = SplitMode::layer;
   else if (o.split_mode == "tensor") o.cluster.split_mode = SplitMode::tensor;
-  else fail("--split-mode must be 'layer' or 'tensor', not '{}'", o.split_mode);
-  if (o.cluster.split_mode == SplitMode::tensor && o.cluster.chain)
-    fail("--chain and --split-mode tensor do not go together: a tensor group's members trade with each other directly");
+  else if (o.split_mode == "auto") o.cluster.split_mode = SplitMode::automatic;
+  else fail("--split-mode must be 'layer', 'tensor' or 'auto', not '{}'", o.split_mode);
+  if (o.cluster.split_mode != SplitMode::layer && o.cluster.chain)
+    fail("--chain and --split-mode {} do not go together: a tensor group's members trade with each other directly",
+         o.split_mode);
   o.cluster.key = wire::load_cluster_key(o.key_file, o.key_passphrase_file);
 }
 

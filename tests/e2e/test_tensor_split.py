@@ -64,9 +64,9 @@ def test_bad_split_settings_are_refused_by_name(shoal_bin, smollm2, workers):
     ws = workers(2)
     rpc = ",".join(w.address for w in ws)
     r = run_shoal(shoal_bin, *run_args(smollm2, 4), "--rpc", rpc, "-sm", "row", timeout=60)
-    assert r.returncode != 0 and "--split-mode must be 'layer' or 'tensor', not 'row'" in r.stderr, r.stderr
+    assert r.returncode != 0 and "--split-mode must be 'layer', 'tensor' or 'auto', not 'row'" in r.stderr, r.stderr
     r = run_shoal(shoal_bin, *run_args(smollm2, 4), "--rpc", rpc, "-sm", "tensor", "--chain", timeout=60)
-    assert r.returncode != 0 and "--chain and --split-mode tensor" in r.stderr, r.stderr
+    assert r.returncode != 0 and "--chain and --split-mode tensor do not go together" in r.stderr, r.stderr
 
 
 @pytest.fixture

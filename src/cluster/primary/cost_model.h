@@ -73,6 +73,28 @@ struct SpeculativePrediction {
 SpeculativePrediction predict_speculative(const Plan& plan, const PlanInput& input, Relay relay,
                                           const Speculation& speculation);
 
+// A tensor group (-sm tensor): every layer on the workers `members` (device
+// indices), each reading its 1/k of the divided matrices and all of the
+// rest (experts, norms), the slowest member setting the pace. Per layer
+// kTensorExchangesPerLayer all-gathers, each half a round trip between
+// members (their links to the primary stand in for the links between them:
+// the slowest member's round trip) plus what the member takes in of the
+// layer's exchange values over its link; a prompt's all-gathers carry every
+// token's. One FORWARD there and back from the primary, and the head.
+inline constexpr int kTensorExchangesPerLayer = 4;
+struct TensorGroupPrediction {
+  double compute_ms = 0.0;   // the slowest member's share of a decode step
+  double exchange_ms = 0.0;  // its all-gathers
+  double hop_ms = 0.0;       // primary to the group and back
+  double head_ms = 0.0;
+  double token_ms = 0.0;
+  double tok_s = 0.0;
+  double prefill_ms = 0.0;   // a prompt of prefill_tokens in batches of n_batch
+  double prefill_tok_s = 0.0;
+};
+TensorGroupPrediction predict_tensor_group(const PlanInput& input, const std::vector<int>& members,
+                                           int prefill_tokens = 512, int n_batch = 0);
+
 // Decode time of one stage on `device` holding n_layers layers that read
 // read_bytes a step, n_recurrent of them Gated DeltaNets: what the
 // speed-aware split minimises (hops included, head excluded). 0 for a

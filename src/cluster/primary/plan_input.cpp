@@ -8,6 +8,7 @@
 #include "gguf/reader.h"
 #include "model/config.h"
 #include "backend/cpu/cpu_backend.h"
+#include "backend/row_split_backend.h"
 #include "cluster/device_info.h"
 #include "model/kv_cache.h"
 #include "model/recurrent_state.h"
@@ -85,6 +86,8 @@ PlanInput plan_input_for_model(const gguf::File& file, const ModelConfig& config
   in.layer_bytes.assign(config.n_layer, 0);
   in.layer_read_bytes.assign(config.n_layer, 0);
   in.layer_flops.assign(config.n_layer, 0.0);
+  in.layer_split_bytes.assign(config.n_layer, 0);
+  in.layer_exchange_values.assign(config.n_layer, 0);
   // A decode step reads only the routed experts' rows of an expert tensor.
   const double routed = config.n_expert > 0 ? static_cast<double>(config.n_expert_used) / config.n_expert : 1.0;
   for (const gguf::TensorInfo& t : file.tensors()) {
@@ -96,6 +99,12 @@ PlanInput plan_input_for_model(const gguf::File& file, const ModelConfig& config
     in.layer_bytes[layer] += t.bytes;
     in.layer_read_bytes[layer] += static_cast<uint64_t>(t.bytes * share);
     in.layer_flops[layer] += 2.0 * t.n_elements() * share;
+    // What a tensor group divides (backend/row_split_backend.h): a matrix
+    // that is not a stack of experts, and its rows are what it all-gathers.
+    if (t.shape.size() == 2 && share == 1.0 && t.n_rows() >= 2 * kRowShareUnit) {
+      in.layer_split_bytes[layer] += t.bytes;
+      in.layer_exchange_values[layer] += static_cast<uint64_t>(t.n_rows());
+    }
   }
 
   // Same default as Engine: the trained context, capped at 4096.

@@ -15,7 +15,8 @@ enum class Relay { shoal_star, shoal_chain, llama_rpc };
 // layer: each device runs its own layers (a pipeline). tensor: the workers
 // form one group that runs every layer, each a share of every matmul's
 // rows (backend/row_split_backend.h); the primary keeps the head.
-enum class SplitMode { layer, tensor };
+// automatic: whichever the cost model predicts faster (split_choice.h).
+enum class SplitMode { layer, tensor, automatic };
 
 // memory: layers in proportion to each device's usable memory (llama.cpp's
 // default). speed: the split with the least predicted decode time that
@@ -34,6 +35,12 @@ struct PlanInput {
   std::vector<double> layer_flops;       // multiply-adds x 2 per token of each layer; empty: 2 per byte read
   std::vector<uint64_t> layer_kv_bytes;  // KV cache of each layer for n_ctx x n_seq (a windowed layer's is smaller)
   std::vector<bool> layer_recurrent;     // a Gated DeltaNet layer (DeviceInfo::recurrent_layer_ms); empty: none
+  // A tensor group (-sm tensor) divides a layer's matrices among its members
+  // (not stacked experts, norms or biases): the bytes of each layer's decode
+  // step that are divided, and the values per token its all-gathers carry
+  // (the divided matrices' rows). Empty: no tensor split predicted.
+  std::vector<uint64_t> layer_split_bytes;
+  std::vector<uint64_t> layer_exchange_values;
   uint64_t primary_bytes = 0;         // embedding + output head + buffers, on device 0
   uint64_t reserve_bytes = 0;         // kept free on every device
   uint64_t activation_bytes = 0;      // bytes of one token's hidden state on the wire

@@ -9,6 +9,7 @@
 #include "cluster/primary/plan_input.h"
 #include "cluster/primary/progress_bar.h"
 #include "cluster/primary/remote_stage.h"
+#include "cluster/primary/split_choice.h"
 #include "cluster/wire/activation_codec.h"
 #include "util/log.h"
 
@@ -352,16 +353,20 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_stages(Engine& engi
   // (or a discovered one came) the planner splits by memory again.
   if (usable.size() == options_.workers.size() && usable.size() == n_members)
     input.tensor_split = options_.tensor_split;
-  if (options_.split_mode == SplitMode::tensor && usable.size() >= 2) return build_tensor_group(engine, usable);
-  if (options_.split_mode == SplitMode::tensor)
-    spdlog::warn("a tensor split needs two workers or more ({} connected): the layers are split instead",
-                 usable.size());
   Plan plan;
   try {
     plan = make_plan(input);
   } catch (const Error& e) {
     throw StagesUnavailable(fmt::format("the model does not fit on what is left of the cluster (lost: {}): {}",
                                         lost.empty() ? "none" : fmt::format("{}", fmt::join(lost, ", ")), e.what()));
+  }
+  if (options_.split_mode != SplitMode::layer) {
+    const SplitChoice choice = choose_split(options_.split_mode, plan, input);
+    std::fprintf(stderr, "%s", format_split_choice(choice, input).c_str());
+    if (choice.mode == SplitMode::tensor) return build_tensor_group(engine, usable);
+    if (options_.split_mode == SplitMode::tensor)
+      spdlog::warn("a tensor split needs two workers or more ({} connected): the layers are split instead",
+                   usable.size());
   }
   std::fprintf(stderr, "%s", format_plan(plan, input).c_str());
   warn_if_mixed(plan, input);

@@ -1,0 +1,58 @@
+#include "cluster/primary/split_choice.h"
+
+#include <fmt/format.h>
+
+namespace shoal {
+
+SplitChoice choose_split(SplitMode asked, const Plan& layer_plan, const PlanInput& input) {
+  SplitChoice c;
+  c.layer_token_ms = layer_plan.predicted_token_ms;
+  for (int d = 1; d < static_cast<int>(input.devices.size()); ++d) c.members.push_back(d);
+  if (c.members.size() >= 2) c.tensor = predict_tensor_group(input, c.members);
+  const bool possible = c.tensor.token_ms > 0;
+  switch (asked) {
+    case SplitMode::layer:
+      c.reason = "-sm layer";
+      break;
+    case SplitMode::tensor:
+      c.mode = possible ? SplitMode::tensor : SplitMode::layer;
+      c.reason = possible ? "-sm tensor" : "-sm tensor needs two workers or more: the layers are split instead";
+      break;
+    case SplitMode::automatic:
+      if (!possible) {
+        c.reason = "auto: a tensor split needs two workers or more";
+      } else if (c.tensor.token_ms < c.layer_token_ms) {
+        c.mode = SplitMode::tensor;
+        c.reason = fmt::format("auto: the tensor split is predicted {:.2f}x faster (its {} all-gathers a token cost "
+                               "{:.2f} ms, less than the compute it divides saves)",
+                               c.layer_token_ms / c.tensor.token_ms,
+                               kTensorExchangesPerLayer * static_cast<int>(input.layer_bytes.size()),
+                               c.tensor.exchange_ms);
+      } else {
+        c.reason = fmt::format("auto: the layer split is predicted {:.2f}x faster (a tensor split's {} all-gathers a "
+                               "token would cost {:.2f} ms, more than dividing the compute saves)",
+                               c.tensor.token_ms / c.layer_token_ms,
+                               kTensorExchangesPerLayer * static_cast<int>(input.layer_bytes.size()),
+                               c.tensor.exchange_ms);
+      }
+      break;
+  }
+  return c;
+}
+
+std::string format_split_choice(const SplitChoice& c, const PlanInput& input) {
+  std::string out = fmt::format("  layer split:  tg {:7.2f} ms/token ({:6.1f} tok/s)\n", c.layer_token_ms,
+                                c.layer_token_ms > 0 ? 1e3 / c.layer_token_ms : 0.0);
+  if (c.tensor.token_ms > 0) {
+    std::string names;
+    for (int d : c.members) names += (names.empty() ? "" : " + ") + input.devices.at(d).address;
+    out += fmt::format("  tensor split: tg {:7.2f} ms/token ({:6.1f} tok/s) on {} ({} ways): compute {:.2f} ms, "
+                       "all-gathers {:.2f} ms, hop {:.2f} ms, head {:.2f} ms; pp512 {:.1f} tok/s\n",
+                       c.tensor.token_ms, c.tensor.tok_s, names, c.members.size(), c.tensor.compute_ms,
+                       c.tensor.exchange_ms, c.tensor.hop_ms, c.tensor.head_ms, c.tensor.prefill_tok_s);
+  }
+  out += fmt::format("split mode: {} ({})\n", c.mode == SplitMode::tensor ? "tensor" : "layer", c.reason);
+  return out;
+}
+
+}  // namespace shoal
