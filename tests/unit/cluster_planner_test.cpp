@@ -12,6 +12,7 @@
 #include "cluster/primary/plan_input.h"
 #include "cluster/primary/cost_model.h"
 #include "cluster/primary/planner.h"
+#include "cluster/primary/split_choice.h"
 #include "gguf/reader.h"
 #include "model/config.h"
 #include "model/tensor_names.h"
@@ -523,6 +524,74 @@ TEST(SpeculativeCost, GuessesPayWhereStepsAreBoundByReadsAndRoundTrips) {
   // A draft that costs as much as a step gains nothing.
   s.draft_token_ms = far.plain_token_ms;
   EXPECT_EQ(predict_speculative(make_plan(in), in, Relay::shoal_star, s).draft, 0);
+}
+
+}  // namespace
+}  // namespace shoal
+
+namespace shoal {
+namespace {
+
+// Qwen2.5-Coder-0.5B's shape in round numbers: 24 layers of 14 MiB read a
+// step, all of it in matrices a group divides, 12 800 values all-gathered
+// per layer and token; the head 130 MiB on the primary.
+PlanInput tensor_input(double rtt_ms) {
+  PlanInput in = uniform_input(24, 14, {device("local", 4096, 20.0), device("a:1", 4096, 20.0, rtt_ms),
+                                        device("b:1", 4096, 20.0, rtt_ms)});
+  in.layer_split_bytes.assign(24, 14 * MiB);
+  in.layer_exchange_values.assign(24, 12800);
+  in.head_bytes = 130 * MiB;
+  in.activation_bytes = 896 * 4;
+  for (DeviceInfo& d : in.devices) d.link_gbps = 1.0;
+  return in;
+}
+
+TEST(TensorSplitCost, ComputeDividesAndEachAllGatherCostsHalfARoundTrip) {
+  const PlanInput in = tensor_input(0.1);
+  const TensorGroupPrediction p = predict_tensor_group(in, {1, 2});
+  // Each member reads half the layers' bytes at 20 GB/s.
+  EXPECT_NEAR(p.compute_ms, 24 * 7 * MiB / 20e9 * 1e3, 1e-9);
+  // 96 all-gathers at 0.05 ms, and half of 24 x 12 800 values x 4 bytes in at 1 GB/s.
+  EXPECT_NEAR(p.exchange_ms, 96 * 0.05 + 24 * 12800 * 4 / 2 / 1e9 * 1e3, 1e-9);
+  EXPECT_NEAR(p.head_ms, 130 * MiB / 20e9 * 1e3, 1e-9);
+  EXPECT_NEAR(p.token_ms, p.compute_ms + p.exchange_ms + p.hop_ms + p.head_ms, 1e-12);
+  // Four members: half the compute again, more of the values taken in.
+  const TensorGroupPrediction four = predict_tensor_group(
+      [&] {
+        PlanInput more = in;
+        more.devices.push_back(device("c:1", 4096, 20.0, 0.1));
+        more.devices.push_back(device("d:1", 4096, 20.0, 0.1));
+        for (DeviceInfo& d : more.devices) d.link_gbps = 1.0;
+        return more;
+      }(),
+      {1, 2, 3, 4});
+  EXPECT_NEAR(four.compute_ms, p.compute_ms / 2, 1e-9);
+  EXPECT_GT(four.exchange_ms, p.exchange_ms);
+  // A group needs two members and the layers' divided bytes.
+  EXPECT_EQ(predict_tensor_group(in, {1}).token_ms, 0.0);
+}
+
+TEST(TensorSplitCost, AutoTakesTheTensorSplitOnFastLinksAndTheLayersOnSlowOnes) {
+  for (double rtt : {0.05, 1.0, 5.0}) {
+    SCOPED_TRACE(rtt);
+    const PlanInput in = tensor_input(rtt);
+    const Plan plan = make_plan(in);
+    const SplitChoice c = choose_split(SplitMode::automatic, plan, in);
+    EXPECT_EQ(c.mode == SplitMode::tensor, c.tensor.token_ms < plan.predicted_token_ms);
+    EXPECT_EQ(c.mode, rtt < 1.0 ? SplitMode::tensor : SplitMode::layer) << format_split_choice(c, in);
+    EXPECT_NE(format_split_choice(c, in).find(c.mode == SplitMode::tensor ? "split mode: tensor (auto: the tensor"
+                                                                            : "split mode: layer (auto: the layer"),
+              std::string::npos);
+    // Asked for by name, each runs whatever the prediction.
+    EXPECT_EQ(choose_split(SplitMode::tensor, plan, in).mode, SplitMode::tensor);
+    EXPECT_EQ(choose_split(SplitMode::layer, plan, in).mode, SplitMode::layer);
+  }
+  // One worker: no group to make.
+  PlanInput one = tensor_input(0.05);
+  one.devices.pop_back();
+  const SplitChoice c = choose_split(SplitMode::tensor, make_plan(one), one);
+  EXPECT_EQ(c.mode, SplitMode::layer);
+  EXPECT_NE(c.reason.find("needs two workers or more"), std::string::npos);
 }
 
 }  // namespace
