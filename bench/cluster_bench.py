@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Across machines: `shoal bench --rpc` vs llama.cpp's `llama-bench --rpc`.
 
-    sudo bench/cluster_bench.py [-m MODEL] [-p 128] [-n 64] [-r 3] [--parts local,veth,delay,aead,speed,prefill,spec]
+    sudo bench/cluster_bench.py [-m MODEL] [-p 128] [-n 64] [-r 3] [--parts local,veth,delay,aead,speed,prefill,spec,tensor]
                                 [--speed-model MODEL] [--time-limit MINUTES] [--no-idle-wait]
 
 Hosts are network namespaces on a private bridge (tests/tools/netns.py): the
@@ -16,7 +16,10 @@ split by memory against split by speed, alternated, with each stage's predicted 
 decode step; --speed-model, whose stages outgrow the caches as a real model's do); "prefill" (pp512 and pp2048 on 2 and 3 workers:
 Shoal's prompts pipelined in micro-batches, -ub 64, against whole batches, -ub 0, beside
 llama.cpp RPC); "spec" (Shoal only: speculative decoding, a draft model and n-gram lookup, locally and on 2
-workers over veth and behind relays at 1 and 5 ms round trip; --spec-target, --spec-draft). llama.cpp gets the same layer split as Shoal's plan: -ngl counts the
+workers over veth and behind relays at 1 and 5 ms round trip; --spec-target, --spec-draft); "tensor" (Shoal only:
+-m and --speed-model on one machine alone, on 2 workers splitting the layers (--ts 0,1,1: the primary keeps the
+head only) and on 2 workers as a tensor group (-sm tensor), pp512 and tg of -n, over veth; with the plan's
+prediction for each split and the one -sm auto picks). llama.cpp gets the same layer split as Shoal's plan: -ngl counts the
 output head as a 31st layer, so it offloads one more layer than the workers
 hold and -ot keeps the (tied) output head on the primary, as Shoal does.
 
@@ -31,6 +34,7 @@ and namespace is removed on exit, Ctrl-C included.
 import argparse
 import json
 import os
+import re
 import secrets
 import shlex
 import shutil
@@ -256,7 +260,8 @@ class Bench:
             note = f"load {' '.join(load)}" + ("" if idle else ", CPUs never idle") + \
                 (f", disturbed: {worst[1]} {worst[0]:.0%}" if worst[0] > 0.10 else "")
             split = [(w[0], w[2], int(w[3].strip("()"))) for w in map(str.split, r.stderr.splitlines())
-                     if len(w) > 3 and w[1] == "CPU" and w[0].startswith(("local", "10.", "127."))]
+                     if len(w) > 3 and w[1] == "CPU" and w[0].startswith(("local", "10.", "127."))
+                     and w[3].strip("()").isdigit()]  # a device without layers shows no count
             # shoal bench's stage report: device, layers, predicted ms, measured ms, steps, error.
             stages = [(w[0], w[1], float(w[2]), float(w[3])) for w in map(str.split, r.stderr.splitlines())
                       if len(w) == 6 and w[0].startswith(("local", "10.")) and w[4].isdigit() and w[2] != "-"]
@@ -312,6 +317,30 @@ def speed_table(speed, args):
                 print(f"| {split} | {i} | {dev} | {layers} | {pred:.2f} | {meas:.2f} | {meas / pred:.2f} |")
 
 
+def tensor_table(tensor, args):
+    print(f"\nTensor split: 2 workers (hosts 1 and 2, -t 1 each) running every layer as a tensor group against the "
+          f"same 2 splitting the layers (--ts 0,1,1) and one machine alone (host 0), pp512 and tg{args.n}, tokens/s "
+          f"mean ± sd of {args.r}; predicted: `shoal plan -sm auto` with the same workers\n")
+    print("| model | split | pp512 | tg | tg / one machine | pp / one machine | predicted tg |")
+    print("| ----- | ----- | ----: | -: | ---------------: | ---------------: | -----------: |")
+    for model in dict.fromkeys(m for m, _ in tensor):
+        one = tensor.get((model, "local"))
+        plan = tensor.get((model, "plan"))
+        lines = plan.stdout.splitlines() if plan else []
+        predicted = {m[1]: m[2] for m in (re.match(r"\s+(layer|tensor) split:\s+tg\s+[\d.]+ ms/token \(\s*([\d.]+) "
+                                                   r"tok/s\)", line) for line in lines) if m}
+        for split in ("local", "layer", "tensor"):
+            r = tensor.get((model, split))
+            if not r or not one:
+                continue
+            print(f"| {Path(model).name} | {'one machine' if split == 'local' else '2 workers, ' + split} | "
+                  f"{ts(r['pp'])} | {ts(r['tg'])} | {r['tg']['avg_ts'] / one['tg']['avg_ts']:.2f} | "
+                  f"{r['pp']['avg_ts'] / one['pp']['avg_ts']:.2f} | {predicted.get(split, '-')} |")
+        choice = next((l for l in lines if l.startswith("split mode:")), None)
+        if choice:
+            print(f"\n{Path(model).name}: {choice}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("-m", "--model", default=str(MODEL))
@@ -361,6 +390,10 @@ def main():
     # Pipelined prompts: pp512 and pp2048 on 2 and 3 workers, -ub 64 against -ub 0, beside llama.cpp.
     prefill_jobs = [(n, p) for n in (2, 3) for p in (512, 2048)] if "prefill" in parts else []
     prefill = {}  # (n, p) -> (pipelined, whole, llama.cpp)
+    # Tensor split: per model, one machine, 2 workers by layers, 2 workers as a tensor group.
+    tensor_jobs = [(model, split) for model in (args.model, args.speed_model) for split in ("local", "layer", "tensor")] \
+        if "tensor" in parts else []
+    tensor = {}  # (model, split) -> result
 
     head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     built = time.strftime("%Y-%m-%d %H:%M", time.gmtime(SHOAL.stat().st_mtime))
@@ -399,6 +432,22 @@ def main():
             spec[(where, delay, kind)] = b.run(
                 "shoal", n_workers=0 if where == "local" else 2, delay_ms=delay, model=args.spec_target, pp=0,
                 tg=args.spec_n, extra=[*flags, "-f", SPEC_PROMPT, "--chat"])
+        for model, split in tensor_jobs:
+            if time.time() > deadline:
+                break
+            print(f"tensor: {Path(model).name}, {split} ...", file=sys.stderr)
+            extra = {"local": [], "layer": ["-sm", "layer", "--ts", "0,1,1"], "tensor": ["-sm", "tensor"]}[split]
+            tensor[(model, split)] = b.run("shoal", n_workers=0 if split == "local" else 2, model=model, pp=512,
+                                           extra=extra)
+            if split == "tensor":  # what the planner predicts for both splits, and what auto takes
+                eps = b.workers("shoal", 2)
+                try:
+                    argv = [b.shoal, "plan", "-m", model, "-t", "1", "-sm", "auto", "--rpc", ",".join(eps),
+                            "--key-file", b.key]
+                    commands.append(show(0, argv))
+                    tensor[(model, "plan")] = b.net.run(0, argv, timeout=120)
+                finally:
+                    b.stop_servers()
         for split in speed_jobs:
             if time.time() > deadline:
                 break
@@ -447,6 +496,8 @@ def main():
             layers = " / ".join(str(n) for _, _, n in r["split"]) or "all"
             print(f"| {setting} | {layers} | {kind} | {plain['avg_ts']:.2f} | {fast['avg_ts']:.2f} | "
                   f"{fast['avg_ts'] / plain['avg_ts']:.2f} | {right} |")
+    if tensor:
+        tensor_table(tensor, args)
     if speed:
         speed_table(speed, args)
     print("\nSplits (Shoal's plan, printed by shoal bench; llama.cpp given the same) and conditions:\n")

@@ -25,6 +25,13 @@ RowSplitBackend::RowSplitBackend(std::unique_ptr<Backend> inner, std::shared_ptr
 }
 
 namespace {
+// The first `n` floats of `v`, grown (never shrunk) to hold them: buffers
+// whose use changes size every call are not filled again each time.
+std::span<float> at_least(std::vector<float>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+  return {v.data(), n};
+}
+
 bool splits(const WeightToPrepare& w, int size) {
   return !w.rows_only && w.slice_rows == 0 && !w.matrix->empty() && row_split(w.matrix->rows, size);
 }
@@ -113,17 +120,16 @@ void RowSplitBackend::matmuls(std::span<const MatmulOutput> outputs, DevicePtr x
   inner_->matmuls(inner_outputs_, x, n_tokens);
 
   // Trade: each member's shares in output order, as it computed them.
-  mine_.resize(static_cast<size_t>(n * mine_width));
-  inner_->download(mine_.data(), shares, mine_.size() * sizeof(float));
+  const std::span<float> mine = at_least(mine_, static_cast<size_t>(n * mine_width));
+  inner_->download(mine.data(), shares, mine.size_bytes());
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
     int64_t width = 0;
     for (const Split* s : split_of_)
       if (s) width += row_share(s->rows, p, size_).rows();
-    theirs_[p].resize(static_cast<size_t>(n * width));
-    from_[p] = theirs_[p];
+    from_[p] = at_least(theirs_[p], static_cast<size_t>(n * width));
   }
-  exchange_->all_gather(mine_, from_);
+  exchange_->all_gather(mine, from_);
   ++exchanges_;
 
   // Each split output whole: member p's rows [begin, end) of every token.
@@ -132,15 +138,15 @@ void RowSplitBackend::matmuls(std::span<const MatmulOutput> outputs, DevicePtr x
   for (size_t i = 0; i < outputs.size(); ++i) {
     const Split* s = split_of_[i];
     if (!s) continue;
-    whole_.resize(static_cast<size_t>(n * s->rows));
+    const std::span<float> whole = at_least(whole_, static_cast<size_t>(n * s->rows));
     for (int p = 0; p < size_; ++p) {
       const RowShare share = row_share(s->rows, p, size_);
-      const float* src = (p == rank_ ? mine_.data() : theirs_[p].data()) + offset[p];
+      const float* src = (p == rank_ ? mine.data() : theirs_[p].data()) + offset[p];
       for (int64_t t = 0; t < n; ++t)
-        std::memcpy(whole_.data() + t * s->rows + share.begin, src + t * share.rows(), share.rows() * sizeof(float));
+        std::memcpy(whole.data() + t * s->rows + share.begin, src + t * share.rows(), share.rows() * sizeof(float));
       offset[p] += n * share.rows();
     }
-    inner_->upload(outputs[i].y, whole_.data(), whole_.size() * sizeof(float));
+    inner_->upload(outputs[i].y, whole.data(), whole.size_bytes());
   }
 }
 

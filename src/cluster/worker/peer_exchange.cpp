@@ -1,5 +1,7 @@
 #include "cluster/worker/peer_exchange.h"
 
+#include <poll.h>
+
 #include <chrono>
 #include <cstring>
 #include <exception>
@@ -18,6 +20,7 @@ namespace {
 // them); bigger ones from a thread, so that two members sending to each
 // other at once cannot both wait on full buffers.
 constexpr size_t kInlineSendBytes = 32 << 10;
+constexpr std::chrono::microseconds kSpinBeforeSleep{200};
 }  // namespace
 
 PeerExchange::PeerExchange(TensorGroup group, PeerLinkOptions options)
@@ -63,6 +66,16 @@ void PeerExchange::send_all(std::span<const uint8_t> bytes) {
     if (p != group_.rank) out_[p]->send(MessageType::TensorShare, round_, parts);
 }
 
+void PeerExchange::await_share(wire::Connection& in) {
+  // The other members compute the same share at the same time: their rows
+  // usually come within microseconds, sooner than a sleeping thread wakes.
+  // So look for them without sleeping a little while first.
+  const auto until = std::chrono::steady_clock::now() + kSpinBeforeSleep;
+  pollfd p{in.fd(), POLLIN, 0};
+  while (::poll(&p, 1, 0) == 0 && std::chrono::steady_clock::now() < until) {
+  }
+}
+
 void PeerExchange::all_gather(std::span<const float> mine, std::span<const std::span<float>> from) {
   if (!broken_.empty()) fail("{}", broken_);
   try {
@@ -92,6 +105,7 @@ void PeerExchange::all_gather(std::span<const float> mine, std::span<const std::
     for (int p = 0; p < group_.size(); ++p) {
       if (p == group_.rank) continue;
       wire::Connection& in = inbound(p);
+      await_share(in);
       in.expect(frame_, MessageType::TensorShare, options_.timeout_ms);
       if (frame_.header.request_id != round_ || frame_.payload.size() != from[p].size_bytes())
         throw ProtocolError(ErrorCode::Malformed,

@@ -48,6 +48,8 @@ class PeerExchange : public RowExchange {
   void connect_out(int peer);
   wire::Connection& inbound(int peer);
   void send_all(std::span<const uint8_t> bytes);
+  // Returns once `in` has bytes to read, or after a short spin (then the read sleeps).
+  static void await_share(wire::Connection& in);
 
   TensorGroup group_;
   PeerLinkOptions options_;
