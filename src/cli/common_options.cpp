@@ -90,6 +90,11 @@ void add_cluster_options(CLI::App& cmd, CommonOptions& o) {
                  "share of every matmul (the same bits as one machine; pays on fast links); 'auto': the one predicted "
                  "faster")
       ->capture_default_str();
+  cmd.add_option("--group-size", o.cluster.group_size,
+                 "with -sm tensor: workers per tensor group, taken in --rpc order; the groups split the layers "
+                 "among them (a pipeline of groups; 0: one group of every worker)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 64));
   cmd.add_option("--worker-timeout", o.worker_timeout_s,
                  "seconds of silence after which a worker counts as lost (it is re-planned around)")
       ->capture_default_str();

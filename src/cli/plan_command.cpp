@@ -147,7 +147,7 @@ int plan_described(CommonOptions& o, const std::string& cluster_file, double dra
                        .c_str(),
                    predict(plan, input, input.relay, 512, o.engine.n_ubatch, o.engine.n_batch));
   print_prediction("llama.cpp RPC, split by memory", predict(make_plan(llama), llama, Relay::llama_rpc));
-  std::printf("%s", format_split_choice(choose_split(o.cluster.split_mode, plan, input), input).c_str());
+  std::printf("%s", format_split_choice(choose_split(o.cluster.split_mode, plan, input, o.cluster.group_size), input).c_str());
   print_speculation(o, draft_accept, plan, input, input.relay);
   return 0;
 }
@@ -188,7 +188,7 @@ Command add_plan_command(CLI::App& app) {
     std::printf("model: %s (%s), %d layers, context %d x %d\n", config.name.c_str(), config.arch.c_str(),
                 config.n_layer, n_ctx, o->engine.n_seq);
     std::printf("%s", format_plan(cp.plan, cp.input).c_str());
-    std::printf("%s", format_split_choice(choose_split(o->cluster.split_mode, cp.plan, cp.input), cp.input).c_str());
+    std::printf("%s", format_split_choice(choose_split(o->cluster.split_mode, cp.plan, cp.input, o->cluster.group_size), cp.input).c_str());
     print_speculation(*o, *draft_accept, cp.plan, cp.input, cp.input.relay);
     return 0;
   };

@@ -6,8 +6,11 @@ refused in the middle of a stream costs a pause, not a token (the group is
 re-planned to fewer members, or to a layer split when one is left).
 
 Every wait is bounded; workers and servers are stopped after each test."""
+import json
 import secrets
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -19,6 +22,7 @@ from server_fixtures import Server
 PROMPT = "Once upon a time, in a small village by the sea, there lived"
 N = 48
 TIMEOUT = 2  # --worker-timeout (seconds)
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_args(model, n=N):
@@ -46,6 +50,20 @@ def test_run_gives_the_local_text(shoal_bin, smollm2, workers, local_text, tmp_p
     # Every member linked to every other one, directly.
     for w in ws:
         assert w.stderr().count("linked") == n_workers - 1, w.stderr()
+
+
+@pytest.mark.parametrize("n_workers", [3, 4])
+def test_a_pipeline_of_groups_gives_the_local_text(shoal_bin, smollm2, workers, local_text, n_workers):
+    """--group-size 2: the workers in pairs, each pair half the layers (the
+    third worker of three alone, a stage of its own)."""
+    ws = workers(n_workers)
+    r = run_shoal(shoal_bin, *run_args(smollm2), "--rpc", ",".join(w.address for w in ws), "-sm", "tensor",
+                  "--group-size", 2, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == local_text
+    assert f"split: tensor, layers 0-14 on {ws[0].address} + {ws[1].address} (2-way" in r.stderr, r.stderr
+    second = " + ".join(w.address for w in ws[2:])
+    assert f"split: tensor, layers 15-29 on {second}" in r.stderr, r.stderr
 
 
 @pytest.mark.parametrize("name", RANDOM_MODELS)
@@ -137,3 +155,54 @@ def test_the_last_two_members_fall_back_to_a_layer_split(serve, workers, local_t
     assert text == expected
     assert "a tensor split needs two workers or more" in s.stderr()
     assert complete(s) == expected
+
+
+def test_a_cut_link_mid_stream_gives_the_same_text(shoal_bin, smollm2, tmp_path, netns):
+    """The primary in one namespace, three members in theirs, sealed links;
+    one member's veth goes down in the middle of a stream: its peers' shares
+    stop coming and the primary's link goes silent, and the stream finishes
+    on a group of two with the undisturbed text."""
+    key = tmp_path / "key"
+    key.write_text(secrets.token_hex(32))
+    key.chmod(0o600)
+    net = netns(4)
+    for i in (1, 2, 3):
+        p = net.popen(i, [shoal_bin, "worker", "--host", net.addr(i), "--port", 50052, "-t", 1, "--key-file", key,
+                          "--no-cache", "--worker-timeout", TIMEOUT],
+                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        assert "listening on" in p.stdout.readline()
+    log = open(tmp_path / "primary.log", "w+")
+    primary = net.popen(0, [shoal_bin, "serve", "-m", smollm2, "--host", net.addr(0), "--port", 8080, "-t", 1, "-c",
+                            512, "--key-file", key, "--worker-timeout", TIMEOUT, "-sm", "tensor", "--rpc",
+                            ",".join(f"{net.addr(i)}:50052" for i in (1, 2, 3))],
+                        stdout=subprocess.PIPE, stderr=log, text=True)
+    assert "listening" in primary.stdout.readline()
+    base = f"http://{net.addr(0)}:8080"
+    client = [sys.executable, ROOT / "tests/tools/stream_client.py", base, PROMPT, N]
+    health = ["python3", "-c", f"import urllib.request; urllib.request.urlopen('{base}/health')"]
+    deadline = time.monotonic() + 120
+    while net.run(0, health, timeout=10).returncode != 0:
+        assert time.monotonic() < deadline, "the primary was not ready within 120 s"
+        time.sleep(0.2)
+    undisturbed = net.run(0, client, timeout=120).stdout.splitlines()
+    expected = "".join(json.loads(line).get("text", "") for line in undisturbed)
+    assert json.loads(undisturbed[-1]) == {"done": "length"}, undisturbed
+
+    reader = net.popen(0, client, stdout=subprocess.PIPE, text=True)
+    text, pieces, cut_at = "", 0, None
+    for line in reader.stdout:
+        event = json.loads(line)
+        assert "error" not in event, event
+        text += event.get("text", "")
+        pieces += 1
+        if pieces == 6:
+            cut_at = time.monotonic()
+            net.cut(2)
+    reader.wait(timeout=60)
+    assert cut_at is not None, "the completion ended before the cut"
+    assert text == expected
+    log.flush()
+    log.seek(0)
+    primary_log = log.read()
+    assert f"split: tensor, layers 0-29 on {net.addr(1)}:50052 + {net.addr(3)}:50052 (2-way" in primary_log, primary_log
+    print(f"\nlink of a tensor group member cut: the stream finished {time.monotonic() - cut_at:.2f} s after it")

@@ -548,7 +548,7 @@ PlanInput tensor_input(double rtt_ms) {
 
 TEST(TensorSplitCost, ComputeDividesAndEachAllGatherCostsHalfARoundTrip) {
   const PlanInput in = tensor_input(0.1);
-  const TensorGroupPrediction p = predict_tensor_group(in, {1, 2});
+  const TensorGroupPrediction p = predict_tensor_groups(in, {{1, 2}});
   // Each member reads half the layers' bytes at 20 GB/s.
   EXPECT_NEAR(p.compute_ms, 24 * 7 * MiB / 20e9 * 1e3, 1e-9);
   // 96 all-gathers at 0.05 ms, and half of 24 x 12 800 values x 4 bytes in at 1 GB/s.
@@ -556,7 +556,7 @@ TEST(TensorSplitCost, ComputeDividesAndEachAllGatherCostsHalfARoundTrip) {
   EXPECT_NEAR(p.head_ms, 130 * MiB / 20e9 * 1e3, 1e-9);
   EXPECT_NEAR(p.token_ms, p.compute_ms + p.exchange_ms + p.hop_ms + p.head_ms, 1e-12);
   // Four members: half the compute again, more of the values taken in.
-  const TensorGroupPrediction four = predict_tensor_group(
+  const TensorGroupPrediction four = predict_tensor_groups(
       [&] {
         PlanInput more = in;
         more.devices.push_back(device("c:1", 4096, 20.0, 0.1));
@@ -564,11 +564,32 @@ TEST(TensorSplitCost, ComputeDividesAndEachAllGatherCostsHalfARoundTrip) {
         for (DeviceInfo& d : more.devices) d.link_gbps = 1.0;
         return more;
       }(),
-      {1, 2, 3, 4});
+      {{1, 2, 3, 4}});
   EXPECT_NEAR(four.compute_ms, p.compute_ms / 2, 1e-9);
   EXPECT_GT(four.exchange_ms, p.exchange_ms);
-  // A group needs two members and the layers' divided bytes.
-  EXPECT_EQ(predict_tensor_group(in, {1}).token_ms, 0.0);
+  // Two groups of two: each its half of the layers, one after the other;
+  // a group of one is a worker's own stage, with no all-gathers.
+  const PlanInput four_workers = [&] {
+    PlanInput more = in;
+    more.devices.push_back(device("c:1", 4096, 20.0, 0.1));
+    more.devices.push_back(device("d:1", 4096, 20.0, 0.1));
+    for (DeviceInfo& d : more.devices) d.link_gbps = 1.0;
+    return more;
+  }();
+  const TensorGroupPrediction pairs = predict_tensor_groups(four_workers, {{1, 2}, {3, 4}});
+  EXPECT_NEAR(pairs.compute_ms, p.compute_ms, 1e-9);
+  EXPECT_NEAR(pairs.exchange_ms, p.exchange_ms, 1e-9);
+  EXPECT_GT(pairs.hop_ms, p.hop_ms);
+  const TensorGroupPrediction alone = predict_tensor_groups(in, {{1}});
+  EXPECT_EQ(alone.exchange_ms, 0.0);
+  EXPECT_NEAR(alone.compute_ms, 2 * p.compute_ms, 1e-9);
+  EXPECT_EQ(tensor_groups(4, 2), (std::vector<std::vector<int>>{{1, 2}, {3, 4}}));
+  EXPECT_EQ(tensor_groups(3, 2), (std::vector<std::vector<int>>{{1, 2}, {3}}));
+  EXPECT_EQ(tensor_groups(3, 0), (std::vector<std::vector<int>>{{1, 2, 3}}));
+  // With no divided bytes known, nothing is predicted.
+  PlanInput unknown = in;
+  unknown.layer_split_bytes.clear();
+  EXPECT_EQ(predict_tensor_groups(unknown, {{1, 2}}).token_ms, 0.0);
 }
 
 TEST(TensorSplitCost, AutoTakesTheTensorSplitOnFastLinksAndTheLayersOnSlowOnes) {

@@ -18,7 +18,8 @@ struct ClusterOptions {
   std::vector<std::string> workers;  // --rpc host:port,... in order
   std::optional<std::string> key;
   bool chain = false;                // worker to worker forwarding
-  SplitMode split_mode = SplitMode::layer;  // -sm: layers across devices, or every layer across a tensor group
+  SplitMode split_mode = SplitMode::layer;  // -sm: layers across devices, or across tensor groups of workers
+  int group_size = 0;                // --group-size: workers per tensor group, in --rpc order (0: all in one)
   std::string wire_dtype = "f32";    // f32 | f16 | bf16 | q8_0
   std::vector<double> tensor_split;  // llama.cpp --tensor-split
   SplitPolicy split = SplitPolicy::speed;  // --split

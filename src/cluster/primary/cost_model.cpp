@@ -159,45 +159,52 @@ Prediction predict(const Plan& plan, const PlanInput& in, Relay relay, int prefi
   return p;
 }
 
-TensorGroupPrediction predict_tensor_group(const PlanInput& in, const std::vector<int>& members, int prefill_tokens,
-                                           int n_batch) {
+LayerRange tensor_group_layers(int n_layer, int n_groups, int group) {
+  return {n_layer * group / n_groups, n_layer * (group + 1) / n_groups};
+}
+
+TensorGroupPrediction predict_tensor_groups(const PlanInput& in, const std::vector<std::vector<int>>& groups,
+                                            int prefill_tokens, int n_batch) {
   TensorGroupPrediction p;
   const int n_layer = static_cast<int>(in.layer_bytes.size());
-  if (members.size() < 2 || in.layer_split_bytes.empty()) return p;
-  const double k = static_cast<double>(members.size());
-  const uint64_t read = decode_read_bytes(in, 0, n_layer), divided = sum(in.layer_split_bytes, 0, n_layer);
-  const double each = std::max(0.0, read - divided * (k - 1) / k);  // bytes a member reads a step
-  const double flops = layer_flops(in, 0, n_layer), share = read > 0 ? each / read : 1.0;
-  const double values = static_cast<double>(sum(in.layer_exchange_values, 0, n_layer));
-  double rtt = 0, link = 1e30, prefill_per_token = 0, step_fixed = 0;
-  for (int d : members) {
-    const DeviceInfo& dev = in.devices.at(d);
-    p.compute_ms = std::max(p.compute_ms, each / (known(dev.matvec_gbps, kUnknownMatvecGbps) * 1e9) * 1e3 +
-                                              dev.step_overhead_ms +
-                                              recurrent_layers(in, 0, n_layer) * dev.recurrent_layer_ms);
-    prefill_per_token =
-        std::max(prefill_per_token, flops * share / (known(dev.matmul_gflops, kUnknownMatmulGflops) * 1e9) * 1e3);
-    step_fixed = std::max(step_fixed, dev.step_overhead_ms);
-    rtt = std::max(rtt, dev.rtt_ms);
-    link = std::min(link, known(dev.link_gbps, kUnknownLinkGbps) * 1e9);
+  if (groups.empty() || in.layer_split_bytes.empty()) return p;
+  const int batch = n_batch > 0 ? n_batch : prefill_tokens;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const std::vector<int>& members = groups[g];
+    const auto [begin, end] = tensor_group_layers(n_layer, static_cast<int>(groups.size()), static_cast<int>(g));
+    const double k = static_cast<double>(members.size());
+    const uint64_t read = decode_read_bytes(in, begin, end), divided = sum(in.layer_split_bytes, begin, end);
+    const double each = std::max(0.0, read - divided * (k - 1) / k);  // bytes a member reads a step
+    const double flops = layer_flops(in, begin, end), share = read > 0 ? each / read : 1.0;
+    const double values = static_cast<double>(sum(in.layer_exchange_values, begin, end));
+    double compute = 0, rtt = 0, link = 1e30, per_token = 0, fixed = 0;
+    for (int d : members) {
+      const DeviceInfo& dev = in.devices.at(d);
+      compute = std::max(compute, each / (known(dev.matvec_gbps, kUnknownMatvecGbps) * 1e9) * 1e3 +
+                                      dev.step_overhead_ms + recurrent_layers(in, begin, end) * dev.recurrent_layer_ms);
+      per_token = std::max(per_token, flops * share / (known(dev.matmul_gflops, kUnknownMatmulGflops) * 1e9) * 1e3);
+      fixed = std::max(fixed, dev.step_overhead_ms);
+      rtt = std::max(rtt, dev.rtt_ms);
+      link = std::min(link, known(dev.link_gbps, kUnknownLinkGbps) * 1e9);
+    }
+    // What a member takes in a step of `tokens`: the others' shares of every exchange value, f32.
+    auto exchanges = [&](int tokens) {
+      return k < 2 ? 0.0 : (end - begin) * kTensorExchangesPerLayer * rtt / 2 + values * 4.0 * tokens * (k - 1) / k / link * 1e3;
+    };
+    const DeviceInfo& first = in.devices.at(members.front());
+    p.compute_ms += compute;
+    p.exchange_ms += exchanges(1);
+    p.hop_ms += hop_ms(in, first, end - begin, 1, Relay::shoal_star);
+    for (int done = 0; done < prefill_tokens; done += batch) {
+      const int b = std::min(batch, prefill_tokens - done);
+      p.prefill_ms += per_token * b + fixed + exchanges(b) + hop_ms(in, first, end - begin, b, Relay::shoal_star);
+    }
   }
-  // Per token, what a member takes in: the others' shares of every exchange value, f32.
-  auto exchanges = [&](int tokens) {
-    return n_layer * kTensorExchangesPerLayer * rtt / 2 + values * 4.0 * tokens * (k - 1) / k / link * 1e3;
-  };
-  p.exchange_ms = exchanges(1);
-  p.hop_ms = hop_ms(in, in.devices.at(members.front()), n_layer, 1, Relay::shoal_star);
   const DeviceInfo& primary = in.devices.at(0);
   const uint64_t head = in.head_bytes ? in.head_bytes : in.primary_bytes;
   p.head_ms = head / (known(primary.matvec_gbps, kUnknownMatvecGbps) * 1e9) * 1e3;
   p.token_ms = p.compute_ms + p.exchange_ms + p.hop_ms + p.head_ms;
   p.tok_s = 1e3 / p.token_ms;
-  const int batch = n_batch > 0 ? n_batch : prefill_tokens;
-  for (int done = 0; done < prefill_tokens; done += batch) {
-    const int b = std::min(batch, prefill_tokens - done);
-    p.prefill_ms += prefill_per_token * b + step_fixed + exchanges(b) +
-                    hop_ms(in, in.devices.at(members.front()), n_layer, b, Relay::shoal_star);
-  }
   p.prefill_ms += p.head_ms;
   p.prefill_tok_s = prefill_tokens * 1e3 / p.prefill_ms;
   return p;

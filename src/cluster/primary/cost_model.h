@@ -73,27 +73,34 @@ struct SpeculativePrediction {
 SpeculativePrediction predict_speculative(const Plan& plan, const PlanInput& input, Relay relay,
                                           const Speculation& speculation);
 
-// A tensor group (-sm tensor): every layer on the workers `members` (device
-// indices), each reading its 1/k of the divided matrices and all of the
-// rest (experts, norms), the slowest member setting the pace. Per layer
-// kTensorExchangesPerLayer all-gathers, each half a round trip between
-// members (their links to the primary stand in for the links between them:
-// the slowest member's round trip) plus what the member takes in of the
-// layer's exchange values over its link; a prompt's all-gathers carry every
-// token's. One FORWARD there and back from the primary, and the head.
+// Tensor groups (-sm tensor): the workers in groups (device indices), the
+// layers split evenly among the groups in order (a pipeline of groups),
+// the primary keeping the head. A group's members each read their 1/k of
+// the divided matrices and all of the rest (experts, norms), the slowest
+// setting the pace; per layer kTensorExchangesPerLayer all-gathers, each
+// half a round trip between members (their links to the primary stand in
+// for the links between them: the slowest one's round trip) plus what the
+// member takes in of the layer's exchange values over its link; a prompt's
+// all-gathers carry every token's. A group of one is a worker's own stage.
+// One FORWARD there and back from the primary per group, and the head.
 inline constexpr int kTensorExchangesPerLayer = 4;
 struct TensorGroupPrediction {
-  double compute_ms = 0.0;   // the slowest member's share of a decode step
-  double exchange_ms = 0.0;  // its all-gathers
-  double hop_ms = 0.0;       // primary to the group and back
+  double compute_ms = 0.0;   // the groups' slowest members' shares of a decode step, added up
+  double exchange_ms = 0.0;  // their all-gathers
+  double hop_ms = 0.0;       // primary to each group and back
   double head_ms = 0.0;
-  double token_ms = 0.0;
+  double token_ms = 0.0;     // 0: nothing predicted (no groups, or an input without divided bytes)
   double tok_s = 0.0;
-  double prefill_ms = 0.0;   // a prompt of prefill_tokens in batches of n_batch
+  double prefill_ms = 0.0;   // a prompt of prefill_tokens in batches of n_batch, group after group
   double prefill_tok_s = 0.0;
 };
-TensorGroupPrediction predict_tensor_group(const PlanInput& input, const std::vector<int>& members,
-                                           int prefill_tokens = 512, int n_batch = 0);
+TensorGroupPrediction predict_tensor_groups(const PlanInput& input, const std::vector<std::vector<int>>& groups,
+                                            int prefill_tokens = 512, int n_batch = 0);
+// Group `group` of n_groups holds layers [begin, end) of n_layer.
+struct LayerRange {
+  int begin = 0, end = 0;
+};
+LayerRange tensor_group_layers(int n_layer, int n_groups, int group);
 
 // Decode time of one stage on `device` holding n_layers layers that read
 // read_bytes a step, n_recurrent of them Gated DeltaNets: what the

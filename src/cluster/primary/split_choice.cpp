@@ -2,14 +2,30 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace shoal {
 
-SplitChoice choose_split(SplitMode asked, const Plan& layer_plan, const PlanInput& input) {
+std::vector<std::vector<int>> tensor_groups(int n_workers, int group_size) {
+  const int size = group_size > 0 ? group_size : n_workers;
+  std::vector<std::vector<int>> groups;
+  for (int d = 1; d <= n_workers; ++d) {
+    if (groups.empty() || static_cast<int>(groups.back().size()) == size) groups.emplace_back();
+    groups.back().push_back(d);
+  }
+  return groups;
+}
+
+SplitChoice choose_split(SplitMode asked, const Plan& layer_plan, const PlanInput& input, int group_size) {
   SplitChoice c;
   c.layer_token_ms = layer_plan.predicted_token_ms;
-  for (int d = 1; d < static_cast<int>(input.devices.size()); ++d) c.members.push_back(d);
-  if (c.members.size() >= 2) c.tensor = predict_tensor_group(input, c.members);
-  const bool possible = c.tensor.token_ms > 0;
+  const int n_workers = static_cast<int>(input.devices.size()) - 1;
+  if (n_workers >= 2) {
+    c.groups = tensor_groups(n_workers, group_size);
+    c.tensor = predict_tensor_groups(input, c.groups);
+  }
+  const bool possible = c.tensor.token_ms > 0 && std::any_of(c.groups.begin(), c.groups.end(),
+                                                             [](const auto& g) { return g.size() >= 2; });
   switch (asked) {
     case SplitMode::layer:
       c.reason = "-sm layer";
@@ -45,11 +61,15 @@ std::string format_split_choice(const SplitChoice& c, const PlanInput& input) {
                                 c.layer_token_ms > 0 ? 1e3 / c.layer_token_ms : 0.0);
   if (c.tensor.token_ms > 0) {
     std::string names;
-    for (int d : c.members) names += (names.empty() ? "" : " + ") + input.devices.at(d).address;
-    out += fmt::format("  tensor split: tg {:7.2f} ms/token ({:6.1f} tok/s) on {} ({} ways): compute {:.2f} ms, "
-                       "all-gathers {:.2f} ms, hop {:.2f} ms, head {:.2f} ms; pp512 {:.1f} tok/s\n",
-                       c.tensor.token_ms, c.tensor.tok_s, names, c.members.size(), c.tensor.compute_ms,
-                       c.tensor.exchange_ms, c.tensor.hop_ms, c.tensor.head_ms, c.tensor.prefill_tok_s);
+    for (const auto& group : c.groups) {
+      std::string members;
+      for (int d : group) members += (members.empty() ? "" : " + ") + input.devices.at(d).address;
+      names += (names.empty() ? "" : ", then ") + members;
+    }
+    out += fmt::format("  tensor split: tg {:7.2f} ms/token ({:6.1f} tok/s) on {}: compute {:.2f} ms, "
+                       "all-gathers {:.2f} ms, hops {:.2f} ms, head {:.2f} ms; pp512 {:.1f} tok/s\n",
+                       c.tensor.token_ms, c.tensor.tok_s, names, c.tensor.compute_ms, c.tensor.exchange_ms,
+                       c.tensor.hop_ms, c.tensor.head_ms, c.tensor.prefill_tok_s);
   }
   out += fmt::format("split mode: {} ({})\n", c.mode == SplitMode::tensor ? "tensor" : "layer", c.reason);
   return out;

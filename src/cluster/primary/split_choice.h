@@ -10,17 +10,22 @@
 
 namespace shoal {
 
+// The workers (devices 1..n_workers) in groups of group_size, in order
+// (0: one group of all); the last group takes what is left.
+std::vector<std::vector<int>> tensor_groups(int n_workers, int group_size);
+
 struct SplitChoice {
   SplitMode mode = SplitMode::layer;  // what runs: layer or tensor, never automatic
   double layer_token_ms = 0.0;        // the layer plan's decode step
-  TensorGroupPrediction tensor;       // every worker as one group (token_ms 0: not possible)
-  std::vector<int> members;           // the group: every worker (devices 1..n)
+  TensorGroupPrediction tensor;       // the workers in tensor groups (token_ms 0: not possible)
+  std::vector<std::vector<int>> groups;
   std::string reason;
 };
 
-// `layer_plan` is make_plan(input)'s. A tensor group needs two workers or
-// more; with fewer, tensor and auto run the layer plan (the reason says so).
-SplitChoice choose_split(SplitMode asked, const Plan& layer_plan, const PlanInput& input);
+// `layer_plan` is make_plan(input)'s; group_size: --group-size (0: all the
+// workers in one group). A tensor split needs two workers or more; with
+// fewer, tensor and auto run the layer plan (the reason says so).
+SplitChoice choose_split(SplitMode asked, const Plan& layer_plan, const PlanInput& input, int group_size = 0);
 // Two lines of predictions and the choice, for `shoal plan` and the split printout.
 std::string format_split_choice(const SplitChoice& choice, const PlanInput& input);
 

@@ -361,9 +361,9 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_stages(Engine& engi
                                         lost.empty() ? "none" : fmt::format("{}", fmt::join(lost, ", ")), e.what()));
   }
   if (options_.split_mode != SplitMode::layer) {
-    const SplitChoice choice = choose_split(options_.split_mode, plan, input);
+    const SplitChoice choice = choose_split(options_.split_mode, plan, input, options_.group_size);
     std::fprintf(stderr, "%s", format_split_choice(choice, input).c_str());
-    if (choice.mode == SplitMode::tensor) return build_tensor_group(engine, usable);
+    if (choice.mode == SplitMode::tensor) return build_tensor_groups(engine, usable, choice.groups);
     if (options_.split_mode == SplitMode::tensor)
       spdlog::warn("a tensor split needs two workers or more ({} connected): the layers are split instead",
                    usable.size());
@@ -440,34 +440,45 @@ StageLoadReport ClusterSupervisor::load_on(Engine& engine, TensorHashes& hashes,
   return r;
 }
 
-std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_tensor_group(Engine& engine, const Usable& usable) {
+std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_tensor_groups(
+    Engine& engine, const Usable& usable, const std::vector<std::vector<int>>& groups) {
   const ModelConfig& config = engine.config();
-  const int k = static_cast<int>(usable.size());
-  std::vector<std::string> addresses;
-  for (auto& [m, client] : usable) addresses.push_back(client->address());
-  std::fprintf(stderr, "split: tensor, layers 0-%d on %s (each %d-way: a share of every matmul's rows), the output "
-               "head on the primary\n", config.n_layer - 1, fmt::format("{}", fmt::join(addresses, " + ")).c_str(), k);
+  const wire::WireDType dtype = wire::parse_wire_dtype(options_.wire_dtype);
+  std::vector<std::string> all;
+  for (auto& [m, client] : usable) all.push_back(client->address());
   {
     std::lock_guard<std::mutex> lock(mutex_);
     predicted_.clear();
     predicted_token_ms_ = 0;
   }
-  // A fresh name per group: a member's links are matched to this load only.
-  const uint64_t group_id = std::random_device{}() * (uint64_t{1} << 32) + std::random_device{}();
   TensorHashes hashes(engine.file());
-  std::vector<RemoteMember> members;
-  Loaded loaded;
-  for (int rank = 0; rank < k; ++rank) {
-    auto& [m, client] = usable[static_cast<size_t>(rank)];
-    const nlohmann::json group = {{"id", fmt::format("{:016x}", group_id)}, {"rank", rank}, {"members", addresses}};
-    StageLoadReport r = load_on(engine, hashes, *m, client, 0, config.n_layer, addresses, group);
-    loaded.emplace_back(m, client.get(), r.stage_id);
-    members.push_back({client, r.stage_id, 0, config.n_layer, r});
-  }
   std::vector<std::unique_ptr<Stage>> stages;
-  stages.push_back(std::make_unique<RemoteStage>(std::move(members), config.n_embd, config.n_layer,
-                                                 wire::parse_wire_dtype(options_.wire_dtype),
-                                                 RemoteStage::Topology::tensor_group));
+  Loaded loaded;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const auto [begin, end] = tensor_group_layers(config.n_layer, static_cast<int>(groups.size()), static_cast<int>(g));
+    std::vector<std::string> addresses;
+    for (int d : groups[g]) addresses.push_back(usable.at(static_cast<size_t>(d - 1)).second->address());
+    const int k = static_cast<int>(addresses.size());
+    std::fprintf(stderr, "split: tensor, layers %d-%d on %s%s\n", begin, end - 1,
+                 fmt::format("{}", fmt::join(addresses, " + ")).c_str(),
+                 k > 1 ? fmt::format(" ({}-way: a share of every matmul's rows)", k).c_str() : "");
+    // A fresh name per group: a member's links are matched to this load only.
+    const uint64_t group_id = (uint64_t{std::random_device{}()} << 32) | std::random_device{}();
+    std::vector<RemoteMember> members;
+    for (int rank = 0; rank < k; ++rank) {
+      auto& [m, client] = usable.at(static_cast<size_t>(groups[g][rank] - 1));
+      const nlohmann::json group =
+          k > 1 ? nlohmann::json{{"id", fmt::format("{:016x}", group_id)}, {"rank", rank}, {"members", addresses}}
+                : nlohmann::json(nullptr);
+      StageLoadReport r = load_on(engine, hashes, *m, client, begin, end, all, group);
+      loaded.emplace_back(m, client.get(), r.stage_id);
+      members.push_back({client, r.stage_id, begin, end, r});
+    }
+    stages.push_back(std::make_unique<RemoteStage>(std::move(members), config.n_embd, config.n_layer, dtype,
+                                                   k > 1 ? RemoteStage::Topology::tensor_group
+                                                         : RemoteStage::Topology::chain));
+  }
+  std::fprintf(stderr, "the output head on the primary\n");
   commit_stages(usable, loaded);
   return stages;
 }

@@ -86,8 +86,9 @@ class ClusterSupervisor : public StageSupervisor {
   // The members taking part in a build, each with the client it has now.
   using Usable = std::vector<std::pair<Member*, std::shared_ptr<WorkerClient>>>;
   using Loaded = std::vector<std::tuple<Member*, const WorkerClient*, uint32_t>>;
-  // -sm tensor: every layer on one group of all the usable workers.
-  std::vector<std::unique_ptr<Stage>> build_tensor_group(Engine& engine, const Usable& usable);
+  // -sm tensor: the layers evenly over the groups (indices into usable, from 1), each group one stage.
+  std::vector<std::unique_ptr<Stage>> build_tensor_groups(Engine& engine, const Usable& usable,
+                                                          const std::vector<std::vector<int>>& groups);
   // LOAD_STAGE on one worker, its progress drawn; a refusal is StageRefused.
   StageLoadReport load_on(Engine& engine, TensorHashes& hashes, Member& m, const std::shared_ptr<WorkerClient>& client,
                           int begin, int end, const std::vector<std::string>& member_addresses,
