@@ -32,15 +32,16 @@ std::span<float> at_least(std::vector<float>& v, size_t n) {
   return {v.data(), n};
 }
 
-bool splits(const WeightToPrepare& w, int size) {
-  return !w.rows_only && w.slice_rows == 0 && !w.matrix->empty() && row_split(w.matrix->rows, size);
-}
 }  // namespace
+
+bool row_split_weight(const WeightToPrepare& w, int size) {
+  return !w.rows_only && w.slice_rows == 0 && row_split(w.matrix->rows, size);
+}
 
 uint64_t RowSplitBackend::prepare_weights(std::span<const WeightToPrepare> weights, PreparedMemory& keep) {
   std::vector<WeightToPrepare> inner;
   for (const WeightToPrepare& w : weights) {
-    if (!splits(w, size_)) {
+    if (w.matrix->empty() || !row_split_weight(w, size_)) {
       inner.push_back(w);
       continue;
     }
@@ -63,7 +64,7 @@ uint64_t RowSplitBackend::prepared_bytes(std::span<const WeightToPrepare> weight
   shares.reserve(weights.size());
   std::vector<WeightToPrepare> inner;
   for (const WeightToPrepare& w : weights) {
-    if (!splits(w, size_)) {
+    if (w.matrix->empty() || !row_split_weight(w, size_)) {
       inner.push_back(w);
       continue;
     }

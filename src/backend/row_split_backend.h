@@ -44,6 +44,10 @@ RowShare row_share(int64_t rows, int rank, int size);
 // Whether a matrix of `rows` rows is split at all: one too small for a
 // unit each is computed whole by every member (a router, a gate per head).
 bool row_split(int64_t rows, int size);
+// Whether a weight handed to prepare_weights is divided among `size`
+// members: a matmul's weight read whole (not a stacked slice, not read row
+// by row) with rows enough to split.
+bool row_split_weight(const WeightToPrepare& w, int size);
 
 class RowSplitBackend : public Backend {
  public:

@@ -78,6 +78,15 @@ ModelWeights bind_weights(const TensorLookup& lookup, const std::string& source,
 
 namespace {
 
+// How a layer's tensor of kind k is read: the rows of one slice of a
+// stacked tensor (an expert, a latent head's matrix), 0 when read whole;
+// float tensors (norms, biases, a convolution's taps) as stored, row by row.
+WeightToPrepare prepare_kind(const ModelConfig& c, TensorKind k, Matrix* m) {
+  const TensorSpec& spec = tensor_spec(k);
+  const bool stacked = c.dim(spec.dims[2]) > 1;
+  return {m, stacked ? c.dim(spec.dims[1]) : 0, spec.f32_only};
+}
+
 // Every matrix the range runs on, with the rows of one expert's slice for
 // stacked expert tensors.
 std::vector<WeightToPrepare> weights_to_prepare(ModelWeights& w, const ModelConfig& c, const BindRange& r) {
@@ -85,14 +94,8 @@ std::vector<WeightToPrepare> weights_to_prepare(ModelWeights& w, const ModelConf
   const int begin = std::max(0, r.layer_begin);
   const int end = r.layer_end < 0 ? c.n_layer : std::min(r.layer_end, c.n_layer);
   for (int l = begin; l < end; ++l)
-    for (TensorKind k : c.tensors_of(l)) {
-      const TensorSpec& spec = tensor_spec(k);
-      const bool experts = c.dim(spec.dims[2]) > 1;
-      // Float tensors (norms, biases, a convolution's taps) are read as
-      // stored, row by row.
-      if (!w.layers[l][k].empty())
-        out.push_back({&w.layers[l][k], experts ? c.dim(spec.dims[1]) : 0, spec.f32_only});
-    }
+    for (TensorKind k : c.tensors_of(l))
+      if (!w.layers[l][k].empty()) out.push_back(prepare_kind(c, k, &w.layers[l][k]));
   if (!w.rope_freqs.empty() && end > begin) out.push_back({&w.rope_freqs, 0});
   if (r.with_head) {
     // The head, tied or not (a tied embedding is the same matrix, and
@@ -105,6 +108,20 @@ std::vector<WeightToPrepare> weights_to_prepare(ModelWeights& w, const ModelConf
 }
 
 }  // namespace
+
+std::vector<std::optional<RowShare>> tensor_shares(const ModelConfig& c, const BindRange& r, int rank, int size) {
+  std::vector<std::optional<RowShare>> shares;
+  for_each_tensor(c, r, [&](TensorKind k, int l) {
+    const TensorSpec& spec = tensor_spec(k);
+    const int64_t rows = c.dim(spec.dims[1]) * c.dim(spec.dims[2]);
+    Matrix shape{DType::F32, nullptr, rows, c.dim(spec.dims[0])};
+    if (l >= 0 && row_split_weight(prepare_kind(c, k, &shape), size))
+      shares.push_back(row_share(rows, rank, size));
+    else
+      shares.push_back(std::nullopt);
+  });
+  return shares;
+}
 
 uint64_t prepare_weights(Backend& backend, ModelWeights& w, const ModelConfig& c, const BindRange& r) {
   const uint64_t bytes = backend.prepare_weights(weights_to_prepare(w, c, r), w.owned);

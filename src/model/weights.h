@@ -6,10 +6,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/row_split_backend.h"
 #include "model/config.h"
 #include "model/tensor_names.h"
 #include "tensor/matrix.h"
@@ -61,6 +63,11 @@ struct BindRange {
 
 // The names of the tensors a range needs, in a fixed order.
 std::vector<std::string> tensor_names_for(const ModelConfig& config, const BindRange& range);
+// For each of those tensors: the rows member `rank` of a tensor group of
+// `size` computes (RowSplitBackend's share), or nullopt for a tensor every
+// member reads whole. What a member must hold of each.
+std::vector<std::optional<RowShare>> tensor_shares(const ModelConfig& config, const BindRange& range, int rank,
+                                                   int size);
 
 // Binds every tensor the range needs; throws naming a missing tensor or a
 // wrong shape. `source` names the origin in messages (a file path).

@@ -7,6 +7,7 @@ re-planned to fewer members, or to a layer split when one is left).
 
 Every wait is bounded; workers and servers are stopped after each test."""
 import json
+import re
 import secrets
 import signal
 import subprocess
@@ -50,6 +51,14 @@ def test_run_gives_the_local_text(shoal_bin, smollm2, workers, local_text, tmp_p
     # Every member linked to every other one, directly.
     for w in ws:
         assert w.stderr().count("linked") == n_workers - 1, w.stderr()
+    # Each holds about its share of the weights: what was sent to each
+    # member, against what one worker holding every layer is sent.
+    sent = [float(m) for m in re.findall(r"loaded in [\d.]+ s: ([\d.]+) MiB sent", r.stderr)]
+    alone = run_shoal(shoal_bin, *run_args(smollm2, 1), "--rpc", ws[0].address, "--ts", "0,1", "--key-file", key,
+                      timeout=300)
+    whole = float(re.search(r"loaded in [\d.]+ s: ([\d.]+) MiB sent", alone.stderr)[1])
+    assert len(sent) == n_workers and sum(sent) <= whole * 1.05, (sent, whole)
+    assert all(s <= whole / n_workers * 1.3 for s in sent), (sent, whole)
 
 
 @pytest.mark.parametrize("n_workers", [3, 4])

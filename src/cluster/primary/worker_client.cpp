@@ -170,27 +170,46 @@ StageLoadReport WorkerClient::load_stage(const gguf::File& file, TensorHashes& h
 
   StageLoadReport report;
   std::vector<size_t> missing = needs.at("missing").get<std::vector<size_t>>();
+  // A tensor group member asks for its rows only of the tensors the group
+  // divides ("rows": index -> [begin, end)); it checks them against the hash
+  // LOAD_COMMIT gives for each.
+  const nlohmann::json rows = needs.value("rows", nlohmann::json::object());
+  std::vector<std::span<const uint8_t>> wanted;
   uint64_t total = 0;
   for (size_t i : missing) {
     if (i >= names.size()) throw wire::ProtocolError(wire::ErrorCode::Malformed, "LOAD_NEEDS names an unknown tensor");
-    total += file.tensor(names[i]).bytes;
-  }
-  for (size_t i : missing) {
     const gguf::TensorInfo& t = file.tensor(names[i]);
-    for (uint64_t offset = 0; offset < t.bytes; offset += kChunkBytes) {
-      const size_t len = std::min<uint64_t>(kChunkBytes, t.bytes - offset);
+    std::span<const uint8_t> bytes(t.data, t.bytes);
+    if (auto r = rows.find(std::to_string(i)); r != rows.end()) {
+      const auto [begin, end] = r->get<std::pair<int64_t, int64_t>>();
+      if (begin < 0 || end <= begin || end > t.n_rows())
+        throw wire::ProtocolError(wire::ErrorCode::Malformed,
+                                  fmt::format("LOAD_NEEDS asks for rows {}-{} of '{}', which has {}", begin, end,
+                                              names[i], t.n_rows()));
+      const size_t row_bytes = t.bytes / static_cast<size_t>(t.n_rows());
+      bytes = bytes.subspan(static_cast<size_t>(begin) * row_bytes, static_cast<size_t>(end - begin) * row_bytes);
+    }
+    wanted.push_back(bytes);
+    total += bytes.size();
+  }
+  nlohmann::json share_hashes = nlohmann::json::object();
+  for (size_t n = 0; n < missing.size(); ++n) {
+    const std::span<const uint8_t> bytes = wanted[n];
+    const uint32_t index = static_cast<uint32_t>(missing[n]);
+    if (rows.contains(std::to_string(index))) share_hashes[std::to_string(index)] = hash_bytes(bytes.data(), bytes.size()).hex();
+    for (uint64_t offset = 0; offset < bytes.size(); offset += kChunkBytes) {
+      const size_t len = std::min<uint64_t>(kChunkBytes, bytes.size() - offset);
       uint8_t head[16] = {};
-      const uint32_t index = static_cast<uint32_t>(i);
       std::memcpy(head, &index, 4);
       std::memcpy(head + 8, &offset, 8);
-      const std::span<const uint8_t> parts[] = {{head, 16}, {t.data + offset, len}};
+      const std::span<const uint8_t> parts[] = {{head, 16}, bytes.subspan(offset, len)};
       conn_->send(MessageType::TensorData, id, parts);
       report.sent_bytes += len;
       if (progress) progress(report.sent_bytes, total);
     }
   }
   report.tensors_sent = static_cast<int>(missing.size());
-  conn_->send_json(MessageType::LoadCommit, id, nlohmann::json::object());
+  conn_->send_json(MessageType::LoadCommit, id, {{"shares", share_hashes}});
   conn_->expect_reply(frame, MessageType::StageReady, id, timeout_ms_);
   nlohmann::json ready = wire::parse_json(frame);
   report.stage_id = ready.at("stage_id").get<uint32_t>();

@@ -4,7 +4,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <sys/mman.h>
+
+#include <functional>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <set>
 
@@ -50,7 +54,23 @@ struct WantedTensor {
   std::vector<uint8_t> received;  // owned buffer for a tensor the primary sends
   size_t received_bytes = 0;
   bool needed = false;
+  // A tensor group member's rows of a divided tensor, when the primary
+  // sends only those: the tensor's address space is reserved whole (pages
+  // never touched cost nothing) and the share lands at its place in it.
+  std::optional<RowShare> share;
+  size_t share_offset = 0, share_bytes = 0;
+  std::shared_ptr<uint8_t> region;
+  size_t held_bytes() const { return share ? share_bytes : bytes; }
+  uint8_t* destination() { return share ? region.get() + share_offset : received.data(); }
+  size_t expected_bytes() const { return share ? share_bytes : bytes; }
 };
+
+// Address space for a whole tensor, committed only where it is written.
+std::shared_ptr<uint8_t> reserve_tensor(size_t bytes) {
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) throw OutOfMemory(fmt::format("cannot reserve {} MiB of address space", bytes >> 20));
+  return std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), [bytes](uint8_t* q) { ::munmap(q, bytes); });
+}
 
 WantedTensor parse_tensor(const nlohmann::json& t) {
   WantedTensor w;
@@ -149,8 +169,21 @@ void WorkerSession::load_stage(const wire::Frame& request) {
     if (tensors.back().name != expected[i])
       throw ProtocolError(ErrorCode::BadRequest, fmt::format("LOAD_STAGE tensor {} is '{}', expected '{}'", i,
                                                              tensors.back().name, expected[i]));
-    stage->weight_bytes += tensors.back().bytes;
   }
+  // A tensor group member holds only its rows of the tensors the group divides.
+  if (group) {
+    const std::vector<std::optional<RowShare>> shares = tensor_shares(c, range, group->rank, group->size());
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      WantedTensor& w = tensors[i];
+      if (!shares[i]) continue;
+      const int64_t rows = std::accumulate(w.shape.begin() + 1, w.shape.end(), int64_t{1}, std::multiplies<>());
+      const size_t row_bytes = w.bytes / static_cast<size_t>(rows);
+      w.share = shares[i];
+      w.share_offset = static_cast<size_t>(w.share->begin) * row_bytes;
+      w.share_bytes = static_cast<size_t>(w.share->rows()) * row_bytes;
+    }
+  }
+  for (const WantedTensor& w : tensors) stage->weight_bytes += w.held_bytes();
 
   // Tensors another stage here holds already (the same primary re-planning
   // after a loss) are shared, not fetched again: their hash is their name.
@@ -165,7 +198,7 @@ void WorkerSession::load_stage(const wire::Frame& request) {
         const TensorBytes& b = held->tensors[static_cast<size_t>(it - held->hashes.begin())];
         if (b.size != w.bytes) continue;
         w.data = b;
-        shared_bytes += w.bytes;
+        shared_bytes += w.held_bytes();
         ++from_memory;
         break;
       }
@@ -188,6 +221,7 @@ void WorkerSession::load_stage(const wire::Frame& request) {
   // Find what is here already; every found tensor is re-hashed before use.
   int from_cache = 0, from_models = 0, missing = 0;
   nlohmann::json missing_list = nlohmann::json::array();
+  nlohmann::json share_rows = nlohmann::json::object();  // index -> [begin, end): only these rows are sent
   for (size_t i = 0; i < tensors.size(); ++i) {
     WantedTensor& w = tensors[i];
     if (w.data.data) continue;  // shared with a stage in memory
@@ -209,12 +243,18 @@ void WorkerSession::load_stage(const wire::Frame& request) {
       }
     }
     w.needed = true;
-    w.received.resize(w.bytes);
+    if (w.share) {
+      w.region = reserve_tensor(w.bytes);
+      share_rows[std::to_string(i)] = {w.share->begin, w.share->end};
+    } else {
+      w.received.resize(w.bytes);
+    }
     missing_list.push_back(i);
     ++missing;
   }
   conn_->send_json(MessageType::LoadNeeds, request_id,
                    {{"missing", missing_list},
+                    {"rows", share_rows},
                     {"from_cache", from_cache},
                     {"from_models_dir", from_models},
                     {"from_memory", from_memory}});
@@ -233,19 +273,37 @@ void WorkerSession::load_stage(const wire::Frame& request) {
     std::memcpy(&index, frame.payload.data(), 4);
     std::memcpy(&offset, frame.payload.data() + 8, 8);
     const size_t len = frame.payload.size() - 16;
-    if (index >= tensors.size() || !tensors[index].needed || offset > tensors[index].bytes ||
-        len > tensors[index].bytes - offset)
+    // A share's offsets count from its first row.
+    if (index >= tensors.size() || !tensors[index].needed || offset > tensors[index].expected_bytes() ||
+        len > tensors[index].expected_bytes() - offset)
       throw ProtocolError(ErrorCode::Malformed, "TENSOR_DATA outside the tensors this load asked for");
-    std::memcpy(tensors[index].received.data() + offset, frame.payload.data() + 16, len);
+    std::memcpy(tensors[index].destination() + offset, frame.payload.data() + 16, len);
     tensors[index].received_bytes += len;
     received_total += len;
     s_.stats_.weight_bytes_received += len;
   }
 
   // Check every received tensor, keep it in the cache, bind the weights.
+  // A share is checked against the hash the primary gave with LOAD_COMMIT,
+  // not cached, and named by that hash (another stage wanting the whole
+  // tensor must not take it).
+  const nlohmann::json commit = wire::parse_json(frame);
+  const nlohmann::json share_hashes = commit.value("shares", nlohmann::json::object());
   std::map<std::string, TensorRef> refs;
-  for (WantedTensor& w : tensors) {
-    if (w.needed) {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    WantedTensor& w = tensors[i];
+    if (w.needed && w.share) {
+      const auto given = share_hashes.find(std::to_string(i));
+      const ContentHash share_hash = hash_bytes(w.destination(), w.share_bytes);
+      if (w.received_bytes != w.share_bytes || given == share_hashes.end() || !given->is_string() ||
+          ContentHash::from_hex(given->get<std::string>()) != share_hash)
+        throw ProtocolError(ErrorCode::HashMismatch,
+                            fmt::format("rows {}-{} of tensor '{}' arrived incomplete or with the wrong content hash",
+                                        w.share->begin, w.share->end - 1, w.name));
+      w.data = TensorBytes{w.region.get(), w.bytes, w.region};
+      w.hash = share_hash;
+      ++s_.stats_.tensors_received;
+    } else if (w.needed) {
       if (w.received_bytes != w.bytes || hash_bytes(w.received.data(), w.bytes) != w.hash)
         throw ProtocolError(ErrorCode::HashMismatch,
                             fmt::format("tensor '{}' arrived incomplete or with the wrong content hash", w.name));
