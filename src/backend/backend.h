@@ -34,6 +34,7 @@ struct WeightToPrepare {
   Matrix* matrix = nullptr;
   int64_t slice_rows = 0;
   bool rows_only = false;
+  bool experts = false;  // the slices are a mixture's experts (slice e: expert e)
 };
 // Host memory a backend made while preparing weights; whoever holds the
 // weights keeps it as long as they are used.
@@ -227,6 +228,14 @@ class Backend {
   virtual void add_bias(DevicePtr y, const Matrix& bias, int n_tokens, int n) = 0;
   // out[t] = dequantized row ids[t] of w (host ids, checked against w.rows).
   virtual void get_rows(const Matrix& w, const int32_t* ids, int n, DevicePtr out) = 0;
+
+  // A tensor group member (backend/row_split_backend.h) holds some of a
+  // mixture's experts: the layer runs only those, then trades the rows of
+  // expert outputs. slots[i] (`width` floats) is expert slot_expert[i]'s
+  // output for one token; share_expert_rows fills in the slots of experts
+  // this backend does not hold. One backend holds every expert.
+  virtual bool holds_expert(int expert, int n_expert) const { return true; }
+  virtual void share_expert_rows(float* slots, const int* slot_expert, size_t n_slots, int width, int n_expert) {}
 
   // Whether this backend runs an optional op (below); those it lacks throw.
   virtual bool runs(OptionalOp op) const { return false; }

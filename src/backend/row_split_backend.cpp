@@ -38,9 +38,36 @@ bool row_split_weight(const WeightToPrepare& w, int size) {
   return !w.rows_only && w.slice_rows == 0 && row_split(w.matrix->rows, size);
 }
 
+bool expert_split(int n_expert, int size) { return size > 1 && n_expert >= size; }
+
+RowShare expert_share(int n_expert, int rank, int size) {
+  return {static_cast<int64_t>(n_expert) * rank / size, static_cast<int64_t>(n_expert) * (rank + 1) / size};
+}
+
+bool expert_split_weight(const WeightToPrepare& w, int size) {
+  return w.experts && !w.rows_only && w.slice_rows > 0 &&
+         expert_split(static_cast<int>(w.matrix->rows / w.slice_rows), size);
+}
+
+RowShare expert_rows(const WeightToPrepare& w, int rank, int size) {
+  const RowShare e = expert_share(static_cast<int>(w.matrix->rows / w.slice_rows), rank, size);
+  return {e.begin * w.slice_rows, e.end * w.slice_rows};
+}
+
 uint64_t RowSplitBackend::prepare_weights(std::span<const WeightToPrepare> weights, PreparedMemory& keep) {
   std::vector<WeightToPrepare> inner;
   for (const WeightToPrepare& w : weights) {
+    if (!w.matrix->empty() && expert_split_weight(w, size_)) {
+      const Matrix& m = *w.matrix;
+      auto& stack = stacks_[m.data];
+      if (stack) continue;
+      const RowShare rows = expert_rows(w, rank_, size_);
+      stack = std::make_unique<Stack>();
+      *stack = Stack{m.data, m.bytes(), w.slice_rows, static_cast<int>(rows.begin / w.slice_rows),
+                     Matrix{m.type, m.row(rows.begin), rows.rows(), m.cols, m.interleaved}};
+      inner.push_back({&stack->share, w.slice_rows, false, true});
+      continue;
+    }
     if (w.matrix->empty() || !row_split_weight(w, size_)) {
       inner.push_back(w);
       continue;
@@ -64,14 +91,15 @@ uint64_t RowSplitBackend::prepared_bytes(std::span<const WeightToPrepare> weight
   shares.reserve(weights.size());
   std::vector<WeightToPrepare> inner;
   for (const WeightToPrepare& w : weights) {
-    if (w.matrix->empty() || !row_split_weight(w, size_)) {
+    const bool experts = !w.matrix->empty() && expert_split_weight(w, size_);
+    if (!experts && (w.matrix->empty() || !row_split_weight(w, size_))) {
       inner.push_back(w);
       continue;
     }
     const Matrix& m = *w.matrix;
-    const RowShare share = row_share(m.rows, rank_, size_);
+    const RowShare share = experts ? expert_rows(w, rank_, size_) : row_share(m.rows, rank_, size_);
     shares.push_back(Matrix{m.type, m.row(share.begin), share.rows(), m.cols, m.interleaved});
-    inner.push_back({&shares.back(), 0, false});
+    inner.push_back({&shares.back(), w.slice_rows, false, w.experts});
   }
   return inner_->prepared_bytes(inner);
 }
@@ -79,6 +107,60 @@ uint64_t RowSplitBackend::prepared_bytes(std::span<const WeightToPrepare> weight
 const RowSplitBackend::Split* RowSplitBackend::find(const Matrix& w) const {
   auto it = splits_.find(w.data);
   return it == splits_.end() || it->second->rows != w.rows ? nullptr : it->second.get();
+}
+
+const Matrix* RowSplitBackend::held_expert(const Matrix& w, Matrix& view) const {
+  if (stacks_.empty()) return &w;
+  auto it = stacks_.upper_bound(w.data);
+  if (it == stacks_.begin()) return &w;
+  const Stack& stack = *std::prev(it)->second;
+  if (w.data >= stack.data + stack.bytes || w.rows != stack.slice_rows) return &w;
+  const int expert = static_cast<int>((w.data - stack.data) / (stack.slice_rows * w.row_stride()));
+  const int held = static_cast<int>(stack.share.rows / stack.slice_rows);
+  if (expert < stack.first || expert >= stack.first + held)
+    fail("internal: expert {} is run here, but this member holds experts {}-{}", expert, stack.first,
+         stack.first + held - 1);
+  const size_t slice = static_cast<size_t>(stack.slice_rows) * stack.share.row_stride();
+  view = Matrix{stack.share.type, stack.share.data + (expert - stack.first) * slice, stack.slice_rows,
+                stack.share.cols, stack.share.interleaved};
+  return &view;
+}
+
+bool RowSplitBackend::holds_expert(int expert, int n_expert) const {
+  if (!expert_split(n_expert, size_)) return true;
+  const RowShare held = expert_share(n_expert, rank_, size_);
+  return expert >= held.begin && expert < held.end;
+}
+
+void RowSplitBackend::share_expert_rows(float* slots, const int* slot_expert, size_t n_slots, int width,
+                                        int n_expert) {
+  if (!expert_split(n_expert, size_)) return;
+  auto owner = [&](int expert) {
+    for (int p = 0; p < size_; ++p)
+      if (expert < expert_share(n_expert, p, size_).end) return p;
+    return size_ - 1;
+  };
+  // Each member's slots in slot order: what it computed, what the others read back.
+  size_t n_mine = 0;
+  std::fill(offset_.begin(), offset_.end(), 0);
+  for (size_t i = 0; i < n_slots; ++i) ++offset_[owner(slot_expert[i])];
+  n_mine = static_cast<size_t>(offset_[rank_]);
+  const std::span<float> mine = at_least(expert_mine_, n_mine * width);
+  expert_theirs_.resize(size_);
+  for (int p = 0; p < size_; ++p)
+    if (p != rank_) from_[p] = at_least(expert_theirs_[p], static_cast<size_t>(offset_[p]) * width);
+  size_t at = 0;
+  for (size_t i = 0; i < n_slots; ++i)
+    if (owner(slot_expert[i]) == rank_)
+      std::memcpy(mine.data() + (at++) * width, slots + i * width, width * sizeof(float));
+  exchange_->all_gather(mine, from_);
+  ++exchanges_;
+  std::fill(offset_.begin(), offset_.end(), 0);
+  for (size_t i = 0; i < n_slots; ++i) {
+    const int p = owner(slot_expert[i]);
+    if (p != rank_)
+      std::memcpy(slots + i * width, from_[p].data() + (offset_[p]++) * width, width * sizeof(float));
+  }
 }
 
 DevicePtr RowSplitBackend::scratch(size_t bytes) {
@@ -96,26 +178,25 @@ void RowSplitBackend::matmul(const Matrix& w, DevicePtr x, DevicePtr y, int n_to
 
 void RowSplitBackend::matmuls(std::span<const MatmulOutput> outputs, DevicePtr x, int n_tokens) {
   split_of_.clear();
+  inner_outputs_.clear();
+  expert_views_.resize(outputs.size());
   int64_t mine_width = 0;  // floats per token of this member's shares, all outputs together
-  for (const MatmulOutput& o : outputs) {
-    split_of_.push_back(find(*o.w));
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    split_of_.push_back(find(*outputs[i].w));
     if (split_of_.back()) mine_width += split_of_.back()->share.rows;
+    inner_outputs_.push_back({held_expert(*outputs[i].w, expert_views_[i]), outputs[i].y});
   }
   if (std::none_of(split_of_.begin(), split_of_.end(), [](const Split* s) { return s != nullptr; })) {
-    inner_->matmuls(outputs, x, n_tokens);
+    inner_->matmuls(inner_outputs_, x, n_tokens);
     return;
   }
   // This member's rows of each split output, [n][share] one after another in the scratch.
   const int64_t n = n_tokens;
   const DevicePtr shares = scratch(static_cast<size_t>(n * std::max<int64_t>(mine_width, 1)) * sizeof(float));
-  inner_outputs_.clear();
   int64_t at = 0;
   for (size_t i = 0; i < outputs.size(); ++i) {
-    if (!split_of_[i]) {
-      inner_outputs_.push_back(outputs[i]);
-      continue;
-    }
-    inner_outputs_.push_back({&split_of_[i]->share, shares + at});
+    if (!split_of_[i]) continue;  // run whole (or as a held expert), straight into its output
+    inner_outputs_[i] = {&split_of_[i]->share, shares + at};
     at += n * split_of_[i]->share.rows;
   }
   inner_->matmuls(inner_outputs_, x, n_tokens);

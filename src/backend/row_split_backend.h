@@ -12,6 +12,7 @@
 // exchange after every matmul group (Q/K/V, the output projection,
 // gate/up, down: four a layer) where a column split has two.
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <unordered_map>
@@ -48,6 +49,17 @@ bool row_split(int64_t rows, int size);
 // members: a matmul's weight read whole (not a stacked slice, not read row
 // by row) with rows enough to split.
 bool row_split_weight(const WeightToPrepare& w, int size);
+
+// A mixture's experts are divided by expert: member `rank` holds experts
+// [begin, end) of each layer and runs only those; the members then trade
+// the rows of expert outputs, and every member sums each token's experts
+// in rank order as a local run does. With fewer experts than members,
+// every member holds them all.
+bool expert_split(int n_expert, int size);
+RowShare expert_share(int n_expert, int rank, int size);
+bool expert_split_weight(const WeightToPrepare& w, int size);
+// The rows of a stacked expert tensor that member `rank` holds.
+RowShare expert_rows(const WeightToPrepare& w, int rank, int size);
 
 class RowSplitBackend : public Backend {
  public:
@@ -108,6 +120,8 @@ class RowSplitBackend : public Backend {
   void get_rows(const Matrix& w, const int32_t* ids, int n, DevicePtr out) override {
     inner_->get_rows(w, ids, n, out);
   }
+  bool holds_expert(int expert, int n_expert) const override;
+  void share_expert_rows(float* slots, const int* slot_expert, size_t n_slots, int width, int n_expert) override;
   bool runs(OptionalOp op) const override { return inner_->runs(op); }
   void delta_net(DevicePtr qkv, DevicePtr alpha, DevicePtr beta, const RecurrentLayer& state, const DeltaNetParams& p,
                  int n_tokens, DevicePtr out) override {
@@ -128,6 +142,17 @@ class RowSplitBackend : public Backend {
     Matrix share;
   };
   const Split* find(const Matrix& w) const;
+  // A stacked expert tensor this member holds experts [first, first + n) of.
+  struct Stack {
+    const uint8_t* data = nullptr;  // the whole tensor's
+    size_t bytes = 0;
+    int64_t slice_rows = 0;
+    int first = 0;
+    Matrix share;  // the held experts, as the inner backend prepared them
+  };
+  // The held expert `w` (a stacked_slice of a whole stack) is, in the
+  // share the inner backend prepared; `w` itself when it is no expert.
+  const Matrix* held_expert(const Matrix& w, Matrix& view) const;
   DevicePtr scratch(size_t bytes);
 
   std::unique_ptr<Backend> inner_;
@@ -136,10 +161,14 @@ class RowSplitBackend : public Backend {
   // By the whole matrix's data: the layer code passes the matrices it was
   // bound to, untouched (their shares are what the inner backend prepared).
   std::unordered_map<const uint8_t*, std::unique_ptr<Split>> splits_;
+  std::map<const uint8_t*, std::unique_ptr<Stack>> stacks_;  // by the whole tensor's data, for an address lookup
   std::unique_ptr<Buffer> scratch_;
   size_t scratch_bytes_ = 0;
   // Reused every step: no allocation once the largest step has run.
   std::vector<MatmulOutput> inner_outputs_;
+  std::vector<Matrix> expert_views_;
+  std::vector<float> expert_mine_;
+  std::vector<std::vector<float>> expert_theirs_;
   std::vector<const Split*> split_of_;
   std::vector<float> mine_, whole_;
   std::vector<std::vector<float>> theirs_;

@@ -149,6 +149,7 @@ void expert_ffn(Backend& be, const ModelConfig& c, const LayerWeights& w, Device
   std::vector<int>& rows = s.expert_rows;
   const size_t row_bytes = static_cast<size_t>(width) * sizeof(float);
   for (int e = 0; e < c.n_expert; ++e) {
+    if (!be.holds_expert(e, c.n_expert)) continue;  // a tensor group member: another one runs it
     rows.clear();
     for (size_t i = 0; i < n_routes; ++i)
       if (s.route_expert[i] == e) rows.push_back(static_cast<int>(i));
@@ -179,6 +180,7 @@ void expert_ffn(Backend& be, const ModelConfig& c, const LayerWeights& w, Device
 
   // Each token sums its experts in rank order, then the shared one, on the host.
   be.download(s.expert_out_host.data(), s.expert_out, n_routes * row_bytes);
+  be.share_expert_rows(s.expert_out_host.data(), s.route_expert.data(), n_routes, width, c.n_expert);
   for (int t = 0; t < n; ++t) {
     float* o = s.sum_host.data() + static_cast<size_t>(t) * width;
     std::fill(o, o + width, 0.0f);

@@ -84,7 +84,7 @@ namespace {
 WeightToPrepare prepare_kind(const ModelConfig& c, TensorKind k, Matrix* m) {
   const TensorSpec& spec = tensor_spec(k);
   const bool stacked = c.dim(spec.dims[2]) > 1;
-  return {m, stacked ? c.dim(spec.dims[1]) : 0, spec.f32_only};
+  return {m, stacked ? c.dim(spec.dims[1]) : 0, spec.f32_only, stacked && spec.dims[2] == Dim::Experts};
 }
 
 // Every matrix the range runs on, with the rows of one expert's slice for
@@ -115,8 +115,11 @@ std::vector<std::optional<RowShare>> tensor_shares(const ModelConfig& c, const B
     const TensorSpec& spec = tensor_spec(k);
     const int64_t rows = c.dim(spec.dims[1]) * c.dim(spec.dims[2]);
     Matrix shape{DType::F32, nullptr, rows, c.dim(spec.dims[0])};
-    if (l >= 0 && row_split_weight(prepare_kind(c, k, &shape), size))
+    const WeightToPrepare w = prepare_kind(c, k, &shape);
+    if (l >= 0 && row_split_weight(w, size))
       shares.push_back(row_share(rows, rank, size));
+    else if (l >= 0 && expert_split_weight(w, size))
+      shares.push_back(expert_rows(w, rank, size));
     else
       shares.push_back(std::nullopt);
   });

@@ -1,7 +1,7 @@
 // A tensor split gives the local bits (docs/design.md): the layers of every
 // architecture run by 2 and 4 members, each with its share of every
-// matmul's rows (RowSplitBackend), give logits equal bit for bit to one
-// machine's. The members here are threads trading shares in memory; the
+// matmul's rows and of a mixture's experts (RowSplitBackend), give logits
+// equal bit for bit to one machine's. The members here are threads trading shares in memory; the
 // same backend over sealed links between workers is tested in
 // tests/e2e/test_tensor_split.py.
 #include <gtest/gtest.h>
@@ -92,6 +92,8 @@ class ThreadGroupStage : public Stage {
     for (auto& m : members_) m->stage->truncate_sequence(seq, n_pos);
   }
   uint64_t exchanges() const { return members_[0]->backend->exchanges(); }
+  // Whether the last member runs expert 0 of n (it does not when the experts are divided).
+  bool last_holds_expert_0(int n_expert) const { return members_.back()->backend->holds_expert(0, n_expert); }
 
  private:
   struct MemberState {
@@ -168,6 +170,9 @@ TEST(TensorSplit, GroupsGiveTheLocalBits) {
       }
       EXPECT_TRUE(same_bits(expected, got));
       EXPECT_GT(group->exchanges(), 0u);
+      // A mixture's experts are divided among the members (by expert) when there are enough of them.
+      const int n_expert = local->config().n_expert;
+      if (n_expert > 0) EXPECT_EQ(group->last_holds_expert_0(n_expert), n_expert < size) << n_expert;
     }
   }
 }

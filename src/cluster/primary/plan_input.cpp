@@ -100,10 +100,15 @@ PlanInput plan_input_for_model(const gguf::File& file, const ModelConfig& config
     in.layer_read_bytes[layer] += static_cast<uint64_t>(t.bytes * share);
     in.layer_flops[layer] += 2.0 * t.n_elements() * share;
     // What a tensor group divides (backend/row_split_backend.h): a matrix
-    // that is not a stack of experts, and its rows are what it all-gathers.
+    // that is not a stack, whose rows it all-gathers; and a mixture's
+    // experts, whose routed rows it trades once (at the down projection).
     if (t.shape.size() == 2 && share == 1.0 && t.n_rows() >= 2 * kRowShareUnit) {
       in.layer_split_bytes[layer] += t.bytes;
       in.layer_exchange_values[layer] += static_cast<uint64_t>(t.n_rows());
+    } else if (t.shape.size() == 3 && share < 1.0) {
+      in.layer_split_bytes[layer] += static_cast<uint64_t>(t.bytes * share);
+      if (t.name.find("ffn_down_exps.") != std::string::npos)
+        in.layer_exchange_values[layer] += static_cast<uint64_t>(config.n_expert_used) * config.n_embd;
     }
   }
 

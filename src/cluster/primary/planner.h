@@ -36,9 +36,10 @@ struct PlanInput {
   std::vector<uint64_t> layer_kv_bytes;  // KV cache of each layer for n_ctx x n_seq (a windowed layer's is smaller)
   std::vector<bool> layer_recurrent;     // a Gated DeltaNet layer (DeviceInfo::recurrent_layer_ms); empty: none
   // A tensor group (-sm tensor) divides a layer's matrices among its members
-  // (not stacked experts, norms or biases): the bytes of each layer's decode
-  // step that are divided, and the values per token its all-gathers carry
-  // (the divided matrices' rows). Empty: no tensor split predicted.
+  // (by rows; a mixture's experts by expert; not norms or biases): the bytes
+  // of each layer's decode step that are divided, and the values per token
+  // its all-gathers carry (the divided matrices' rows, the routed experts'
+  // outputs). Empty: no tensor split predicted.
   std::vector<uint64_t> layer_split_bytes;
   std::vector<uint64_t> layer_exchange_values;
   uint64_t primary_bytes = 0;         // embedding + output head + buffers, on device 0
