@@ -17,9 +17,9 @@ decode step; --speed-model, whose stages outgrow the caches as a real model's do
 Shoal's prompts pipelined in micro-batches, -ub 64, against whole batches, -ub 0, beside
 llama.cpp RPC); "spec" (Shoal only: speculative decoding, a draft model and n-gram lookup, locally and on 2
 workers over veth and behind relays at 1 and 5 ms round trip; --spec-target, --spec-draft); "tensor" (Shoal only:
--m and --speed-model on one machine alone, on 2 workers splitting the layers (--ts 0,1,1: the primary keeps the
-head only) and on 2 workers as a tensor group (-sm tensor), pp512 and tg of -n, over veth; with the plan's
-prediction for each split and the one -sm auto picks). llama.cpp gets the same layer split as Shoal's plan: -ngl counts the
+-m and --speed-model on one machine alone (Shoal and llama-bench), on 2 workers splitting the layers (--ts 0,1,1:
+the primary keeps the head only) and on 2 workers as a
+tensor group (-sm tensor), pp512 and tg of -n, over veth; with each run's predictions and what -sm auto takes). llama.cpp gets the same layer split as Shoal's plan: -ngl counts the
 output head as a 31st layer, so it offloads one more layer than the workers
 hold and -ot keeps the (tied) output head on the primary, as Shoal does.
 
@@ -268,7 +268,7 @@ class Bench:
             timed = [x for x in rows if "test" not in x]
             return {"pp": next((x for x in timed if x["n_prompt"]), None), "tg": next((x for x in timed if x["n_gen"]), None),
                     "spec": [x for x in rows if x.get("test") == "greedy"],
-                    "split": split, "stages": stages, "note": note}
+                    "split": split, "stages": stages, "note": note, "stderr": r.stderr}
         finally:
             self.stop_servers()
 
@@ -317,28 +317,41 @@ def speed_table(speed, args):
                 print(f"| {split} | {i} | {dev} | {layers} | {pred:.2f} | {meas:.2f} | {meas / pred:.2f} |")
 
 
+def predicted_tg(result, split):
+    """The run's own prediction for `split` (its split-choice lines on stderr), tokens/s, or None."""
+    for line in (result or {}).get("stderr", "").splitlines():
+        m = re.match(r"\s+(layer|tensor) split:\s+tg\s+[\d.]+ ms/token \(\s*([\d.]+) tok/s\)", line)
+        if m and m[1] == split:
+            return float(m[2])
+    return None
+
+
 def tensor_table(tensor, args):
     print(f"\nTensor split: 2 workers (hosts 1 and 2, -t 1 each) running every layer as a tensor group against the "
-          f"same 2 splitting the layers (--ts 0,1,1) and one machine alone (host 0), pp512 and tg{args.n}, tokens/s "
-          f"mean ± sd of {args.r}; predicted: `shoal plan -sm auto` with the same workers\n")
-    print("| model | split | pp512 | tg | tg / one machine | pp / one machine | predicted tg |")
-    print("| ----- | ----- | ----: | -: | ---------------: | ---------------: | -----------: |")
+          f"same 2 splitting the layers (--ts 0,1,1) and one machine alone (host 0, Shoal and llama.cpp), pp512 and "
+          f"tg{args.n}, tokens/s mean ± sd of {args.r}; predicted: what each run printed for its split, with the "
+          f"measured over the predicted\n")
+    print("| model | run | pp512 | tg | tg / one machine | pp / one machine | predicted tg | measured / predicted |")
+    print("| ----- | --- | ----: | -: | ---------------: | ---------------: | -----------: | -------------------: |")
+    names = {"llama.cpp": "one machine, llama.cpp", "local": "one machine, Shoal", "layer": "2 workers, layer split",
+             "tensor": "2 workers, tensor split"}
     for model in dict.fromkeys(m for m, _ in tensor):
         one = tensor.get((model, "local"))
-        plan = tensor.get((model, "plan"))
-        lines = plan.stdout.splitlines() if plan else []
-        predicted = {m[1]: m[2] for m in (re.match(r"\s+(layer|tensor) split:\s+tg\s+[\d.]+ ms/token \(\s*([\d.]+) "
-                                                   r"tok/s\)", line) for line in lines) if m}
-        for split in ("local", "layer", "tensor"):
+        for split in ("llama.cpp", "local", "layer", "tensor"):
             r = tensor.get((model, split))
             if not r or not one:
                 continue
-            print(f"| {Path(model).name} | {'one machine' if split == 'local' else '2 workers, ' + split} | "
-                  f"{ts(r['pp'])} | {ts(r['tg'])} | {r['tg']['avg_ts'] / one['tg']['avg_ts']:.2f} | "
-                  f"{r['pp']['avg_ts'] / one['pp']['avg_ts']:.2f} | {predicted.get(split, '-')} |")
-        choice = next((l for l in lines if l.startswith("split mode:")), None)
-        if choice:
-            print(f"\n{Path(model).name}: {choice}")
+            p = predicted_tg(r, split)
+            predicted = f"{p:.1f}" if p else "-"
+            ratio = f"{r['tg']['avg_ts'] / p:.2f}" if p else "-"
+            print(f"| {Path(model).name} | {names[split]} | {ts(r['pp'])} | {ts(r['tg'])} | "
+                  f"{r['tg']['avg_ts'] / one['tg']['avg_ts']:.2f} | {r['pp']['avg_ts'] / one['pp']['avg_ts']:.2f} | "
+                  f"{predicted} | {ratio} |")
+        # What -sm auto would have taken, from the layer run's two predictions.
+        layer, tensor_p = predicted_tg(tensor.get((model, "layer")), "layer"), predicted_tg(tensor.get((model, "layer")), "tensor")
+        if layer and tensor_p:
+            print(f"\n{Path(model).name}: -sm auto takes the {'tensor' if tensor_p > layer else 'layer'} split "
+                  f"(predicted {tensor_p:.1f} against {layer:.1f} tok/s)")
 
 
 def main():
@@ -356,8 +369,10 @@ def main():
     ap.add_argument("--time-limit", type=float, default=120, help="minutes; later settings are skipped")
     args = ap.parse_args()
     parts = args.parts.split(",")
-    needs_llama = any(p in parts for p in ("local", "veth", "delay", "prefill"))
-    for f in (SHOAL, RELAY, Path(args.model)) + ((LLAMA / "llama-bench", LLAMA / "ggml-rpc-server") if needs_llama else ()):
+    needs_llama = any(p in parts for p in ("local", "veth", "delay", "prefill", "tensor"))
+    needs_rpc = any(p in parts for p in ("local", "veth", "delay", "prefill"))
+    for f in (SHOAL, RELAY, Path(args.model)) + ((LLAMA / "llama-bench",) if needs_llama else ()) + \
+            ((LLAMA / "ggml-rpc-server",) if needs_rpc else ()):
         if not f.exists():
             sys.exit(f"error: not found: {f}")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: cleanup below runs
@@ -391,8 +406,8 @@ def main():
     prefill_jobs = [(n, p) for n in (2, 3) for p in (512, 2048)] if "prefill" in parts else []
     prefill = {}  # (n, p) -> (pipelined, whole, llama.cpp)
     # Tensor split: per model, one machine, 2 workers by layers, 2 workers as a tensor group.
-    tensor_jobs = [(model, split) for model in (args.model, args.speed_model) for split in ("local", "layer", "tensor")] \
-        if "tensor" in parts else []
+    tensor_jobs = [(model, split) for model in (args.model, args.speed_model)
+                   for split in ("llama.cpp", "local", "layer", "tensor")] if "tensor" in parts else []
     tensor = {}  # (model, split) -> result
 
     head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
@@ -436,18 +451,13 @@ def main():
             if time.time() > deadline:
                 break
             print(f"tensor: {Path(model).name}, {split} ...", file=sys.stderr)
+            if split == "llama.cpp":  # llama.cpp on one machine, the same core count
+                tensor[(model, split)] = b.run("llama.cpp", model=model, pp=512)
+                continue
+            # With two workers the split choice (both predictions, what -sm auto would take) is on the run's stderr.
             extra = {"local": [], "layer": ["-sm", "layer", "--ts", "0,1,1"], "tensor": ["-sm", "tensor"]}[split]
             tensor[(model, split)] = b.run("shoal", n_workers=0 if split == "local" else 2, model=model, pp=512,
                                            extra=extra)
-            if split == "tensor":  # what the planner predicts for both splits, and what auto takes
-                eps = b.workers("shoal", 2)
-                try:
-                    argv = [b.shoal, "plan", "-m", model, "-t", "1", "-sm", "auto", "--rpc", ",".join(eps),
-                            "--key-file", b.key]
-                    commands.append(show(0, argv))
-                    tensor[(model, "plan")] = b.net.run(0, argv, timeout=120)
-                finally:
-                    b.stop_servers()
         for split in speed_jobs:
             if time.time() > deadline:
                 break

@@ -360,7 +360,8 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_stages(Engine& engi
     throw StagesUnavailable(fmt::format("the model does not fit on what is left of the cluster (lost: {}): {}",
                                         lost.empty() ? "none" : fmt::format("{}", fmt::join(lost, ", ")), e.what()));
   }
-  if (options_.split_mode != SplitMode::layer) {
+  // With two workers or more both splits are predicted and shown, whichever runs.
+  if (options_.split_mode != SplitMode::layer || usable.size() >= 2) {
     const SplitChoice choice = choose_split(options_.split_mode, plan, input, options_.group_size);
     std::fprintf(stderr, "%s", format_split_choice(choice, input).c_str());
     if (choice.mode == SplitMode::tensor) return build_tensor_groups(engine, usable, choice.groups);
