@@ -167,3 +167,23 @@ def netns():
     yield make
     for net in made:
         net.close()
+
+
+@pytest.fixture
+def serve_cluster(shoal_bin, smollm2, tmp_path):
+    """serve_cluster(workers, *args): `shoal serve` on SmolLM2 over the
+    workers, -t 1, --worker-timeout 2 (the fault tests' timeout); stopped
+    after the test."""
+    from server_fixtures import Server
+    started = []
+
+    def start(workers, *args):
+        s = Server(shoal_bin, smollm2, tmp_path, "--rpc", ",".join(w.address for w in workers), "--worker-timeout",
+                   2, "-c", 512, *args, threads=1)
+        s.model = Path(smollm2).name
+        started.append(s)
+        return s
+
+    yield start
+    for s in started:
+        s.stop()

@@ -94,3 +94,59 @@ def run_chat(run_shoal, shoal_bin, model, question, n, *extra):
     assert r.returncode == 0, r.stderr
     m = re.search(r"prompt: (\d+) tokens.*generation: (\d+) tokens", r.stderr)
     return r.stdout, int(m.group(1)), int(m.group(2))
+
+
+# Greedy completions through a cluster, undisturbed and with a fault in the
+# middle of a stream (test_cluster_recovery.py, test_tensor_split.py).
+STORY_PROMPT = "Once upon a time, in a small village by the sea, there lived"
+
+
+def complete(server, prompt=STORY_PROMPT, n=64):
+    r = server.client().completions.create(model=server.model, prompt=prompt, max_tokens=n, temperature=0,
+                                           extra_body={"ignore_eos": True})
+    return r.choices[0].text
+
+
+def cluster(server):
+    status, c = server.get_json("/v1/cluster")
+    assert status == 200
+    return c
+
+
+def stream_with_fault(server, fault, after_chunks=6, prompt=STORY_PROMPT, n=64):
+    """Streams a greedy completion; after `after_chunks` pieces of text runs
+    fault() (once) and reads on. Returns (text, time the fault happened)."""
+    stream = server.client().completions.create(model=server.model, prompt=prompt, max_tokens=n, temperature=0,
+                                                stream=True, extra_body={"ignore_eos": True})
+    text, pieces, fault_at = "", 0, None
+    for chunk in stream:
+        text += chunk.choices[0].text
+        pieces += 1
+        if pieces == after_chunks:
+            fault_at = time.time()
+            fault()
+    assert fault_at is not None, "the completion ended before the fault"
+    return text, fault_at
+
+
+def netns_stream_with_cut(net, client, victim, after_chunks=6):
+    """In network namespaces (tests/tools/netns.py): runs `client`
+    (tests/tools/stream_client.py's argv) in host 0 once undisturbed, then
+    again cutting host `victim`'s link after `after_chunks` pieces of text.
+    Returns (undisturbed text, text, monotonic and wall time of the cut)."""
+    undisturbed = net.run(0, client, timeout=120).stdout.splitlines()
+    expected = "".join(json.loads(line).get("text", "") for line in undisturbed)
+    assert json.loads(undisturbed[-1]) == {"done": "length"}, undisturbed
+    reader = net.popen(0, client, stdout=subprocess.PIPE, text=True)
+    text, pieces, cut_at, cut_wall = "", 0, None, None
+    for line in reader.stdout:
+        event = json.loads(line)
+        assert "error" not in event, event
+        text += event.get("text", "")
+        pieces += 1
+        if pieces == after_chunks:
+            cut_at, cut_wall = time.monotonic(), time.time()
+            net.cut(victim)
+    reader.wait(timeout=60)
+    assert cut_at is not None, "the completion ended before the cut"
+    return expected, text, cut_at, cut_wall

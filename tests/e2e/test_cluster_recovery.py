@@ -22,25 +22,12 @@ import openai
 import pytest
 
 from conftest import ManagedProcess, random_model, run_shoal
-from server_fixtures import Server
+from server_fixtures import STORY_PROMPT as PROMPT, Server, cluster, complete, netns_stream_with_cut, stream_with_fault
 from shoal_wire import PING, PONG, Peer, STATS, STATS_REPLY
 
-TIMEOUT = 2  # --worker-timeout in these tests (seconds)
-PROMPT = "Once upon a time, in a small village by the sea, there lived"
-N = 64       # tokens per completion (ignore_eos keeps every run this long)
+TIMEOUT = 2  # --worker-timeout in these tests (seconds), as conftest.serve_cluster's
+N = 64       # tokens per completion (ignore_eos keeps every run this long; server_fixtures' default)
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def complete(server, prompt=PROMPT, n=N):
-    r = server.client().completions.create(model=server.model, prompt=prompt, max_tokens=n, temperature=0,
-                                           extra_body={"ignore_eos": True})
-    return r.choices[0].text
-
-
-def cluster(server):
-    status, c = server.get_json("/v1/cluster")
-    assert status == 200
-    return c
 
 
 def member_states(server):
@@ -56,44 +43,12 @@ def wait_for(what, predicate, timeout):
     raise AssertionError(f"not within {timeout} s: {what}")
 
 
-def stream_with_fault(server, fault, after_chunks=6, prompt=PROMPT, n=N):
-    """Streams a greedy completion; after `after_chunks` pieces of text runs
-    fault() (once) and reads on. Returns (text, time the fault happened)."""
-    stream = server.client().completions.create(model=server.model, prompt=prompt, max_tokens=n, temperature=0, stream=True,
-                                                extra_body={"ignore_eos": True})
-    text, pieces, fault_at = "", 0, None
-    for chunk in stream:
-        text += chunk.choices[0].text
-        pieces += 1
-        if pieces == after_chunks:
-            fault_at = time.time()
-            fault()
-    assert fault_at is not None, "the completion ended before the fault"
-    return text, fault_at
-
-
 def report(name, server, fault_at):
     c = cluster(server)
     detect = c["throughput"]["last_loss_unix"] - fault_at
     recovery = c["throughput"]["last_recovery_seconds"]
     print(f"\n{name}: loss noticed after {detect:.2f} s, cluster rebuilt and KV replayed in {recovery:.2f} s")
     return detect, recovery
-
-
-@pytest.fixture
-def serve_cluster(shoal_bin, smollm2, tmp_path):
-    started = []
-
-    def start(workers, *args):
-        s = Server(shoal_bin, smollm2, tmp_path, "--rpc", ",".join(w.address for w in workers), "--worker-timeout",
-                   TIMEOUT, "-c", 512, *args, threads=1)
-        s.model = Path(smollm2).name
-        started.append(s)
-        return s
-
-    yield start
-    for s in started:
-        s.stop()
 
 
 def test_killed_worker_mid_stream_gives_the_same_text(serve_cluster, workers):
@@ -190,21 +145,7 @@ def test_cut_link_mid_stream_gives_the_same_text(shoal_bin, smollm2, tmp_path, n
             return r.returncode == 0
 
         wait_for("the primary is ready", health_ok, timeout=120)
-        undisturbed = net.run(0, client, timeout=120).stdout.splitlines()
-        expected = "".join(json.loads(line).get("text", "") for line in undisturbed)
-        assert json.loads(undisturbed[-1]) == {"done": "length"}
-
-        reader = net.popen(0, client, stdout=subprocess.PIPE, text=True)
-        text, pieces, cut_at = "", 0, None
-        for line in reader.stdout:
-            event = json.loads(line)
-            assert "error" not in event, event
-            text += event.get("text", "")
-            pieces += 1
-            if pieces == 6:
-                cut_at, cut_wall = time.monotonic(), time.time()
-                net.cut(2)
-        reader.wait(timeout=60)
+        expected, text, cut_at, cut_wall = netns_stream_with_cut(net, client, 2)
         took = time.monotonic() - cut_at
         assert text == expected
         log.flush()

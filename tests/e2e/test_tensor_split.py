@@ -18,11 +18,10 @@ from pathlib import Path
 import pytest
 
 from conftest import RANDOM_MODELS, random_model, run_shoal
-from server_fixtures import Server
+from server_fixtures import STORY_PROMPT as PROMPT, Server, cluster, complete, netns_stream_with_cut, stream_with_fault
 
-PROMPT = "Once upon a time, in a small village by the sea, there lived"
-N = 48
-TIMEOUT = 2  # --worker-timeout (seconds)
+N = 64  # server_fixtures' completions
+TIMEOUT = 2  # --worker-timeout (seconds), as serve_cluster's
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -96,58 +95,17 @@ def test_bad_split_settings_are_refused_by_name(shoal_bin, smollm2, workers):
     assert r.returncode != 0 and "--chain and --split-mode tensor do not go together" in r.stderr, r.stderr
 
 
-@pytest.fixture
-def serve(shoal_bin, smollm2, tmp_path):
-    started = []
-
-    def start(ws, *args):
-        s = Server(shoal_bin, smollm2, tmp_path, "-c", 512, "--worker-timeout", TIMEOUT, "--rpc",
-                   ",".join(w.address for w in ws), "-sm", "tensor", *args, threads=1)
-        s.model = Path(smollm2).name
-        started.append(s)
-        return s
-
-    yield start
-    for s in started:
-        s.stop()
-
-
-def stream_with_fault(server, fault, after=6):
-    stream = server.client().completions.create(model=server.model, prompt=PROMPT, max_tokens=N, temperature=0,
-                                                stream=True, extra_body={"ignore_eos": True})
-    text, pieces, fault_at = "", 0, None
-    for chunk in stream:
-        text += chunk.choices[0].text
-        pieces += 1
-        if pieces == after:
-            fault_at = time.monotonic()
-            fault()
-    assert fault_at is not None, "the completion ended before the fault"
-    return text, time.monotonic() - fault_at
-
-
-def complete(server):
-    r = server.client().completions.create(model=server.model, prompt=PROMPT, max_tokens=N, temperature=0,
-                                           extra_body={"ignore_eos": True})
-    return r.choices[0].text
-
-
-def cluster(server):
-    status, c = server.get_json("/v1/cluster")
-    assert status == 200
-    return c
-
-
 @pytest.mark.parametrize("fault", ["SIGKILL", "SIGSTOP"])
-def test_a_lost_member_mid_stream_gives_the_same_text(serve, workers, local_text, fault):
+def test_a_lost_member_mid_stream_gives_the_same_text(serve_cluster, workers, local_text, fault):
     """Three members; one is killed or stopped after six pieces of text: the
     stream finishes with the undisturbed text on a group of two."""
     ws = workers(3, "--worker-timeout", TIMEOUT)
-    s = serve(ws)
+    s = serve_cluster(ws, "-sm", "tensor")
     expected = complete(s)
     assert expected in local_text  # the group serves what one machine runs
     victim = ws[1]
-    text, took = stream_with_fault(s, lambda: victim.proc.send_signal(getattr(signal, fault)))
+    text, fault_at = stream_with_fault(s, lambda: victim.proc.send_signal(getattr(signal, fault)))
+    took = time.time() - fault_at
     assert text == expected
     c = cluster(s)
     assert c["throughput"]["replans"] >= 1, c
@@ -156,9 +114,9 @@ def test_a_lost_member_mid_stream_gives_the_same_text(serve, workers, local_text
     assert complete(s) == expected  # and on, with two members
 
 
-def test_the_last_two_members_fall_back_to_a_layer_split(serve, workers, local_text):
+def test_the_last_two_members_fall_back_to_a_layer_split(serve_cluster, workers, local_text):
     ws = workers(2, "--worker-timeout", TIMEOUT)
-    s = serve(ws)
+    s = serve_cluster(ws, "-sm", "tensor")
     expected = complete(s)
     text, _ = stream_with_fault(s, lambda: ws[0].proc.kill())
     assert text == expected
@@ -193,22 +151,7 @@ def test_a_cut_link_mid_stream_gives_the_same_text(shoal_bin, smollm2, tmp_path,
     while net.run(0, health, timeout=10).returncode != 0:
         assert time.monotonic() < deadline, "the primary was not ready within 120 s"
         time.sleep(0.2)
-    undisturbed = net.run(0, client, timeout=120).stdout.splitlines()
-    expected = "".join(json.loads(line).get("text", "") for line in undisturbed)
-    assert json.loads(undisturbed[-1]) == {"done": "length"}, undisturbed
-
-    reader = net.popen(0, client, stdout=subprocess.PIPE, text=True)
-    text, pieces, cut_at = "", 0, None
-    for line in reader.stdout:
-        event = json.loads(line)
-        assert "error" not in event, event
-        text += event.get("text", "")
-        pieces += 1
-        if pieces == 6:
-            cut_at = time.monotonic()
-            net.cut(2)
-    reader.wait(timeout=60)
-    assert cut_at is not None, "the completion ended before the cut"
+    expected, text, cut_at, _ = netns_stream_with_cut(net, client, 2)
     assert text == expected
     log.flush()
     log.seek(0)
