@@ -36,6 +36,23 @@ Row predict_row(const toml::table& m, const std::string& file) {
   in.devices = described_devices(m["device"].as_array(), file + ": " + row.name);
   in.split = SplitPolicy::memory;  // llama.cpp's default split
   const std::string relay = m["relay"].value_or(std::string());
+  if (relay == "tensor") {
+    // Every device after the first (the primary, which keeps the head) in
+    // one tensor group, each with its share of every layer's reads. The
+    // exchanges are the tool's: `exchanges_per_layer` a layer, each
+    // carrying `exchange_width` values per token (llama.cpp's and
+    // distributed-llama's tensor split: two all-reduces of the hidden
+    // state a layer).
+    const int exchanges = m["exchanges_per_layer"].value_or(2);
+    const double width = m["exchange_width"].value_or(2.0);  // times n_embd per layer
+    in.layer_split_bytes = in.layer_read_bytes;
+    in.layer_exchange_values.assign(in.layer_bytes.size(),
+                                    static_cast<uint64_t>(width * in.activation_bytes / sizeof(float)));
+    std::vector<int> group;
+    for (int d = 1; d < static_cast<int>(in.devices.size()); ++d) group.push_back(d);
+    row.predicted = predict_tensor_groups(in, {group}, 512, 0, exchanges).tok_s;
+    return row;
+  }
   in.relay = relay == "llama_rpc" ? Relay::llama_rpc : Relay::shoal_star;
   if (relay != "llama_rpc" && relay != "local") throw std::runtime_error(row.name + ": relay " + relay);
   if (const toml::array* split = m["tensor_split"].as_array())

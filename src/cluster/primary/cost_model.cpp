@@ -164,7 +164,7 @@ LayerRange tensor_group_layers(int n_layer, int n_groups, int group) {
 }
 
 TensorGroupPrediction predict_tensor_groups(const PlanInput& in, const std::vector<std::vector<int>>& groups,
-                                            int prefill_tokens, int n_batch) {
+                                            int prefill_tokens, int n_batch, int exchanges_per_layer) {
   TensorGroupPrediction p;
   const int n_layer = static_cast<int>(in.layer_bytes.size());
   if (groups.empty() || in.layer_split_bytes.empty()) return p;
@@ -189,7 +189,7 @@ TensorGroupPrediction predict_tensor_groups(const PlanInput& in, const std::vect
     }
     // What a member takes in a step of `tokens`: the others' shares of every exchange value, f32.
     auto exchanges = [&](int tokens) {
-      return k < 2 ? 0.0 : (end - begin) * kTensorExchangesPerLayer * rtt / 2 + values * 4.0 * tokens * (k - 1) / k / link * 1e3;
+      return k < 2 ? 0.0 : (end - begin) * exchanges_per_layer * rtt / 2 + values * 4.0 * tokens * (k - 1) / k / link * 1e3;
     };
     const DeviceInfo& first = in.devices.at(members.front());
     p.compute_ms += compute;

@@ -83,6 +83,7 @@ SpeculativePrediction predict_speculative(const Plan& plan, const PlanInput& inp
 // member takes in of the layer's exchange values over its link; a prompt's
 // all-gathers carry every token's. A group of one is a worker's own stage.
 // One FORWARD there and back from the primary per group, and the head.
+// (exchanges_per_layer: another tool's scheme, for the published rows.)
 inline constexpr int kTensorExchangesPerLayer = 4;
 struct TensorGroupPrediction {
   double compute_ms = 0.0;   // the groups' slowest members' shares of a decode step, added up
@@ -95,7 +96,8 @@ struct TensorGroupPrediction {
   double prefill_tok_s = 0.0;
 };
 TensorGroupPrediction predict_tensor_groups(const PlanInput& input, const std::vector<std::vector<int>>& groups,
-                                            int prefill_tokens = 512, int n_batch = 0);
+                                            int prefill_tokens = 512, int n_batch = 0,
+                                            int exchanges_per_layer = kTensorExchangesPerLayer);
 // Group `group` of n_groups holds layers [begin, end) of n_layer.
 struct LayerRange {
   int begin = 0, end = 0;
