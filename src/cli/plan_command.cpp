@@ -147,7 +147,10 @@ int plan_described(CommonOptions& o, const std::string& cluster_file, double dra
                        .c_str(),
                    predict(plan, input, input.relay, 512, o.engine.n_ubatch, o.engine.n_batch));
   print_prediction("llama.cpp RPC, split by memory", predict(make_plan(llama), llama, Relay::llama_rpc));
-  std::printf("%s", format_split_choice(choose_split(o.cluster.split_mode, plan, input, o.cluster.group_size), input).c_str());
+  // Described machines: a worker would run beside the primary, so its machine is a member too.
+  std::printf("%s", format_split_choice(choose_split(o.cluster.split_mode, plan, input, o.cluster.group_size, true),
+                                        input)
+                        .c_str());
   print_speculation(o, draft_accept, plan, input, input.relay);
   return 0;
 }

@@ -612,7 +612,7 @@ TEST(TensorSplitCost, AutoTakesTheTensorSplitOnFastLinksAndTheLayersOnSlowOnes) 
   one.devices.pop_back();
   const SplitChoice c = choose_split(SplitMode::tensor, make_plan(one), one);
   EXPECT_EQ(c.mode, SplitMode::layer);
-  EXPECT_NE(c.reason.find("needs two workers or more"), std::string::npos);
+  EXPECT_NE(c.reason.find("needs two machines in a group"), std::string::npos);
 }
 
 }  // namespace

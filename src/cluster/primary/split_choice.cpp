@@ -6,22 +6,23 @@
 
 namespace shoal {
 
-std::vector<std::vector<int>> tensor_groups(int n_workers, int group_size) {
-  const int size = group_size > 0 ? group_size : n_workers;
+std::vector<std::vector<int>> tensor_groups(int last, int group_size, int first) {
+  const int size = group_size > 0 ? group_size : last - first + 1;
   std::vector<std::vector<int>> groups;
-  for (int d = 1; d <= n_workers; ++d) {
+  for (int d = first; d <= last; ++d) {
     if (groups.empty() || static_cast<int>(groups.back().size()) == size) groups.emplace_back();
     groups.back().push_back(d);
   }
   return groups;
 }
 
-SplitChoice choose_split(SplitMode asked, const Plan& layer_plan, const PlanInput& input, int group_size) {
+SplitChoice choose_split(SplitMode asked, const Plan& layer_plan, const PlanInput& input, int group_size,
+                         bool primary_computes) {
   SplitChoice c;
   c.layer_token_ms = layer_plan.predicted_token_ms;
-  const int n_workers = static_cast<int>(input.devices.size()) - 1;
-  if (n_workers >= 2) {
-    c.groups = tensor_groups(n_workers, group_size);
+  const int last = static_cast<int>(input.devices.size()) - 1, first = primary_computes ? 0 : 1;
+  if (last - first + 1 >= 2) {
+    c.groups = tensor_groups(last, group_size, first);
     c.tensor = predict_tensor_groups(input, c.groups);
   }
   const bool possible = c.tensor.token_ms > 0 && std::any_of(c.groups.begin(), c.groups.end(),
@@ -32,11 +33,11 @@ SplitChoice choose_split(SplitMode asked, const Plan& layer_plan, const PlanInpu
       break;
     case SplitMode::tensor:
       c.mode = possible ? SplitMode::tensor : SplitMode::layer;
-      c.reason = possible ? "-sm tensor" : "-sm tensor needs two workers or more: the layers are split instead";
+      c.reason = possible ? "-sm tensor" : "-sm tensor needs two machines in a group: the layers are split instead";
       break;
     case SplitMode::automatic:
       if (!possible) {
-        c.reason = "auto: a tensor split needs two workers or more";
+        c.reason = "auto: a tensor split needs two machines in a group";
       } else if (c.tensor.token_ms < c.layer_token_ms) {
         c.mode = SplitMode::tensor;
         c.reason = fmt::format("auto: the tensor split is predicted {:.2f}x faster (its {} all-gathers a token cost "

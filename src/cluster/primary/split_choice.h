@@ -10,9 +10,9 @@
 
 namespace shoal {
 
-// The workers (devices 1..n_workers) in groups of group_size, in order
-// (0: one group of all); the last group takes what is left.
-std::vector<std::vector<int>> tensor_groups(int n_workers, int group_size);
+// Devices first..last in groups of group_size, in order (0: one group of
+// all); the last group takes what is left.
+std::vector<std::vector<int>> tensor_groups(int last, int group_size, int first = 1);
 
 struct SplitChoice {
   SplitMode mode = SplitMode::layer;  // what runs: layer or tensor, never automatic
@@ -25,7 +25,10 @@ struct SplitChoice {
 // `layer_plan` is make_plan(input)'s; group_size: --group-size (0: all the
 // workers in one group). A tensor split needs two workers or more; with
 // fewer, tensor and auto run the layer plan (the reason says so).
-SplitChoice choose_split(SplitMode asked, const Plan& layer_plan, const PlanInput& input, int group_size = 0);
+// primary_computes: the primary's machine is a member too (a described
+// cluster, where a worker would run beside the primary).
+SplitChoice choose_split(SplitMode asked, const Plan& layer_plan, const PlanInput& input, int group_size = 0,
+                         bool primary_computes = false);
 // Two lines of predictions and the choice, for `shoal plan` and the split printout.
 std::string format_split_choice(const SplitChoice& choice, const PlanInput& input);
 
