@@ -21,6 +21,7 @@ namespace {
 // other at once cannot both wait on full buffers.
 constexpr size_t kInlineSendBytes = 32 << 10;
 constexpr std::chrono::microseconds kSpinBeforeSleep{200};
+constexpr size_t kShareFrameBytes = 64 << 20;
 }  // namespace
 
 PeerExchange::PeerExchange(TensorGroup group, PeerLinkOptions options)
@@ -36,8 +37,19 @@ void PeerExchange::accept_link(int rank, std::shared_ptr<wire::Connection> conn)
   if (rank < 0 || rank >= group_.size() || rank == group_.rank)
     throw ProtocolError(ErrorCode::BadRequest, fmt::format("TENSOR_LINK from rank {} of a group of {} (this is rank {})",
                                                            rank, group_.size(), group_.rank));
+  // The link must come from the member's host, when the primary named it by address.
+  const std::string host = wire::split_address(group_.members[rank]).first;
+  const std::string from = wire::split_address(conn->peer()).first;
+  if (host.find_first_not_of("0123456789.") == std::string::npos && host != from)
+    throw ProtocolError(ErrorCode::BadRequest, fmt::format("TENSOR_LINK as member {} ({}) came from {}", rank,
+                                                           group_.members[rank], from));
   std::lock_guard<std::mutex> lock(mutex_);
-  if (in_[rank]) in_[rank]->shutdown();  // a member that linked again (it reconnected): the new link wins
+  // One link per member for the group's life: a second claim would cut the
+  // one a step may be reading (a member that lost its link fails the group;
+  // the primary loads a new one).
+  if (in_[rank])
+    throw ProtocolError(ErrorCode::BadRequest, fmt::format("member {} of tensor group {:016x} is linked already",
+                                                           rank, group_.id));
   in_[rank] = std::move(conn);
   linked_.notify_all();
 }
@@ -51,19 +63,50 @@ void PeerExchange::connect_out(int peer) {
   out_[peer] = std::move(conn);
 }
 
-wire::Connection& PeerExchange::inbound(int peer) {
+std::shared_ptr<wire::Connection> PeerExchange::inbound(int peer) {
   std::unique_lock<std::mutex> lock(mutex_);
   if (!linked_.wait_for(lock, std::chrono::milliseconds(options_.timeout_ms), [&] { return in_[peer] != nullptr; }))
     throw wire::LinkError(wire::LinkError::Kind::Timeout, group_.members[peer],
                           fmt::format("tensor group member {} did not link to this one within {:.1f} s",
                                       group_.members[peer], options_.timeout_ms / 1000.0));
-  return *in_[peer];
+  return in_[peer];
 }
 
 void PeerExchange::send_all(std::span<const uint8_t> bytes) {
-  const std::span<const uint8_t> parts[] = {bytes};
-  for (int p = 0; p < group_.size(); ++p)
-    if (p != group_.rank) out_[p]->send(MessageType::TensorShare, round_, parts);
+  // In frames of at most kShareFrameBytes (a prompt's share can outgrow a frame's limit).
+  for (int p = 0; p < group_.size(); ++p) {
+    if (p == group_.rank) continue;
+    size_t at = 0;
+    do {
+      const std::span<const uint8_t> parts[] = {bytes.subspan(at, std::min(kShareFrameBytes, bytes.size() - at))};
+      out_[p]->send(MessageType::TensorShare, round_, parts);
+      at += parts[0].size();
+    } while (at < bytes.size());
+  }
+}
+
+void PeerExchange::receive_share(int peer, std::span<float> into) {
+  const std::shared_ptr<wire::Connection> in = inbound(peer);
+  auto* dst = reinterpret_cast<uint8_t*>(into.data());
+  size_t at = 0;
+  try {
+    do {
+      await_share(*in);
+      in->expect(frame_, MessageType::TensorShare, options_.timeout_ms);
+      if (frame_.header.request_id != round_ || frame_.payload.size() > into.size_bytes() - at ||
+          (frame_.payload.empty() && !into.empty()))
+        throw ProtocolError(ErrorCode::Malformed,
+                            fmt::format("tensor group member {} sent {} bytes of share {}; expected share {} of {} "
+                                        "bytes, {} in", group_.members[peer], frame_.payload.size(),
+                                        frame_.header.request_id, round_, into.size_bytes(), at));
+      std::memcpy(dst + at, frame_.payload.data(), frame_.payload.size());
+      at += frame_.payload.size();
+    } while (at < into.size_bytes());
+  } catch (const wire::LinkError& e) {
+    // Named by the member's address, not the link's port.
+    throw wire::LinkError(e.kind(), group_.members[peer],
+                          fmt::format("tensor group member {}: {}", group_.members[peer], e.what()));
+  }
 }
 
 void PeerExchange::await_share(wire::Connection& in) {
@@ -102,18 +145,8 @@ void PeerExchange::all_gather(std::span<const float> mine, std::span<const std::
         if (t.joinable()) t.join();  // a send to a lost member fails within the send timeout
       }
     } join{sender};
-    for (int p = 0; p < group_.size(); ++p) {
-      if (p == group_.rank) continue;
-      wire::Connection& in = inbound(p);
-      await_share(in);
-      in.expect(frame_, MessageType::TensorShare, options_.timeout_ms);
-      if (frame_.header.request_id != round_ || frame_.payload.size() != from[p].size_bytes())
-        throw ProtocolError(ErrorCode::Malformed,
-                            fmt::format("tensor group member {} sent share {} of {} bytes; expected share {} of {}",
-                                        group_.members[p], frame_.header.request_id, frame_.payload.size(), round_,
-                                        from[p].size_bytes()));
-      std::memcpy(from[p].data(), frame_.payload.data(), frame_.payload.size());
-    }
+    for (int p = 0; p < group_.size(); ++p)
+      if (p != group_.rank) receive_share(p, from[p]);
     if (sender.joinable()) sender.join();
     if (send_failed) std::rethrow_exception(send_failed);
   } catch (const std::exception& e) {

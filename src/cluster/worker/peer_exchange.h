@@ -46,7 +46,9 @@ class PeerExchange : public RowExchange {
 
  private:
   void connect_out(int peer);
-  wire::Connection& inbound(int peer);
+  std::shared_ptr<wire::Connection> inbound(int peer);
+  // Member `peer`'s share of this round, in one frame or several.
+  void receive_share(int peer, std::span<float> into);
   void send_all(std::span<const uint8_t> bytes);
   // Returns once `in` has bytes to read, or after a short spin (then the read sleeps).
   static void await_share(wire::Connection& in);

@@ -59,6 +59,8 @@ struct WantedTensor {
   // never touched cost nothing) and the share lands at its place in it.
   std::optional<RowShare> share;
   size_t share_offset = 0, share_bytes = 0;
+  ContentHash share_name;      // the share's name among what stages hold: its tensor's hash and rows
+  bool holds_share = false;    // data is only the share (received, or another stage's)
   std::shared_ptr<uint8_t> region;
   size_t held_bytes() const { return share ? share_bytes : bytes; }
   uint8_t* destination() { return share ? region.get() + share_offset : received.data(); }
@@ -177,8 +179,15 @@ void WorkerSession::load_stage(const wire::Frame& request) {
       WantedTensor& w = tensors[i];
       if (!shares[i]) continue;
       const int64_t rows = std::accumulate(w.shape.begin() + 1, w.shape.end(), int64_t{1}, std::multiplies<>());
+      // The shape is checked against the config only when the weights are
+      // bound: a share must lie inside the tensor as the primary sizes it.
+      if (shares[i]->end > rows)
+        throw ProtocolError(ErrorCode::BadRequest, fmt::format("LOAD_STAGE tensor '{}' has {} rows; the config gives "
+                                                               "it at least {}", w.name, rows, shares[i]->end));
       const size_t row_bytes = w.bytes / static_cast<size_t>(rows);
       w.share = shares[i];
+      const std::string name = fmt::format("{} rows {}-{}", w.hash.hex(), w.share->begin, w.share->end);
+      w.share_name = hash_bytes(reinterpret_cast<const uint8_t*>(name.data()), name.size());
       w.share_offset = static_cast<size_t>(w.share->begin) * row_bytes;
       w.share_bytes = static_cast<size_t>(w.share->rows()) * row_bytes;
     }
@@ -191,14 +200,18 @@ void WorkerSession::load_stage(const wire::Frame& request) {
   int from_memory = 0;
   {
     std::lock_guard<std::mutex> lock(s_.mutex_);
+    // A share too, by its name (a group formed again after a failure).
     for (WantedTensor& w : tensors)
       for (const auto& [id, held] : s_.stages_) {
         auto it = std::find(held->hashes.begin(), held->hashes.end(), w.hash);
+        if (it == held->hashes.end() && w.share)
+          it = std::find(held->hashes.begin(), held->hashes.end(), w.share_name);
         if (it == held->hashes.end()) continue;
         const TensorBytes& b = held->tensors[static_cast<size_t>(it - held->hashes.begin())];
         if (b.size != w.bytes) continue;
         w.data = b;
-        shared_bytes += w.held_bytes();
+        w.holds_share = *it == w.share_name && w.share;
+        shared_bytes += w.held_bytes();  // what weight_bytes counted for it, held already
         ++from_memory;
         break;
       }
@@ -301,7 +314,7 @@ void WorkerSession::load_stage(const wire::Frame& request) {
                             fmt::format("rows {}-{} of tensor '{}' arrived incomplete or with the wrong content hash",
                                         w.share->begin, w.share->end - 1, w.name));
       w.data = TensorBytes{w.region.get(), w.bytes, w.region};
-      w.hash = share_hash;
+      w.holds_share = true;
       ++s_.stats_.tensors_received;
     } else if (w.needed) {
       if (w.received_bytes != w.bytes || hash_bytes(w.received.data(), w.bytes) != w.hash)
@@ -314,7 +327,7 @@ void WorkerSession::load_stage(const wire::Frame& request) {
     }
     refs[w.name] = TensorRef{w.type, w.shape, w.data.data};
     stage->tensors.push_back(w.data);
-    stage->hashes.push_back(w.hash);
+    stage->hashes.push_back(w.holds_share ? w.share_name : w.hash);
   }
   s_.stats_.tensors_from_cache += from_cache;
   s_.stats_.tensors_from_models_dir += from_models;

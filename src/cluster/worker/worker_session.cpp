@@ -201,6 +201,11 @@ void WorkerSession::forward(const wire::Frame& request) {
   wire::ForwardView view = wire::decode_forward(request.payload, positions_, seq_ids_, rows_out_);
   try {
     auto stage = find_stage(view.header.stage_id);
+    // A tensor group's members step together, each told by the primary: a
+    // step from anyone else would set this one's exchanges apart from theirs.
+    if (stage->exchange && !is_primary_)
+      throw ProtocolError(ErrorCode::BadRequest, fmt::format("stage {} is a tensor group member's: only its primary "
+                                                             "sends it FORWARD", stage->id));
     const int n = static_cast<int>(view.header.n_tokens), width = stage->config.n_embd;
     if (static_cast<int>(view.header.n_embd) != width)
       throw ProtocolError(ErrorCode::BadRequest,
