@@ -10,6 +10,7 @@ import json
 import re
 import secrets
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -18,9 +19,11 @@ from pathlib import Path
 import pytest
 
 from conftest import RANDOM_MODELS, random_model, run_shoal
+from shoal_wire import ERROR, FORWARD, Peer
 from server_fixtures import STORY_PROMPT as PROMPT, Server, cluster, complete, netns_stream_with_cut, stream_with_fault
 
 N = 64  # server_fixtures' completions
+TENSOR_LINK = 26
 TIMEOUT = 2  # --worker-timeout (seconds), as serve_cluster's
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -158,3 +161,36 @@ def test_a_cut_link_mid_stream_gives_the_same_text(shoal_bin, smollm2, tmp_path,
     primary_log = log.read()
     assert f"split: tensor, layers 0-29 on {net.addr(1)}:50052 + {net.addr(3)}:50052 (2-way" in primary_log, primary_log
     print(f"\nlink of a tensor group member cut: the stream finished {time.monotonic() - cut_at:.2f} s after it")
+
+
+def test_a_stranger_cannot_join_or_step_a_group(serve_cluster, workers):
+    """With a group serving, a peer claiming a member's link, one naming a
+    group that is not there, the primary's link sending TENSOR_LINK, and a
+    peer sending FORWARD to a member's stage are each refused by name; the
+    group serves on with the same text."""
+    ws = workers(2, "-v")
+    s = serve_cluster(ws, "-sm", "tensor")
+    expected = complete(s)  # the members are linked now
+    group = re.search(r"member 0 of tensor group ([0-9a-f]{16})", ws[0].stderr())[1]
+    stage = int(re.search(r"stage (\d+): member 0 of tensor group", ws[0].stderr())[1])
+
+    def refused(role, msg_type, body, *words):
+        peer = Peer(ws[0].port)
+        peer.handshake(key=None, role=role)
+        if isinstance(body, bytes):
+            peer.send(msg_type, body)
+        else:
+            peer.send_json(msg_type, body)
+        answer = peer.recv_json()
+        peer.close()
+        assert answer["type"] == ERROR, answer
+        for w in words:
+            assert w in answer["json"]["message"], answer["json"]["message"]
+
+    refused("peer", TENSOR_LINK, {"group": group, "rank": 1}, "linked already")
+    refused("peer", TENSOR_LINK, {"group": "00000000deadbeef", "rank": 1}, "no tensor group 00000000deadbeef")
+    refused("peer", TENSOR_LINK, {"group": group, "rank": 0}, "rank 0 of a group of 2")
+    # One token of a FORWARD (stage id, 1 token, n_embd 576, f32, no rows out, no route).
+    forward = struct.pack("<IIIBBH", stage, 1, 576, 0, 0, 0) + struct.pack("<ii", 0, 0) + bytes(576 * 4)
+    refused("peer", FORWARD, forward, f"stage {stage} is a tensor group member's")
+    assert complete(s) == expected

@@ -199,13 +199,18 @@ std::shared_ptr<WorkerStage> WorkerSession::find_stage(uint32_t id) {
 void WorkerSession::forward(const wire::Frame& request) {
   const uint64_t id = request.header.request_id;
   wire::ForwardView view = wire::decode_forward(request.payload, positions_, seq_ids_, rows_out_);
+  if (!is_primary_) {
+    // A tensor group's members step together, each told by the primary: a
+    // step from anyone else would set this one's exchanges apart from
+    // theirs. Refused to the sender (a chain step's failure goes to the primary).
+    std::lock_guard<std::mutex> lock(s_.mutex_);
+    auto it = s_.stages_.find(view.header.stage_id);
+    if (it != s_.stages_.end() && it->second->exchange)
+      throw ProtocolError(ErrorCode::BadRequest, fmt::format("stage {} is a tensor group member's: only its primary "
+                                                             "sends it FORWARD", it->first));
+  }
   try {
     auto stage = find_stage(view.header.stage_id);
-    // A tensor group's members step together, each told by the primary: a
-    // step from anyone else would set this one's exchanges apart from theirs.
-    if (stage->exchange && !is_primary_)
-      throw ProtocolError(ErrorCode::BadRequest, fmt::format("stage {} is a tensor group member's: only its primary "
-                                                             "sends it FORWARD", stage->id));
     const int n = static_cast<int>(view.header.n_tokens), width = stage->config.n_embd;
     if (static_cast<int>(view.header.n_embd) != width)
       throw ProtocolError(ErrorCode::BadRequest,
