@@ -123,7 +123,7 @@ def test_the_last_two_members_fall_back_to_a_layer_split(serve_cluster, workers,
     expected = complete(s)
     text, _ = stream_with_fault(s, lambda: ws[0].proc.kill())
     assert text == expected
-    assert "a tensor split needs two workers or more" in s.stderr()
+    assert "-sm tensor: a tensor split needs two machines in a group; the layers are split instead" in s.stderr()
     assert complete(s) == expected
 
 

@@ -613,6 +613,16 @@ TEST(TensorSplitCost, AutoTakesTheTensorSplitOnFastLinksAndTheLayersOnSlowOnes) 
   const SplitChoice c = choose_split(SplitMode::tensor, make_plan(one), one);
   EXPECT_EQ(c.mode, SplitMode::layer);
   EXPECT_NE(c.reason.find("needs two machines in a group"), std::string::npos);
+  // Members that cannot hold their share (and the whole KV cache): auto
+  // keeps the layer split, and says which member and how much.
+  PlanInput tight = tensor_input(0.05);
+  tight.devices[2].free_memory = 100 * MiB;  // half of 24 x 14 MiB is 168
+  tight.layer_kv_bytes.assign(24, 0);
+  const SplitChoice refused = choose_split(SplitMode::automatic, make_plan(tight), tight);
+  EXPECT_EQ(refused.mode, SplitMode::layer);
+  EXPECT_NE(refused.reason.find("the tensor split does not fit: b:1 would hold 168 MiB of layers 0-23 and has"),
+            std::string::npos)
+      << refused.reason;
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <numeric>
 
+#include <fmt/format.h>
+
 namespace shoal {
 namespace {
 
@@ -157,6 +159,34 @@ Prediction predict(const Plan& plan, const PlanInput& in, Relay relay, int prefi
     p.pipelined_prefill_ms = 0.0;
   }
   return p;
+}
+
+std::string tensor_group_misfit(const PlanInput& in, const std::vector<std::vector<int>>& groups) {
+  const int n_layer = static_cast<int>(in.layer_bytes.size());
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const auto [begin, end] = tensor_group_layers(n_layer, static_cast<int>(groups.size()), static_cast<int>(g));
+    const double k = static_cast<double>(groups[g].size());
+    double need = 0;
+    for (int l = begin; l < end; ++l) {
+      // What it holds of the layer: its share of what the group divides (in
+      // the proportion of a step's reads), the rest whole, the KV cache whole.
+      const double read = static_cast<double>(decode_read_bytes(in, l, l + 1));
+      const double divided = read > 0 && l < static_cast<int>(in.layer_split_bytes.size())
+                                 ? std::min(1.0, in.layer_split_bytes[l] / read)
+                                 : 0.0;
+      need += in.layer_bytes[l] * (1.0 - divided * (k - 1) / k);
+      if (l < static_cast<int>(in.layer_kv_bytes.size())) need += static_cast<double>(in.layer_kv_bytes[l]);
+    }
+    for (int d : groups[g]) {
+      const DeviceInfo& dev = in.devices.at(d);
+      const double usable = static_cast<double>(dev.free_memory) - static_cast<double>(in.reserve_bytes) -
+                            (d == 0 ? static_cast<double>(in.primary_bytes) : 0.0);
+      if (need > usable)
+        return fmt::format("{} would hold {:.0f} MiB of layers {}-{} and has {:.0f} MiB to lend", dev.address,
+                           need / 1048576.0, begin, end - 1, std::max(0.0, usable) / 1048576.0);
+    }
+  }
+  return "";
 }
 
 LayerRange tensor_group_layers(int n_layer, int n_groups, int group) {

@@ -19,6 +19,7 @@
 // Devices that did not report a speed get ordinary desktop values, so a
 // plan always has a prediction; the KV reads of attention are not counted.
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "cluster/primary/planner.h"
@@ -98,6 +99,10 @@ struct TensorGroupPrediction {
 TensorGroupPrediction predict_tensor_groups(const PlanInput& input, const std::vector<std::vector<int>>& groups,
                                             int prefill_tokens = 512, int n_batch = 0,
                                             int exchanges_per_layer = kTensorExchangesPerLayer);
+// Why the groups cannot hold their layers (a member whose share of the
+// weights, the undivided rest and the whole KV cache exceed what it lends),
+// or "" when every member fits.
+std::string tensor_group_misfit(const PlanInput& input, const std::vector<std::vector<int>>& groups);
 // Group `group` of n_groups holds layers [begin, end) of n_layer.
 struct LayerRange {
   int begin = 0, end = 0;

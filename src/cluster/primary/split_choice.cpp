@@ -25,19 +25,23 @@ SplitChoice choose_split(SplitMode asked, const Plan& layer_plan, const PlanInpu
     c.groups = tensor_groups(last, group_size, first);
     c.tensor = predict_tensor_groups(input, c.groups);
   }
-  const bool possible = c.tensor.token_ms > 0 && std::any_of(c.groups.begin(), c.groups.end(),
-                                                             [](const auto& g) { return g.size() >= 2; });
+  const bool grouped = c.tensor.token_ms > 0 && std::any_of(c.groups.begin(), c.groups.end(),
+                                                            [](const auto& g) { return g.size() >= 2; });
+  const std::string misfit = grouped ? tensor_group_misfit(input, c.groups) : "";
+  const bool possible = grouped && misfit.empty();
+  const std::string why_not = !grouped ? "a tensor split needs two machines in a group"
+                                       : fmt::format("the tensor split does not fit: {}", misfit);
   switch (asked) {
     case SplitMode::layer:
       c.reason = "-sm layer";
       break;
     case SplitMode::tensor:
       c.mode = possible ? SplitMode::tensor : SplitMode::layer;
-      c.reason = possible ? "-sm tensor" : "-sm tensor needs two machines in a group: the layers are split instead";
+      c.reason = possible ? "-sm tensor" : fmt::format("-sm tensor: {}; the layers are split instead", why_not);
       break;
     case SplitMode::automatic:
       if (!possible) {
-        c.reason = "auto: a tensor split needs two machines in a group";
+        c.reason = fmt::format("auto: {}", why_not);
       } else if (c.tensor.token_ms < c.layer_token_ms) {
         c.mode = SplitMode::tensor;
         c.reason = fmt::format("auto: the tensor split is predicted {:.2f}x faster (its {} all-gathers a token cost "

@@ -365,9 +365,7 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_stages(Engine& engi
     const SplitChoice choice = choose_split(options_.split_mode, plan, input, options_.group_size);
     std::fprintf(stderr, "%s", format_split_choice(choice, input).c_str());
     if (choice.mode == SplitMode::tensor) return build_tensor_groups(engine, usable, choice.groups);
-    if (options_.split_mode == SplitMode::tensor)
-      spdlog::warn("a tensor split needs two workers or more ({} connected): the layers are split instead",
-                   usable.size());
+    if (options_.split_mode == SplitMode::tensor) spdlog::warn("{}", choice.reason);
   }
   std::fprintf(stderr, "%s", format_plan(plan, input).c_str());
   warn_if_mixed(plan, input);
