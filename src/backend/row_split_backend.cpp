@@ -54,34 +54,36 @@ RowShare expert_rows(const WeightToPrepare& w, int rank, int size) {
   return {e.begin * w.slice_rows, e.end * w.slice_rows};
 }
 
+std::optional<RowShare> kept_rows(const WeightToPrepare& w, int rank, int size) {
+  if (expert_split_weight(w, size)) return expert_rows(w, rank, size);
+  if (row_split_weight(w, size)) return row_share(w.matrix->rows, rank, size);
+  return std::nullopt;
+}
+
 uint64_t RowSplitBackend::prepare_weights(std::span<const WeightToPrepare> weights, PreparedMemory& keep) {
   std::vector<WeightToPrepare> inner;
   for (const WeightToPrepare& w : weights) {
-    if (!w.matrix->empty() && expert_split_weight(w, size_)) {
-      const Matrix& m = *w.matrix;
-      auto& stack = stacks_[m.data];
-      if (stack) continue;
-      const RowShare rows = expert_rows(w, rank_, size_);
-      stack = std::make_unique<Stack>();
-      *stack = Stack{m.data, m.bytes(), w.slice_rows, static_cast<int>(rows.begin / w.slice_rows),
-                     Matrix{m.type, m.row(rows.begin), rows.rows(), m.cols, m.interleaved}};
-      inner.push_back({&stack->share, w.slice_rows, false, true});
-      continue;
-    }
-    if (w.matrix->empty() || !row_split_weight(w, size_)) {
+    const std::optional<RowShare> kept = w.matrix->empty() ? std::nullopt : kept_rows(w, rank_, size_);
+    if (!kept) {
       inner.push_back(w);
       continue;
     }
-    const Matrix& m = *w.matrix;
-    auto& split = splits_[m.data];
-    if (split) continue;  // prepared before (a stage rebuilt on the same weights)
-    const RowShare share = row_share(m.rows, rank_, size_);
-    split = std::make_unique<Split>();
-    split->rows = m.rows;
     // Rows are stored back to back (in groups of eight when interleaved,
     // and a share starts on a group): the share is a contiguous view.
-    split->share = Matrix{m.type, m.row(share.begin), share.rows(), m.cols, m.interleaved};
-    inner.push_back({&split->share, 0, false});
+    const Matrix& m = *w.matrix;
+    const Matrix share{m.type, m.row(kept->begin), kept->rows(), m.cols, m.interleaved};
+    if (w.experts) {
+      auto& stack = stacks_[m.data];
+      if (stack) continue;  // prepared before (a stage rebuilt on the same weights)
+      stack = std::make_unique<Stack>(
+          Stack{m.data, m.bytes(), w.slice_rows, static_cast<int>(kept->begin / w.slice_rows), share});
+      inner.push_back({&stack->share, w.slice_rows, false, true});
+    } else {
+      auto& split = splits_[m.data];
+      if (split) continue;
+      split = std::make_unique<Split>(Split{m.rows, share});
+      inner.push_back({&split->share, 0, false});
+    }
   }
   return inner_->prepare_weights(inner, keep);
 }
@@ -91,14 +93,13 @@ uint64_t RowSplitBackend::prepared_bytes(std::span<const WeightToPrepare> weight
   shares.reserve(weights.size());
   std::vector<WeightToPrepare> inner;
   for (const WeightToPrepare& w : weights) {
-    const bool experts = !w.matrix->empty() && expert_split_weight(w, size_);
-    if (!experts && (w.matrix->empty() || !row_split_weight(w, size_))) {
+    const std::optional<RowShare> kept = w.matrix->empty() ? std::nullopt : kept_rows(w, rank_, size_);
+    if (!kept) {
       inner.push_back(w);
       continue;
     }
     const Matrix& m = *w.matrix;
-    const RowShare share = experts ? expert_rows(w, rank_, size_) : row_share(m.rows, rank_, size_);
-    shares.push_back(Matrix{m.type, m.row(share.begin), share.rows(), m.cols, m.interleaved});
+    shares.push_back(Matrix{m.type, m.row(kept->begin), kept->rows(), m.cols, m.interleaved});
     inner.push_back({&shares.back(), w.slice_rows, false, w.experts});
   }
   return inner_->prepared_bytes(inner);
@@ -141,11 +142,9 @@ void RowSplitBackend::share_expert_rows(float* slots, const int* slot_expert, si
     return size_ - 1;
   };
   // Each member's slots in slot order: what it computed, what the others read back.
-  size_t n_mine = 0;
   std::fill(offset_.begin(), offset_.end(), 0);
   for (size_t i = 0; i < n_slots; ++i) ++offset_[owner(slot_expert[i])];
-  n_mine = static_cast<size_t>(offset_[rank_]);
-  const std::span<float> mine = at_least(expert_mine_, n_mine * width);
+  const std::span<float> mine = at_least(expert_mine_, static_cast<size_t>(offset_[rank_]) * width);
   expert_theirs_.resize(size_);
   for (int p = 0; p < size_; ++p)
     if (p != rank_) from_[p] = at_least(expert_theirs_[p], static_cast<size_t>(offset_[p]) * width);
@@ -216,17 +215,16 @@ void RowSplitBackend::matmuls(std::span<const MatmulOutput> outputs, DevicePtr x
 
   // Each split output whole: member p's rows [begin, end) of every token.
   offset_.assign(size_, 0);
-  std::vector<int64_t>& offset = offset_;
   for (size_t i = 0; i < outputs.size(); ++i) {
     const Split* s = split_of_[i];
     if (!s) continue;
     const std::span<float> whole = at_least(whole_, static_cast<size_t>(n * s->rows));
     for (int p = 0; p < size_; ++p) {
       const RowShare share = row_share(s->rows, p, size_);
-      const float* src = (p == rank_ ? mine.data() : theirs_[p].data()) + offset[p];
+      const float* src = (p == rank_ ? mine.data() : theirs_[p].data()) + offset_[p];
       for (int64_t t = 0; t < n; ++t)
         std::memcpy(whole.data() + t * s->rows + share.begin, src + t * share.rows(), share.rows() * sizeof(float));
-      offset[p] += n * share.rows();
+      offset_[p] += n * share.rows();
     }
     inner_->upload(outputs[i].y, whole.data(), whole.size_bytes());
   }

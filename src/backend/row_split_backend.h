@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -60,6 +61,10 @@ RowShare expert_share(int n_expert, int rank, int size);
 bool expert_split_weight(const WeightToPrepare& w, int size);
 // The rows of a stacked expert tensor that member `rank` holds.
 RowShare expert_rows(const WeightToPrepare& w, int rank, int size);
+// What member `rank` keeps of a weight handed to prepare_weights: its rows
+// (row_share) or its experts' rows (expert_rows); nullopt when it keeps the
+// whole weight. The one rule the backend and the loading (tensor_shares) use.
+std::optional<RowShare> kept_rows(const WeightToPrepare& w, int rank, int size);
 
 class RowSplitBackend : public Backend {
  public:

@@ -115,13 +115,7 @@ std::vector<std::optional<RowShare>> tensor_shares(const ModelConfig& c, const B
     const TensorSpec& spec = tensor_spec(k);
     const int64_t rows = c.dim(spec.dims[1]) * c.dim(spec.dims[2]);
     Matrix shape{DType::F32, nullptr, rows, c.dim(spec.dims[0])};
-    const WeightToPrepare w = prepare_kind(c, k, &shape);
-    if (l >= 0 && row_split_weight(w, size))
-      shares.push_back(row_share(rows, rank, size));
-    else if (l >= 0 && expert_split_weight(w, size))
-      shares.push_back(expert_rows(w, rank, size));
-    else
-      shares.push_back(std::nullopt);
+    shares.push_back(l >= 0 ? kept_rows(prepare_kind(c, k, &shape), rank, size) : std::nullopt);
   });
   return shares;
 }

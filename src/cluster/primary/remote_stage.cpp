@@ -91,8 +91,7 @@ void RemoteStage::submit(const Batch& batch, float* hidden) {
       const std::span<const uint8_t> parts[] = {prefix_, activations};
       m.client->connection().send(MessageType::Forward, member_ids_[i], parts);
     }
-    const uint64_t id = member_ids_[group_ ? answerer_ : 0];
-    pending_id_ = id;
+    pending_id_ = member_ids_[0];  // the request of the chain's first member, or of the group's answerer (member 0)
     pending_hidden_ = hidden;
     pending_n_ = n;
     pending_rows_out_ = rows_out;
