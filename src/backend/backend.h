@@ -14,6 +14,7 @@
 // its work is spread (docs/design.md).
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -148,6 +149,22 @@ struct AttentionShape {
   int v_dim() const { return v_head_dim > 0 ? v_head_dim : head_dim; }
 };
 
+// What a GPU backend did on its device, counted since it was made (shoal
+// bench -v prints them per step); the CPU backend has none.
+struct DeviceCounters {
+  uint64_t steps = 0;
+  uint64_t dispatches = 0;
+  uint64_t copies = 0;
+  uint64_t barriers = 0;
+  uint64_t submissions = 0;
+  uint64_t host_waits = 0;
+  uint64_t plans_recorded = 0;      // command buffers recorded
+  uint64_t plans_replayed = 0;      // submissions that reused one
+  uint64_t descriptor_sets = 0;     // allocated and written
+  uint64_t pipelines_compiled = 0;
+  uint64_t driver_allocations = 0;  // host memory the driver asked for
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -157,6 +174,7 @@ class Backend {
   virtual std::string kind() const = 0;
   // Bytes of memory free on the device now (host memory for the CPU).
   virtual uint64_t free_memory() const = 0;
+  virtual std::optional<DeviceCounters> device_counters() const { return std::nullopt; }
 
   // Memory. upload copies from host memory before it returns and takes
   // effect in op order; download returns with the data (a GPU backend

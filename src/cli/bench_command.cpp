@@ -90,6 +90,7 @@ SpecRow time_speculative(Engine& engine, const BenchOptions& o) {
 struct BenchRow {
   int n_prompt = 0, n_gen = 0;
   std::vector<double> seconds;
+  std::optional<DeviceCounters> device_before, device_after;  // the GPU's, around the runs
   double avg_ts() const { return mean(rates()); }
   double stddev_ts() const {
     auto r = rates();
@@ -153,9 +154,13 @@ int bench(BenchOptions& o) {
   // With speculative decoding the generation test runs on real text, with
   // and without guesses (below): random tokens say nothing about guessing.
   if (o.n_gen > 0 && !engine.drafter()) rows.push_back({0, o.n_gen, {}});
-  for (auto& row : rows)
+  Backend* gpu = engine.gpu_backend();
+  for (auto& row : rows) {
+    if (gpu) row.device_before = gpu->device_counters();
     for (int r = 0; r < o.repetitions; ++r)
       row.seconds.push_back(time_run(engine, o.n_depth, row.n_prompt, row.n_gen, rng));
+    if (gpu) row.device_after = gpu->device_counters();
+  }
 
   std::optional<SpecRow> spec;
   if (engine.drafter() && o.n_gen > 0) spec = time_speculative(engine, o);
@@ -217,6 +222,22 @@ int bench(BenchOptions& o) {
     std::printf("| %s %s | %.2f MiB | %.2f M | %s | %d | %s | %.2f ± %.2f |\n", engine.config().arch.c_str(),
                 filename.c_str(), model_bytes / 1048576.0, n_params / 1e6, backend.c_str(), engine.threads(),
                 test.c_str(), row.avg_ts(), row.stddev_ts());
+  }
+  // -v: what the GPU did per generated token, and per prompt batch.
+  for (const auto& row : rows) {
+    if (o.common.verbosity < 1 || !row.device_before || !row.device_after) continue;
+    const DeviceCounters& a = *row.device_before;
+    const DeviceCounters& b = *row.device_after;
+    const int per_run = row.n_prompt > 0 ? (row.n_prompt + engine.n_batch() - 1) / engine.n_batch() : row.n_gen;
+    const double n = static_cast<double>(per_run) * o.repetitions;
+    auto per = [&](uint64_t before, uint64_t after) { return fmt::format("{:.4g}", (after - before) / n); };
+    std::printf("vulkan per %s: %s dispatches, %s barriers, %s submissions, %s host waits (%s copies, %s recorded, "
+                "%s descriptor sets, %s driver allocations)\n",
+                row.n_prompt > 0 ? "batch" : "token", per(a.dispatches, b.dispatches).c_str(),
+                per(a.barriers, b.barriers).c_str(), per(a.submissions, b.submissions).c_str(),
+                per(a.host_waits, b.host_waits).c_str(), per(a.copies, b.copies).c_str(),
+                per(a.plans_recorded, b.plans_recorded).c_str(), per(a.descriptor_sets, b.descriptor_sets).c_str(),
+                per(a.driver_allocations, b.driver_allocations).c_str());
   }
   if (spec) {
     const double n = spec->tokens;

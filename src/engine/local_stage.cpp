@@ -45,26 +45,39 @@ std::vector<StageDevice> LocalStage::devices() const {
   return {d};
 }
 
+void LocalStage::run_layers(const Batch& batch) {
+  const int n = batch.size();
+  // The model's last layer finishes only the rows that want logits (the
+  // head reads no others): the contract of Stage::forward.
+  const std::vector<int32_t>* rows_out = ends_model_ && batch.logit_rows(rows_out_) ? &rows_out_ : nullptr;
+  for (int l = begin_; l < end_; ++l)
+    forward_layer(backend_, config_, l, weights_.layers[l], weights_.rope_freqs, SequenceMemory{kv_, state_},
+                  l - begin_, n, scratch_, l == end_ - 1 ? rows_out : nullptr);
+}
+
 void LocalStage::forward(const Batch& batch, float* hidden) {
   if (batch.size() > max_tokens_) fail("batch of {} tokens exceeds the stage's {}", batch.size(), max_tokens_);
-  const int n = batch.size();
-  const size_t bytes = static_cast<size_t>(n) * config_.n_embd * sizeof(float);
-  kv_.admit(batch.seq_ids.data(), batch.positions.data(), n);
-  backend_.begin_step(batch.seq_ids.data(), batch.positions.data(), n);
+  const size_t bytes = static_cast<size_t>(batch.size()) * config_.n_embd * sizeof(float);
+  kv_.admit(batch.seq_ids.data(), batch.positions.data(), batch.size());
+  backend_.begin_step(batch.seq_ids.data(), batch.positions.data(), batch.size());
   try {
-    // The model's last layer finishes only the rows that want logits (the
-    // head reads no others): the contract of Stage::forward.
-    const std::vector<int32_t>* rows_out = ends_model_ && batch.logit_rows(rows_out_) ? &rows_out_ : nullptr;
     backend_.upload(scratch_.x, hidden, bytes);
-    for (int l = begin_; l < end_; ++l)
-      forward_layer(backend_, config_, l, weights_.layers[l], weights_.rope_freqs, SequenceMemory{kv_, state_},
-                    l - begin_, n, scratch_, l == end_ - 1 ? rows_out : nullptr);
+    run_layers(batch);
     backend_.download(hidden, scratch_.x, bytes);
   } catch (...) {
     backend_.abandon_step();
     throw;
   }
   backend_.finish_step();
+}
+
+void LocalStage::forward_on_device(const Batch& batch, DevicePtr rows) {
+  if (batch.size() > max_tokens_) fail("batch of {} tokens exceeds the stage's {}", batch.size(), max_tokens_);
+  const size_t bytes = static_cast<size_t>(batch.size()) * config_.n_embd * sizeof(float);
+  kv_.admit(batch.seq_ids.data(), batch.positions.data(), batch.size());
+  backend_.copy(scratch_.x, rows, bytes);
+  run_layers(batch);
+  backend_.copy(rows, scratch_.x, bytes);
 }
 
 }  // namespace shoal

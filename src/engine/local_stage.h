@@ -22,6 +22,8 @@ class LocalStage : public Stage {
   std::vector<StageDevice> devices() const override;
   void forward(const Batch& batch, float* hidden) override;
   void truncate_sequence(int seq, int n_pos) override { kv_.truncate(seq, n_pos); }
+  bool runs_on(const Backend& backend) const override { return &backend == &backend_; }
+  void forward_on_device(const Batch& batch, DevicePtr rows) override;
 
   size_t kv_bytes() const { return kv_.bytes() + state_.bytes(); }
 
@@ -36,6 +38,8 @@ class LocalStage : public Stage {
   KvCache kv_;
   RecurrentState state_;
   LayerScratch scratch_;
+
+  void run_layers(const Batch& batch);  // on scratch_.x, inside a step
 };
 
 }  // namespace shoal

@@ -42,12 +42,12 @@ const float* Pipeline::forward(const Batch& batch, bool keep_normed) {
   const int n = batch.size();
   if (n == 0) fail("empty batch");
   if (n > max_tokens_) fail("batch of {} tokens exceeds the maximum of {}", n, max_tokens_);
+  if (stages_.size() == 1 && stages_[0]->runs_on(head_)) return forward_on_device(batch, keep_normed);
   const int width = config_.n_embd;
   const DevicePtr rows{head_rows_.get(), 0};
   head_.begin_step(batch.seq_ids.data(), batch.positions.data(), n);
   try {
-    head_.get_rows(weights_.token_embd, batch.tokens.data(), n, rows);
-    if (config_.embd_scale != 1.0f) head_.scale(rows, config_.embd_scale, static_cast<int64_t>(n) * width);
+    embed(batch, rows);
     head_.download(hidden_.data(), rows, static_cast<size_t>(n) * width * sizeof(float));
     head_.finish_step();
   } catch (...) {
@@ -67,29 +67,77 @@ const float* Pipeline::forward(const Batch& batch, bool keep_normed) {
       ++m;
     }
   if (m == 0) return logits_.data();
-  const size_t logit_count = static_cast<size_t>(m) * config_.n_vocab;
-  // Grows only when more rows than ever before want logits (teacher forcing).
-  if (logits_.size() < logit_count) logits_.resize(logit_count);
-  if (!head_logits_ || head_logits_->bytes() < logit_count * sizeof(float))
-    head_logits_ = head_.allocate(logit_count * sizeof(float));
-  const DevicePtr logits{head_logits_.get(), 0};
+  const DevicePtr logits = logits_buffer(m);
   head_.begin_step(batch.seq_ids.data(), batch.positions.data(), m);
   try {
     head_.upload(rows, hidden_.data(), static_cast<size_t>(m) * width * sizeof(float));
-    head_.rmsnorm(rows, weights_.output_norm, rows, m, width, config_.norm_eps);
-    head_.matmul(weights_.output, rows, logits, m);
-    if (config_.logit_softcap > 0.0f) head_.softcap(logits, config_.logit_softcap, static_cast<int64_t>(logit_count));
-    head_.download(logits_.data(), logits, logit_count * sizeof(float));
-    if (keep_normed) {
-      normed_.resize(static_cast<size_t>(m) * width);
-      head_.download(normed_.data(), rows, normed_.size() * sizeof(float));
-    }
+    run_head(rows, logits, m, keep_normed);
     head_.finish_step();
   } catch (...) {
     head_.abandon_step();
     throw;
   }
   return logits_.data();
+}
+
+// The whole model on the head's device: the embedding, the layers and the
+// head in one step, the rows never leaving the device; one wait, for the
+// logits.
+const float* Pipeline::forward_on_device(const Batch& batch, bool keep_normed) {
+  const int n = batch.size(), width = config_.n_embd;
+  const DevicePtr rows{head_rows_.get(), 0};
+  int m = 0;
+  for (int t = 0; t < n; ++t) m += batch.logits[t] ? 1 : 0;
+  const DevicePtr logits = m > 0 ? logits_buffer(m) : DevicePtr{};
+  const auto t0 = std::chrono::steady_clock::now();
+  head_.begin_step(batch.seq_ids.data(), batch.positions.data(), n);
+  try {
+    embed(batch, rows);
+    stages_[0]->forward_on_device(batch, rows);
+    // The rows with logits move to the front, in order, as forward() does.
+    for (int t = 0, to = 0; t < n; ++t)
+      if (batch.logits[t]) {
+        if (to != t) head_.copy(rows + static_cast<int64_t>(to) * width, rows + static_cast<int64_t>(t) * width,
+                                width * sizeof(float));
+        ++to;
+      }
+    if (m > 0) run_head(rows, logits, m, keep_normed);
+    head_.finish_step();
+  } catch (...) {
+    head_.abandon_step();
+    throw;
+  }
+  add_stage_time(0, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), n == 1);
+  record(batch);
+  return logits_.data();
+}
+
+void Pipeline::embed(const Batch& batch, DevicePtr rows) {
+  const int n = batch.size();
+  head_.get_rows(weights_.token_embd, batch.tokens.data(), n, rows);
+  if (config_.embd_scale != 1.0f) head_.scale(rows, config_.embd_scale, static_cast<int64_t>(n) * config_.n_embd);
+}
+
+DevicePtr Pipeline::logits_buffer(int m) {
+  const size_t logit_count = static_cast<size_t>(m) * config_.n_vocab;
+  // Grows only when more rows than ever before want logits (teacher forcing).
+  if (logits_.size() < logit_count) logits_.resize(logit_count);
+  if (!head_logits_ || head_logits_->bytes() < logit_count * sizeof(float))
+    head_logits_ = head_.allocate(logit_count * sizeof(float));
+  return {head_logits_.get(), 0};
+}
+
+void Pipeline::run_head(DevicePtr rows, DevicePtr logits, int m, bool keep_normed) {
+  const int width = config_.n_embd;
+  const size_t logit_count = static_cast<size_t>(m) * config_.n_vocab;
+  head_.rmsnorm(rows, weights_.output_norm, rows, m, width, config_.norm_eps);
+  head_.matmul(weights_.output, rows, logits, m);
+  if (config_.logit_softcap > 0.0f) head_.softcap(logits, config_.logit_softcap, static_cast<int64_t>(logit_count));
+  head_.download(logits_.data(), logits, logit_count * sizeof(float));
+  if (keep_normed) {
+    normed_.resize(static_cast<size_t>(m) * width);
+    head_.download(normed_.data(), rows, normed_.size() * sizeof(float));
+  }
 }
 
 void Pipeline::add_stage_time(size_t i, double dt, bool decode) {

@@ -100,6 +100,10 @@ class Pipeline {
   std::vector<std::vector<int32_t>> held_;  // per sequence: see held()
   void record(const Batch& batch);
   // The stages over the batch, one after another, or as a wavefront.
+  const float* forward_on_device(const Batch& batch, bool keep_normed);
+  void embed(const Batch& batch, DevicePtr rows);  // inside a step on the head's backend
+  DevicePtr logits_buffer(int m);                   // room for m rows of logits
+  void run_head(DevicePtr rows, DevicePtr logits, int m, bool keep_normed);
   void run_stages(const Batch& batch, float* hidden);
   void run_pipelined(const Batch& batch, float* hidden);
   void add_stage_time(size_t stage, double seconds, bool decode);

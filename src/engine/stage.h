@@ -7,9 +7,13 @@
 #include <string>
 #include <vector>
 
+#include "backend/buffer.h"
 #include "model/batch.h"
+#include "util/error.h"
 
 namespace shoal {
+
+class Backend;
 
 // Where a stage's layers live, for the split printout, /v1/cluster and the
 // dashboard. A chain stage reports one entry per worker.
@@ -52,6 +56,14 @@ class Stage {
   virtual void cancel() noexcept {}
   // Cuts one sequence slot's KV back to its first n_pos positions.
   virtual void truncate_sequence(int seq, int n_pos) = 0;
+
+  // A stage whose layers run on `backend` may take its rows where they
+  // already are: forward_on_device is forward() inside the caller's step on
+  // that backend, `rows` its residual stream in the backend's memory (the
+  // whole model on one GPU: one submission a step, no round trip through
+  // the host between the embedding, the layers and the head).
+  virtual bool runs_on(const Backend&) const { return false; }
+  virtual void forward_on_device(const Batch&, DevicePtr) { fail("internal: this stage runs elsewhere"); }
 };
 
 }  // namespace shoal

@@ -23,7 +23,7 @@ namespace shoal::vk {
   X(vkDestroyCommandPool) X(vkAllocateCommandBuffers) X(vkBeginCommandBuffer) X(vkEndCommandBuffer)         \
   X(vkResetCommandBuffer) X(vkCmdBindPipeline) X(vkCmdBindDescriptorSets) X(vkCmdPushConstants)             \
   X(vkCmdDispatch) X(vkCmdCopyBuffer) X(vkCmdPipelineBarrier) X(vkCreateFence) X(vkDestroyFence)            \
-  X(vkResetFences) X(vkWaitForFences) X(vkQueueSubmit) X(vkDeviceWaitIdle)
+  X(vkResetFences) X(vkWaitForFences) X(vkQueueSubmit) X(vkDeviceWaitIdle) X(vkFreeDescriptorSets)
 
 #define SHOAL_VK_DECLARE(name) extern PFN_##name name;
 SHOAL_VK_FUNCTIONS(SHOAL_VK_DECLARE)

@@ -19,11 +19,7 @@ class VulkanBuffer : public Buffer {
   VulkanBuffer(VulkanBackend& owner, size_t bytes, VkBuffer buffer, VkDeviceMemory memory, void* mapped)
       : Buffer(bytes), owner_(owner), buffer_(buffer), memory_(memory), mapped_(static_cast<uint8_t*>(mapped)) {}
   ~VulkanBuffer() override {
-    try {
-      owner_.flush();  // nothing recorded may still point here
-    } catch (const std::exception&) {
-      vk::vkDeviceWaitIdle(owner_.device_);
-    }
+    owner_.forget_buffer(buffer_);
     vk::vkDestroyBuffer(owner_.device_, buffer_, nullptr);
     vk::vkFreeMemory(owner_.device_, memory_, nullptr);
     owner_.held_bytes_ -= bytes();
@@ -40,7 +36,6 @@ class VulkanBuffer : public Buffer {
 
 namespace {
 
-constexpr uint32_t kMaxSets = 1024;          // descriptor sets per submission
 constexpr size_t kStagingBytes = 32u << 20;  // host-visible transfer area
 constexpr uint32_t kPushBytes = 128;
 constexpr int kRopeTables = 4;      // distinct rope parameter sets in one step (gemma3 has two)
@@ -55,15 +50,16 @@ uint32_t u32(size_t v) {
 }
 uint32_t floats(DevicePtr p) { return u32(p.offset / sizeof(float)); }
 
-const SpirvShader* find_shader(const std::string& name) {
+// The shader table's index of a shader, or -1.
+int shader_index(const std::string& name) {
   for (size_t i = 0; i < kSpirvShaderCount; ++i)
-    if (name == kSpirvShaders[i].name) return &kSpirvShaders[i];
-  return nullptr;
+    if (name == kSpirvShaders[i].name) return static_cast<int>(i);
+  return -1;
 }
 
 // The types with shaders (CMakeLists.txt names them once); the others are
 // widened to F32 on upload.
-bool has_matmul_shader(DType t) { return find_shader("matmul_" + std::string(dtype_info(t).name)) != nullptr; }
+bool has_matmul_shader(DType t) { return shader_index("matmul_" + std::string(dtype_info(t).name)) >= 0; }
 
 uint32_t kv_code(DType t) {
   switch (t) {
@@ -79,6 +75,10 @@ uint32_t bindings_of(const std::string& shader) {
   if (shader == "rope") return 2;
   return 3;
 }
+
+// Bytes a shader reads or writes: [p.offset, p.offset + bytes).
+BufferRange range(DevicePtr p, size_t bytes) { return {vk_buffer(p), p.offset, p.offset + bytes}; }
+size_t rows_bytes(int64_t rows, int64_t width) { return static_cast<size_t>(rows) * width * sizeof(float); }
 
 size_t device_bytes(const Matrix& m) {
   return has_matmul_shader(m.type) ? m.bytes() : static_cast<size_t>(m.rows) * m.cols * sizeof(float);
@@ -125,7 +125,7 @@ VulkanBackend::VulkanBackend(int index, int max_tokens) : index_(index), max_tok
   VkDeviceCreateInfo device_info{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
   device_info.queueCreateInfoCount = 1;
   device_info.pQueueCreateInfos = &queue_info;
-  vk::check(vk::vkCreateDevice(physical_, &device_info, nullptr, &device_), "vkCreateDevice");
+  vk::check(vk::vkCreateDevice(physical_, &device_info, driver_allocator_.callbacks(), &device_), "vkCreateDevice");
   try {
     init(family);
   } catch (...) {
@@ -141,23 +141,18 @@ void VulkanBackend::init(uint32_t family) {
     if (memory_.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT)
       heap_bytes_ = std::max<uint64_t>(heap_bytes_, memory_.memoryHeaps[h].size);
 
-  VkCommandPoolCreateInfo pool_info{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
-  pool_info.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
-  pool_info.queueFamilyIndex = family;  // the compute queue's
-  vk::check(vk::vkCreateCommandPool(device_, &pool_info, nullptr, &command_pool_), "vkCreateCommandPool");
-  VkCommandBufferAllocateInfo alloc{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
-  alloc.commandPool = command_pool_;
-  alloc.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-  alloc.commandBufferCount = 1;
-  vk::check(vk::vkAllocateCommandBuffers(device_, &alloc, &commands_), "vkAllocateCommandBuffers");
-  VkFenceCreateInfo fence_info{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-  vk::check(vk::vkCreateFence(device_, &fence_info, nullptr, &fence_), "vkCreateFence");
-  VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kMaxSets * 5};
-  VkDescriptorPoolCreateInfo dp{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
-  dp.maxSets = kMaxSets;
-  dp.poolSizeCount = 1;
-  dp.pPoolSizes = &size;
-  vk::check(vk::vkCreateDescriptorPool(device_, &dp, nullptr, &descriptor_pool_), "vkCreateDescriptorPool");
+  pipelines_.resize(kSpirvShaderCount);  // compiled at load (prepare_weights), or on first use
+  recorder_ = std::make_unique<VulkanRecorder>(device_, queue_, family, pipelines_, counters_);
+  for (const char* name : {"rmsnorm", "rope", "elementwise", "attention", "kv_store"}) fixed_shaders_.push_back(shader_index(name));
+  for (size_t i = 0; i < kSpirvShaderCount; ++i) {
+    const std::string name = kSpirvShaders[i].name;
+    for (int t = 0; t < kTypeSlots; ++t) {
+      const DTypeInfo* info = find_dtype(static_cast<uint32_t>(t));
+      if (!info) continue;
+      if (name == "matmul_" + std::string(info->name)) matmul_shader_[t] = static_cast<int16_t>(i);
+      if (name == "get_rows_" + std::string(info->name)) get_rows_shader_[t] = static_cast<int16_t>(i);
+    }
+  }
 
   staging_ = make_buffer(kStagingBytes, true);
   rows_ = make_buffer(2 * static_cast<size_t>(max_tokens_) * sizeof(int32_t), false);
@@ -177,26 +172,22 @@ VulkanBackend::~VulkanBackend() {
 
 void VulkanBackend::release() {
   if (device_) vk::vkDeviceWaitIdle(device_);
-  recording_ = false;
+  if (recorder_) recorder_->drop();
   weights_.clear();
   staging_.reset();
   rows_.reset();
   dummy_.reset();
   lookup_ids_.reset();
   rope_tables_.reset();
-  for (auto& [name, p] : pipelines_) {
+  recorder_.reset();
+  for (VulkanPipeline& p : pipelines_) {
+    if (!p.pipeline) continue;
     vk::vkDestroyPipeline(device_, p.pipeline, nullptr);
     vk::vkDestroyPipelineLayout(device_, p.layout, nullptr);
     vk::vkDestroyDescriptorSetLayout(device_, p.set_layout, nullptr);
   }
   pipelines_.clear();
-  if (descriptor_pool_) vk::vkDestroyDescriptorPool(device_, descriptor_pool_, nullptr);
-  if (fence_) vk::vkDestroyFence(device_, fence_, nullptr);
-  if (command_pool_) vk::vkDestroyCommandPool(device_, command_pool_, nullptr);
-  if (device_) vk::vkDestroyDevice(device_, nullptr);
-  descriptor_pool_ = VK_NULL_HANDLE;
-  fence_ = VK_NULL_HANDLE;
-  command_pool_ = VK_NULL_HANDLE;
+  if (device_) vk::vkDestroyDevice(device_, driver_allocator_.callbacks());
   device_ = VK_NULL_HANDLE;
 }
 
@@ -269,13 +260,12 @@ std::unique_ptr<VulkanBuffer> VulkanBackend::make_buffer(size_t bytes, bool host
 
 std::unique_ptr<Buffer> VulkanBackend::allocate(size_t bytes) { return make_buffer(bytes, false); }
 
-const VulkanBackend::Pipeline& VulkanBackend::pipeline(const std::string& name) {
-  auto it = pipelines_.find(name);
-  if (it != pipelines_.end()) return it->second;
-  const SpirvShader* spirv = find_shader(name);
-  if (!spirv) fail("internal: no shader named {}", name);
-  Pipeline p;
-  p.bindings = bindings_of(name);
+uint16_t VulkanBackend::pipeline(int index) {
+  if (index < 0 || static_cast<size_t>(index) >= pipelines_.size()) fail("internal: no such shader");
+  VulkanPipeline& p = pipelines_[index];
+  if (p.pipeline) return static_cast<uint16_t>(index);
+  const SpirvShader& spirv = kSpirvShaders[index];
+  p.bindings = bindings_of(spirv.name);
   std::vector<VkDescriptorSetLayoutBinding> bindings(p.bindings);
   for (uint32_t i = 0; i < p.bindings; ++i)
     bindings[i] = {i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
@@ -291,8 +281,8 @@ const VulkanBackend::Pipeline& VulkanBackend::pipeline(const std::string& name) 
   layout_info.pPushConstantRanges = &push;
   vk::check(vk::vkCreatePipelineLayout(device_, &layout_info, nullptr, &p.layout), "vkCreatePipelineLayout");
   VkShaderModuleCreateInfo module_info{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
-  module_info.codeSize = spirv->n_words * 4;
-  module_info.pCode = spirv->words;
+  module_info.codeSize = spirv.n_words * 4;
+  module_info.pCode = spirv.words;
   VkShaderModule module = VK_NULL_HANDLE;
   vk::check(vk::vkCreateShaderModule(device_, &module_info, nullptr, &module), "vkCreateShaderModule");
   VkComputePipelineCreateInfo info{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
@@ -303,30 +293,16 @@ const VulkanBackend::Pipeline& VulkanBackend::pipeline(const std::string& name) 
   info.layout = p.layout;
   const VkResult r = vk::vkCreateComputePipelines(device_, VK_NULL_HANDLE, 1, &info, nullptr, &p.pipeline);
   vk::vkDestroyShaderModule(device_, module, nullptr);
+  if (r != VK_SUCCESS) p.pipeline = VK_NULL_HANDLE;
   vk::check(r, "vkCreateComputePipelines");
-  return pipelines_.emplace(name, p).first->second;
-}
-
-void VulkanBackend::record() {
-  if (recording_) return;
-  vk::check(vk::vkResetCommandBuffer(commands_, 0), "vkResetCommandBuffer");
-  VkCommandBufferBeginInfo begin{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-  begin.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
-  vk::check(vk::vkBeginCommandBuffer(commands_, &begin), "vkBeginCommandBuffer");
-  recording_ = true;
+  ++counters_.pipelines_compiled;
+  return static_cast<uint16_t>(index);
 }
 
 void VulkanBackend::flush() {
-  if (!recording_) return;
-  recording_ = false;
+  if (recorder_->empty()) return;
   try {
-    vk::check(vk::vkEndCommandBuffer(commands_), "vkEndCommandBuffer");
-    VkSubmitInfo submit{VK_STRUCTURE_TYPE_SUBMIT_INFO};
-    submit.commandBufferCount = 1;
-    submit.pCommandBuffers = &commands_;
-    vk::check(vk::vkQueueSubmit(queue_, 1, &submit, fence_), "vkQueueSubmit");
-    vk::check(vk::vkWaitForFences(device_, 1, &fence_, VK_TRUE, UINT64_MAX), "vkWaitForFences");
-    vk::check(vk::vkResetFences(device_, 1, &fence_), "vkResetFences");
+    recorder_->submit_and_wait();
     for (const PendingDownload& d : downloads_) std::memcpy(d.dst, staging_->mapped() + d.staging_offset, d.bytes);
   } catch (...) {
     forget_recorded();
@@ -336,10 +312,23 @@ void VulkanBackend::flush() {
 }
 
 void VulkanBackend::forget_recorded() {
-  vk::vkResetDescriptorPool(device_, descriptor_pool_, 0);
-  sets_used_ = 0;
+  recorder_->drop();
   downloads_.clear();
   staging_used_ = 0;
+}
+
+void VulkanBackend::forget_buffer(VkBuffer b) {
+  if (!recorder_) return;
+  // A step that frees a buffer its commands use runs them first (only a
+  // test does); a buffer nothing pending names is freed without a wait.
+  if (recorder_->uses(b)) {
+    try {
+      flush();
+    } catch (const std::exception&) {
+      vk::vkDeviceWaitIdle(device_);
+    }
+  }
+  recorder_->forget_buffer(b);
 }
 
 size_t VulkanBackend::stage_bytes(size_t bytes) {
@@ -349,17 +338,17 @@ size_t VulkanBackend::stage_bytes(size_t bytes) {
   return at;
 }
 
-void VulkanBackend::barrier() {
-  // Everything before (shaders, copies) is visible to everything after,
-  // including the host once the submission's fence is signalled.
-  VkMemoryBarrier b{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-  b.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
-  b.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
-                    VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_READ_BIT;
-  vk::vkCmdPipelineBarrier(commands_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
-                           VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT |
-                               VK_PIPELINE_STAGE_HOST_BIT,
-                           0, 1, &b, 0, nullptr, 0, nullptr);
+void VulkanBackend::copy_command(VkBuffer src, size_t src_offset, VkBuffer dst, size_t dst_offset, size_t bytes) {
+  VulkanCommand c;
+  c.is_dispatch = false;
+  c.copy_src = src;
+  c.copy_dst = dst;
+  c.region = {src_offset, dst_offset, bytes};
+  c.n_reads = 1;
+  c.reads[0] = {src, src_offset, src_offset + bytes};
+  c.n_writes = 1;
+  c.writes[0] = {dst, dst_offset, dst_offset + bytes};
+  recorder_->add(c);
 }
 
 namespace {
@@ -376,12 +365,9 @@ void VulkanBackend::upload(DevicePtr dst, const void* src, size_t bytes) {
     const size_t chunk = std::min(bytes - done, kStagingBytes);
     const size_t at = stage_bytes(chunk);
     std::memcpy(staging_->mapped() + at, from + done, chunk);
-    record();
-    VkBufferCopy region{at, dst.offset + done, chunk};
-    vk::vkCmdCopyBuffer(commands_, staging_->handle(), vk_buffer(dst), 1, &region);
+    copy_command(staging_->handle(), at, vk_buffer(dst), dst.offset + done, chunk);
     done += chunk;
   }
-  if (recording_) barrier();
 }
 
 void VulkanBackend::download(void* dst, DevicePtr src, size_t bytes) {
@@ -390,10 +376,7 @@ void VulkanBackend::download(void* dst, DevicePtr src, size_t bytes) {
   for (size_t done = 0; done < bytes;) {
     const size_t chunk = std::min(bytes - done, kStagingBytes);
     const size_t at = stage_bytes(chunk);
-    record();
-    VkBufferCopy region{src.offset + done, at, chunk};
-    vk::vkCmdCopyBuffer(commands_, vk_buffer(src), staging_->handle(), 1, &region);
-    barrier();
+    copy_command(vk_buffer(src), src.offset + done, staging_->handle(), at, chunk);
     downloads_.push_back({to + done, at, chunk});
     done += chunk;
   }
@@ -406,48 +389,33 @@ void VulkanBackend::copy(DevicePtr dst, DevicePtr src, size_t bytes) {
   check_range(dst, bytes, "copy");
   if (src.buffer == dst.buffer && src.offset < dst.offset + bytes && dst.offset < src.offset + bytes)
     fail("internal: a copy between overlapping regions");
-  record();
-  VkBufferCopy region{src.offset, dst.offset, bytes};
-  vk::vkCmdCopyBuffer(commands_, vk_buffer(src), vk_buffer(dst), 1, &region);
-  barrier();
+  copy_command(vk_buffer(src), src.offset, vk_buffer(dst), dst.offset, bytes);
   if (!in_step_) flush();  // a KV copy between steps is done when it returns
 }
 
-void VulkanBackend::dispatch(const std::string& shader, std::initializer_list<VkBuffer> buffers, const void* push,
-                             size_t push_bytes, uint32_t gx, uint32_t gy, uint32_t gz) {
+void VulkanBackend::dispatch(int shader, std::initializer_list<VkBuffer> buffers, const void* push, size_t push_bytes,
+                             uint32_t gx, uint32_t gy, uint32_t gz, std::initializer_list<BufferRange> reads,
+                             std::initializer_list<BufferRange> writes) {
   if (gx > max_groups_[0] || gy > max_groups_[1] || gz > max_groups_[2])
-    fail("Vulkan: {} needs {}x{}x{} workgroups, more than the device's {}x{}x{}", shader, gx, gy, gz, max_groups_[0],
-         max_groups_[1], max_groups_[2]);
-  const Pipeline& p = pipeline(shader);
-  if (sets_used_ >= kMaxSets) flush();
-  record();
-  VkDescriptorSetAllocateInfo alloc{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
-  alloc.descriptorPool = descriptor_pool_;
-  alloc.descriptorSetCount = 1;
-  alloc.pSetLayouts = &p.set_layout;
-  VkDescriptorSet set = VK_NULL_HANDLE;
-  vk::check(vk::vkAllocateDescriptorSets(device_, &alloc, &set), "vkAllocateDescriptorSets");
-  ++sets_used_;
-  VkDescriptorBufferInfo infos[8];
-  VkWriteDescriptorSet writes[8];
-  uint32_t i = 0;
-  for (VkBuffer b : buffers) {
-    infos[i] = {b, 0, VK_WHOLE_SIZE};
-    writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
-    writes[i].dstSet = set;
-    writes[i].dstBinding = i;
-    writes[i].descriptorCount = 1;
-    writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-    writes[i].pBufferInfo = &infos[i];
-    ++i;
-  }
-  if (i != p.bindings) fail("internal: {} takes {} buffers, given {}", shader, p.bindings, i);
-  vk::vkUpdateDescriptorSets(device_, i, writes, 0, nullptr);
-  vk::vkCmdBindPipeline(commands_, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
-  vk::vkCmdBindDescriptorSets(commands_, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
-  vk::vkCmdPushConstants(commands_, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, static_cast<uint32_t>(push_bytes), push);
-  vk::vkCmdDispatch(commands_, gx, gy, gz);
-  barrier();
+    fail("Vulkan: {} needs {}x{}x{} workgroups, more than the device's {}x{}x{}", kSpirvShaders[shader].name, gx, gy,
+         gz, max_groups_[0], max_groups_[1], max_groups_[2]);
+  VulkanCommand c;
+  c.pipeline = pipeline(shader);
+  if (buffers.size() > VulkanCommand::kMaxBindings || reads.size() > VulkanCommand::kMaxReads ||
+      writes.size() > VulkanCommand::kMaxWrites || push_bytes > kPushBytes || push_bytes % 4 != 0)
+    fail("internal: a dispatch of {} beyond the recorder's limits", kSpirvShaders[shader].name);
+  c.n_bindings = static_cast<uint8_t>(buffers.size());
+  std::copy(buffers.begin(), buffers.end(), c.bindings);
+  c.groups[0] = gx;
+  c.groups[1] = gy;
+  c.groups[2] = gz;
+  c.push_words = static_cast<uint32_t>(push_bytes / 4);
+  std::memcpy(c.push, push, push_bytes);
+  c.n_reads = static_cast<uint8_t>(reads.size());
+  std::copy(reads.begin(), reads.end(), c.reads);
+  c.n_writes = static_cast<uint8_t>(writes.size());
+  std::copy(writes.begin(), writes.end(), c.writes);
+  recorder_->add(c);
 }
 
 void VulkanBackend::prepare_matrix(const Matrix& m) {
@@ -486,8 +454,16 @@ void VulkanBackend::prepare_matrix(const Matrix& m) {
 
 uint64_t VulkanBackend::prepare_weights(std::span<const WeightToPrepare> weights, PreparedMemory&) {
   const uint64_t before = held_bytes_;
+  // The pipelines the stage's ops use are compiled now, not in its first step.
+  for (int shader : fixed_shaders_) pipeline(shader);
   for (const WeightToPrepare& w : weights)
-    if (!w.matrix->empty()) prepare_matrix(*w.matrix);
+    if (!w.matrix->empty()) {
+      prepare_matrix(*w.matrix);
+      size_t offset = 0;
+      const auto t = static_cast<size_t>(weight(*w.matrix, &offset).type);
+      pipeline(matmul_shader_[t]);
+      pipeline(get_rows_shader_[t]);
+    }
   flush();
   return held_bytes_ - before;
 }
@@ -516,6 +492,11 @@ void VulkanBackend::begin_step(const int32_t* seq_ids, const int32_t* positions,
   upload(DevicePtr{rows_.get(), 0}, seq_ids, bytes);
   upload(DevicePtr{rows_.get(), static_cast<size_t>(max_tokens_) * sizeof(int32_t)}, positions, bytes);
   step_positions_.assign(positions, positions + n_tokens);
+  step_seqs_ = {0, 0};
+  if (n_tokens > 0)
+    step_seqs_ = {static_cast<size_t>(*std::min_element(seq_ids, seq_ids + n_tokens)),
+                  static_cast<size_t>(*std::max_element(seq_ids, seq_ids + n_tokens)) + 1};
+  ++counters_.steps;
   step_rope_tables_.clear();
   step_tokens_ = n_tokens;
   in_step_ = true;
@@ -528,9 +509,15 @@ void VulkanBackend::finish_step() {
 
 void VulkanBackend::abandon_step() {
   in_step_ = false;
-  if (recording_) vk::vkEndCommandBuffer(commands_);  // reset when the next recording begins
-  recording_ = false;
   forget_recorded();
+}
+
+BufferRange VulkanBackend::step_rows() const {
+  return {rows_->handle(), 0, 2 * static_cast<size_t>(max_tokens_) * sizeof(int32_t)};
+}
+
+BufferRange VulkanBackend::step_cache(DevicePtr base, size_t seq_stride) const {
+  return range(base.bytes(step_seqs_[0] * seq_stride), (step_seqs_[1] - step_seqs_[0]) * seq_stride);
 }
 
 void VulkanBackend::check_step(int n_tokens) const {
@@ -543,8 +530,11 @@ void VulkanBackend::matmul(const Matrix& w, DevicePtr x, DevicePtr y, int n_toke
   const uint32_t push[] = {u32(w.rows), u32(w.cols), u32(n_tokens), u32(offset), u32(dw.row_stride), floats(x), floats(y)};
   // matmul.comp's ROWS and TILE; row groups beyond the device's x limit go in z.
   const uint32_t row_groups = u32((w.rows + 3) / 4), gx = std::min(row_groups, max_groups_[0]);
-  dispatch("matmul_" + std::string(dtype_info(dw.type).name), {dw.buffer->handle(), vk_buffer(x), vk_buffer(y)}, push,
-           sizeof(push), gx, u32((n_tokens + 7) / 8), (row_groups + gx - 1) / gx);
+  const VkBuffer wb = dw.buffer->handle();
+  dispatch(matmul_shader_[static_cast<size_t>(dw.type)], {wb, vk_buffer(x), vk_buffer(y)}, push, sizeof(push), gx,
+           u32((n_tokens + 7) / 8), (row_groups + gx - 1) / gx,
+           {{wb, offset, offset + w.rows * dw.row_stride}, range(x, rows_bytes(n_tokens, w.cols))},
+           {range(y, rows_bytes(n_tokens, w.rows))});
 }
 
 void VulkanBackend::rmsnorm(DevicePtr x, const Matrix& weight_matrix, DevicePtr y, int n_tokens, int n, float eps) {
@@ -556,7 +546,10 @@ void VulkanBackend::rmsnorm(DevicePtr x, const Matrix& weight_matrix, DevicePtr 
     uint32_t rows;
   } push{u32(n), floats(x), u32(offset / 4), floats(y), eps, u32(n_tokens)};
   const uint32_t gx = std::min<uint32_t>(n_tokens, 65535), gy = (n_tokens + 65534) / 65535;
-  dispatch("rmsnorm", {vk_buffer(x), dw.buffer->handle(), vk_buffer(y)}, &push, sizeof(push), gx, gy, 1);
+  const VkBuffer wb = dw.buffer->handle();
+  dispatch(fixed_shaders_[kRmsnorm], {vk_buffer(x), wb, vk_buffer(y)}, &push, sizeof(push), gx, gy, 1,
+           {range(x, rows_bytes(n_tokens, n)), {wb, offset, offset + n * sizeof(float)}},
+           {range(y, rows_bytes(n_tokens, n))});
 }
 
 void VulkanBackend::rope(DevicePtr x, int n_tokens, int n_heads, const RopeParams& p) {
@@ -587,8 +580,11 @@ void VulkanBackend::rope(DevicePtr x, int n_tokens, int n_heads, const RopeParam
   }
   const uint32_t push[] = {u32(n_heads), u32(p.head_dim), u32(p.rope_dim), p.neox ? 1u : 0u, floats(x),
                            u32(table->offset / sizeof(float))};
-  dispatch("rope", {vk_buffer(x), rope_tables_->handle()}, push, sizeof(push), u32((half + 63) / 64), u32(n_heads),
-           u32(n_tokens));
+  const BufferRange rows = range(x, rows_bytes(n_tokens, static_cast<int64_t>(n_heads) * p.head_dim));
+  dispatch(fixed_shaders_[kRope], {vk_buffer(x), rope_tables_->handle()}, push, sizeof(push), u32((half + 63) / 64),
+           u32(n_heads), u32(n_tokens),
+           {rows, range({rope_tables_.get(), table->offset}, static_cast<size_t>(step_tokens_) * half * 2 * sizeof(float))},
+           {rows});
 }
 
 void VulkanBackend::kv_store(const KvLayer& kv, DevicePtr k, DevicePtr v, int n_tokens) {
@@ -609,8 +605,10 @@ void VulkanBackend::kv_store(const KvLayer& kv, DevicePtr k, DevicePtr v, int n_
                              u32(kv.ring),
                              floats(part == 0 ? k : v),
                              u32(max_tokens_)};
-    dispatch("kv_store", {vk_buffer(part == 0 ? k : v), vk_buffer(dst), rows_->handle()}, push, sizeof(push),
-             u32((row_bytes / 4 + 63) / 64), u32(n_tokens), 1);
+    dispatch(fixed_shaders_[kKvStore], {vk_buffer(part == 0 ? k : v), vk_buffer(dst), rows_->handle()}, push,
+             sizeof(push), u32((row_bytes / 4 + 63) / 64), u32(n_tokens), 1,
+             {range(part == 0 ? k : v, rows_bytes(n_tokens, kv.width)), step_rows()},
+             {step_cache(dst, part == 0 ? kv.k_seq_stride : kv.v_seq_stride)});
   }
 }
 
@@ -625,8 +623,12 @@ void VulkanBackend::attention(DevicePtr q, const KvLayer& kv, int n_tokens, cons
   } push{u32(s.n_head), u32(s.n_head_kv), u32(s.head_dim), u32(s.window), floats(q), floats(out), u32(kv.k.offset),
          u32(kv.v.offset), u32(kv.k_row_bytes), u32(kv.v_row_bytes), u32(kv.k_seq_stride), u32(kv.v_seq_stride),
          u32(kv.ring), kv_code(kv.k_type), kv_code(kv.v_type), u32(max_tokens_), s.scale};
-  dispatch("attention", {vk_buffer(q), vk_buffer(kv.k), vk_buffer(kv.v), rows_->handle(), vk_buffer(out)}, &push,
-           sizeof(push), u32(s.n_head), u32(n_tokens), 1);
+  const int64_t width = static_cast<int64_t>(s.n_head) * s.head_dim;
+  dispatch(fixed_shaders_[kAttention], {vk_buffer(q), vk_buffer(kv.k), vk_buffer(kv.v), rows_->handle(), vk_buffer(out)},
+           &push, sizeof(push), u32(s.n_head), u32(n_tokens), 1,
+           {range(q, rows_bytes(n_tokens, width)), step_cache(kv.k, kv.k_seq_stride), step_cache(kv.v, kv.v_seq_stride),
+            step_rows()},
+           {range(out, rows_bytes(n_tokens, width))});
 }
 
 void VulkanBackend::elementwise(uint32_t op, DevicePtr a, VkBuffer b, size_t b_offset, DevicePtr out, int64_t n,
@@ -639,7 +641,11 @@ void VulkanBackend::elementwise(uint32_t op, DevicePtr a, VkBuffer b, size_t b_o
     uint32_t op, n, a_off, b_off, o_off, b_period, groups_x;
     float param;
   } push{op, u32(n), floats(a), u32(b_offset / 4), floats(out), period, gx, param};
-  dispatch("elementwise", {vk_buffer(a), b ? b : dummy_->handle(), vk_buffer(out)}, &push, sizeof(push), gx, gy, 1);
+  const size_t bytes = static_cast<size_t>(n) * sizeof(float);
+  const VkBuffer bb = b ? b : dummy_->handle();
+  const BufferRange b_read{bb, b ? b_offset : 0, b ? b_offset + (period > 1 ? period * sizeof(float) : bytes) : 0};
+  dispatch(fixed_shaders_[kElementwise], {vk_buffer(a), bb, vk_buffer(out)}, &push, sizeof(push), gx, gy, 1,
+           {range(a, bytes), b_read}, {range(out, bytes)});
 }
 
 
@@ -675,9 +681,11 @@ void VulkanBackend::get_rows(const Matrix& w, const int32_t* ids, int n, DeviceP
   upload(DevicePtr{lookup_ids_.get(), 0}, ids, static_cast<size_t>(n) * sizeof(int32_t));
   const uint32_t push[] = {u32(w.cols), u32(offset), u32(dw.row_stride), floats(out)};
   const uint32_t chunks = u32((w.cols + 31) / 32);
-  dispatch("get_rows_" + std::string(dtype_info(dw.type).name),
-           {dw.buffer->handle(), lookup_ids_->handle(), vk_buffer(out)}, push, sizeof(push), (chunks + 63) / 64,
-           u32(n), 1);
+  const VkBuffer wb = dw.buffer->handle();
+  dispatch(get_rows_shader_[static_cast<size_t>(dw.type)], {wb, lookup_ids_->handle(), vk_buffer(out)}, push,
+           sizeof(push), (chunks + 63) / 64, u32(n), 1,
+           {{wb, offset, offset + w.rows * dw.row_stride}, {lookup_ids_->handle(), 0, n * sizeof(int32_t)}},
+           {range(out, rows_bytes(n, w.cols))});
   if (!in_step_) flush();
 }
 

@@ -8,6 +8,7 @@
 // router logits; or when the descriptor pool or the staging area runs out). Each shader fixes its reduction order, so the bits do not depend on
 // the batch (docs/design.md); they differ from the CPU backend's within the
 // tolerances the tests state.
+#include <array>
 #include <atomic>
 #include <map>
 #include <memory>
@@ -15,7 +16,9 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/vulkan/driver_allocator.h"
 #include "backend/vulkan/vulkan_api.h"
+#include "backend/vulkan/vulkan_recorder.h"
 
 namespace shoal {
 
@@ -40,6 +43,13 @@ class VulkanBackend : public Backend {
   // The largest buffer a shader can bind (maxStorageBufferRange, under
   // 4 GiB: every offset a shader takes fits 32 bits).
   uint64_t max_buffer_bytes() const { return max_buffer_range_; }
+  // The last submission's commands with their ranges and barriers.
+  std::optional<DeviceCounters> device_counters() const override {
+    DeviceCounters c = counters_;
+    c.driver_allocations = driver_allocator_.count();
+    return c;
+  }
+  std::span<const VulkanCommand> last_submission() const { return recorder_->last_submitted(); }
 
   std::unique_ptr<Buffer> allocate(size_t bytes) override;
   void upload(DevicePtr dst, const void* src, size_t bytes) override;
@@ -65,12 +75,6 @@ class VulkanBackend : public Backend {
   void get_rows(const Matrix& w, const int32_t* ids, int n, DevicePtr out) override;
 
  private:
-  struct Pipeline {
-    VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
-    VkPipelineLayout layout = VK_NULL_HANDLE;
-    VkPipeline pipeline = VK_NULL_HANDLE;
-    uint32_t bindings = 0;
-  };
   // A weight matrix in device memory, found by the host address it came from.
   struct DeviceWeight {
     const uint8_t* host = nullptr;
@@ -98,13 +102,23 @@ class VulkanBackend : public Backend {
   uint32_t max_groups_[3] = {65535, 65535, 65535};
   std::atomic<uint64_t> held_bytes_{0};  // read by devices() on other threads
   bool warned_widened_ = false;
-  VkCommandPool command_pool_ = VK_NULL_HANDLE;
-  VkCommandBuffer commands_ = VK_NULL_HANDLE;
-  VkFence fence_ = VK_NULL_HANDLE;
-  VkDescriptorPool descriptor_pool_ = VK_NULL_HANDLE;
-  uint32_t sets_used_ = 0;
-  bool recording_ = false;
-  std::map<std::string, Pipeline> pipelines_;
+  DriverAllocator driver_allocator_;
+  DeviceCounters counters_;
+  // Indexed as the shader table; compiled at load (prepare_weights).
+  std::vector<VulkanPipeline> pipelines_;
+  std::unique_ptr<VulkanRecorder> recorder_;
+  // Shader table indices, found once: the fixed ops' (in kRmsnorm... order)
+  // and each weight type's matmul and embedding lookup (-1: none).
+  enum FixedShader { kRmsnorm, kRope, kElementwise, kAttention, kKvStore };
+  std::vector<int> fixed_shaders_;
+  static constexpr int kTypeSlots = 40;  // DType values
+  std::array<int16_t, kTypeSlots> matmul_shader_ = filled(-1);
+  std::array<int16_t, kTypeSlots> get_rows_shader_ = filled(-1);
+  static constexpr std::array<int16_t, kTypeSlots> filled(int16_t v) {
+    std::array<int16_t, kTypeSlots> a{};
+    a.fill(v);
+    return a;
+  }
   std::map<const uint8_t*, DeviceWeight> weights_;
   std::unique_ptr<VulkanBuffer> staging_;  // host-visible: uploads and downloads pass through it
   size_t staging_used_ = 0;
@@ -122,6 +136,7 @@ class VulkanBackend : public Backend {
   std::unique_ptr<VulkanBuffer> rope_tables_;
   std::vector<RopeTable> step_rope_tables_;
   std::vector<int32_t> step_positions_;
+  std::array<size_t, 2> step_seqs_{};  // the step's sequence ids: [first, last + 1)
   std::vector<float> rope_scratch_;
   std::unique_ptr<VulkanBuffer> dummy_;  // bound where a shader's optional input is absent
   std::unique_ptr<VulkanBuffer> lookup_ids_;  // get_rows' token ids: [max_tokens] int32
@@ -130,16 +145,21 @@ class VulkanBackend : public Backend {
 
   friend class VulkanBuffer;
   std::unique_ptr<VulkanBuffer> make_buffer(size_t bytes, bool host_visible);
-  const Pipeline& pipeline(const std::string& name);
+  uint16_t pipeline(int shader);  // compiles it on first use; returns its index
   void init(uint32_t queue_family);  // the constructor's part after the device exists
   void release();  // every Vulkan object this backend made (constructor failures, destructor)
-  void forget_recorded();  // descriptor sets, staging and pending downloads of a submission done or dropped
-  void record();  // begins the command buffer if it is not open
+  void forget_recorded();  // the commands, staging and pending downloads of a submission done or dropped
+  void forget_buffer(VkBuffer b);  // a buffer is being freed
   void flush();   // submits what is recorded, waits, completes downloads
   size_t stage_bytes(size_t bytes);  // room in the staging buffer; flushes when full
-  void barrier();
-  void dispatch(const std::string& shader, std::initializer_list<VkBuffer> buffers, const void* push, size_t push_bytes,
-                uint32_t gx, uint32_t gy, uint32_t gz);
+  void copy_command(VkBuffer src, size_t src_offset, VkBuffer dst, size_t dst_offset, size_t bytes);
+  // One dispatch and the bytes it reads and writes (its barrier follows from them).
+  void dispatch(int shader, std::initializer_list<VkBuffer> buffers, const void* push, size_t push_bytes, uint32_t gx,
+                uint32_t gy, uint32_t gz, std::initializer_list<BufferRange> reads,
+                std::initializer_list<BufferRange> writes);
+  BufferRange step_rows() const;  // the step's seq ids and positions
+  // A layer's K or V rows of the step's sequences.
+  BufferRange step_cache(DevicePtr base, size_t seq_stride) const;
   // The device copy of a prepared matrix (and the byte offset of w inside it).
   const DeviceWeight& weight(const Matrix& w, size_t* offset) const;
   // elementwise.comp's op over n values; b (optional) is a buffer and byte offset.
