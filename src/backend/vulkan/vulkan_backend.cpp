@@ -528,8 +528,8 @@ void VulkanBackend::matmul(const Matrix& w, DevicePtr x, DevicePtr y, int n_toke
   size_t offset = 0;
   const DeviceWeight& dw = weight(w, &offset);
   const uint32_t push[] = {u32(w.rows), u32(w.cols), u32(n_tokens), u32(offset), u32(dw.row_stride), floats(x), floats(y)};
-  // matmul.comp's ROWS and TILE; row groups beyond the device's x limit go in z.
-  const uint32_t row_groups = u32((w.rows + 3) / 4), gx = std::min(row_groups, max_groups_[0]);
+  // matmul.comp: 128 rows (32 threads x ROWS) and TILE tokens a workgroup; row groups beyond the device's x limit go in z.
+  const uint32_t row_groups = u32((w.rows + 127) / 128), gx = std::min(row_groups, max_groups_[0]);
   const VkBuffer wb = dw.buffer->handle();
   dispatch(matmul_shader_[static_cast<size_t>(dw.type)], {wb, vk_buffer(x), vk_buffer(y)}, push, sizeof(push), gx,
            u32((n_tokens + 7) / 8), (row_groups + gx - 1) / gx,

@@ -41,12 +41,15 @@ void load_chunk(uint base, uint c, uint cols) {
     v[k + 16] = (float(q >> 4) - 8.0) * d;
   }
 #elif defined(TYPE_Q4_1)
-  uint b = base + c * 20;
-  float d = F16(w, b), m = F16(w, b + 2);
-  for (uint k = 0; k < 16; ++k) {
-    uint q = BYTE(w, b + 4 + k);
-    v[k] = mul_add(float(q & 15u), d, m);
-    v[k + 16] = mul_add(float(q >> 4), d, m);
+  uint b = base + c * 20;  // 4-byte aligned: whole words
+  const vec2 dm = unpackHalf2x16(w[b >> 2]);
+  for (uint j = 0; j < 4; ++j) {
+    const uint q = w[(b >> 2) + 1 + j];
+    for (uint i = 0; i < 4; ++i) {
+      const uint byte_ = (q >> (8 * i)) & 0xFFu;
+      v[j * 4 + i] = mul_add(float(byte_ & 15u), dm.x, dm.y);
+      v[j * 4 + i + 16] = mul_add(float(byte_ >> 4), dm.x, dm.y);
+    }
   }
 #elif defined(TYPE_Q5_0)
   uint b = base + c * 22;
