@@ -418,7 +418,7 @@ void VulkanBackend::dispatch(int shader, std::initializer_list<VkBuffer> buffers
   recorder_->add(c);
 }
 
-void VulkanBackend::prepare_matrix(const Matrix& m) {
+void VulkanBackend::prepare_matrix(const Matrix& m, int64_t slice_rows) {
   auto held = weights_.find(m.data);
   if (held != weights_.end() && held->second.host_bytes == m.bytes() && held->second.host_row_stride == m.row_stride())
     return;  // shared by two roles (or prepared twice)
@@ -435,17 +435,28 @@ void VulkanBackend::prepare_matrix(const Matrix& m) {
     warned_widened_ = true;
   }
   w.row_stride = row_bytes(w.type, m.cols);
-  w.buffer = make_buffer(static_cast<size_t>(m.rows) * w.row_stride, false);
-  const DevicePtr dst{w.buffer.get(), 0};
-  if (w.type == m.type) {
-    upload(dst, m.data, m.bytes());
-  } else {
+  // A matrix larger than one buffer may bind (a vocabulary on lavapipe's
+  // 128 MiB) is held in parts of whole rows (whole slices: an expert is
+  // never cut), each op running once per part.
+  const int64_t granule = std::max<int64_t>(1, slice_rows);
+  w.part_rows = std::min<int64_t>(m.rows, static_cast<int64_t>((max_buffer_range_ - 16) / w.row_stride) / granule * granule);
+  if (w.part_rows < 1)
+    fail("Vulkan device {} cannot bind {} rows of {} bytes (its limit is {} MiB)", name_, granule, w.row_stride,
+         max_buffer_range_ >> 20);
+  for (int64_t first = 0; first < m.rows; first += w.part_rows) {
+    const int64_t n_rows = std::min(w.part_rows, m.rows - first);
+    w.parts.push_back(make_buffer(static_cast<size_t>(n_rows) * w.row_stride, false));
+    const DevicePtr dst{w.parts.back().get(), 0};
+    if (w.type == m.type) {
+      upload(dst, m.row(first), static_cast<size_t>(n_rows) * m.row_stride());
+      continue;
+    }
     // Widened in slices of rows, so the host copy stays small.
     const int64_t step = std::max<int64_t>(1, static_cast<int64_t>((8u << 20) / w.row_stride));
-    std::vector<float> rows(static_cast<size_t>(std::min(step, m.rows) * m.cols));
-    for (int64_t r = 0; r < m.rows; r += step) {
-      const int64_t n = std::min(step, m.rows - r);
-      for (int64_t i = 0; i < n; ++i) dequantize_row(m.type, m.row(r + i), rows.data() + i * m.cols, m.cols);
+    std::vector<float> rows(static_cast<size_t>(std::min(step, n_rows) * m.cols));
+    for (int64_t r = 0; r < n_rows; r += step) {
+      const int64_t n = std::min(step, n_rows - r);
+      for (int64_t i = 0; i < n; ++i) dequantize_row(m.type, m.row(first + r + i), rows.data() + i * m.cols, m.cols);
       upload(dst.bytes(static_cast<size_t>(r) * w.row_stride), rows.data(), static_cast<size_t>(n) * w.row_stride);
     }
   }
@@ -458,9 +469,8 @@ uint64_t VulkanBackend::prepare_weights(std::span<const WeightToPrepare> weights
   for (int shader : fixed_shaders_) pipeline(shader);
   for (const WeightToPrepare& w : weights)
     if (!w.matrix->empty()) {
-      prepare_matrix(*w.matrix);
-      size_t offset = 0;
-      const auto t = static_cast<size_t>(weight(*w.matrix, &offset).type);
+      prepare_matrix(*w.matrix, w.slice_rows);
+      const auto t = static_cast<size_t>(held_weight(*w.matrix).type);
       pipeline(matmul_shader_[t]);
       pipeline(get_rows_shader_[t]);
     }
@@ -475,15 +485,36 @@ uint64_t VulkanBackend::prepared_bytes(std::span<const WeightToPrepare> weights)
   return total;
 }
 
-const VulkanBackend::DeviceWeight& VulkanBackend::weight(const Matrix& m, size_t* offset) const {
+const VulkanBackend::DeviceWeight& VulkanBackend::held_weight(const Matrix& m, int64_t* first_row) const {
   auto it = weights_.upper_bound(m.data);
   if (it == weights_.begin()) fail("internal: a matrix the Vulkan backend was not given");
   --it;
   const DeviceWeight& w = it->second;
   const size_t at = static_cast<size_t>(m.data - w.host);
   if (at >= w.host_bytes) fail("internal: a matrix the Vulkan backend was not given");
-  *offset = at / w.host_row_stride * w.row_stride;  // whole rows (an expert's slice)
+  if (first_row) *first_row = static_cast<int64_t>(at / w.host_row_stride);  // whole rows (an expert's slice)
   return w;
+}
+
+template <class F>
+void VulkanBackend::for_each_part(const Matrix& m, F&& f) const {
+  int64_t first = 0;
+  const DeviceWeight& w = held_weight(m, &first);
+  for (int64_t r = first; r < first + m.rows;) {
+    const int64_t part = r / w.part_rows, within = r - part * w.part_rows;
+    const int64_t n = std::min(w.part_rows - within, first + m.rows - r);
+    f(WeightPart{w.parts[part]->handle(), static_cast<size_t>(within) * w.row_stride, r - first, n, w.type,
+                 w.row_stride});
+    r += n;
+  }
+}
+
+VulkanBackend::WeightPart VulkanBackend::weight_whole(const Matrix& m) const {
+  WeightPart whole{};
+  int n = 0;
+  for_each_part(m, [&](const WeightPart& part) { whole = part, ++n; });
+  if (n != 1) fail("internal: a vector held in parts");
+  return whole;
 }
 
 void VulkanBackend::begin_step(const int32_t* seq_ids, const int32_t* positions, int n_tokens) {
@@ -525,30 +556,31 @@ void VulkanBackend::check_step(int n_tokens) const {
 }
 
 void VulkanBackend::matmul(const Matrix& w, DevicePtr x, DevicePtr y, int n_tokens) {
-  size_t offset = 0;
-  const DeviceWeight& dw = weight(w, &offset);
-  const uint32_t push[] = {u32(w.rows), u32(w.cols), u32(n_tokens), u32(offset), u32(dw.row_stride), floats(x), floats(y)};
-  // matmul.comp: 128 rows (32 threads x ROWS) and TILE tokens a workgroup; row groups beyond the device's x limit go in z.
-  const uint32_t row_groups = u32((w.rows + 127) / 128), gx = std::min(row_groups, max_groups_[0]);
-  const VkBuffer wb = dw.buffer->handle();
-  dispatch(matmul_shader_[static_cast<size_t>(dw.type)], {wb, vk_buffer(x), vk_buffer(y)}, push, sizeof(push), gx,
-           u32((n_tokens + 7) / 8), (row_groups + gx - 1) / gx,
-           {{wb, offset, offset + w.rows * dw.row_stride}, range(x, rows_bytes(n_tokens, w.cols))},
-           {range(y, rows_bytes(n_tokens, w.rows))});
+  for_each_part(w, [&](const WeightPart& part) {
+    const DevicePtr y_part = y + part.first_row;  // y's rows stay w.rows apart
+    const uint32_t push[] = {u32(part.rows), u32(w.cols), u32(n_tokens), u32(part.offset), u32(part.row_stride),
+                             floats(x), floats(y_part), u32(w.rows)};
+    // matmul.comp: 128 rows (32 threads x ROWS) and TILE tokens a
+    // workgroup; row groups beyond the device's x limit go in z.
+    const uint32_t row_groups = u32((part.rows + 127) / 128), gx = std::min(row_groups, max_groups_[0]);
+    dispatch(matmul_shader_[static_cast<size_t>(part.type)], {part.buffer, vk_buffer(x), vk_buffer(y)}, push,
+             sizeof(push), gx, u32((n_tokens + 7) / 8), (row_groups + gx - 1) / gx,
+             {{part.buffer, part.offset, part.offset + part.rows * part.row_stride},
+              range(x, rows_bytes(n_tokens, w.cols))},
+             {range(y_part, rows_bytes(n_tokens - 1, w.rows) + part.rows * sizeof(float))});
+  });
 }
 
 void VulkanBackend::rmsnorm(DevicePtr x, const Matrix& weight_matrix, DevicePtr y, int n_tokens, int n, float eps) {
-  size_t offset = 0;
-  const DeviceWeight& dw = weight(weight_matrix, &offset);
+  const WeightPart wp = weight_whole(weight_matrix);
   struct {
     uint32_t n, x_off, w_off, y_off;
     float eps;
     uint32_t rows;
-  } push{u32(n), floats(x), u32(offset / 4), floats(y), eps, u32(n_tokens)};
+  } push{u32(n), floats(x), u32(wp.offset / 4), floats(y), eps, u32(n_tokens)};
   const uint32_t gx = std::min<uint32_t>(n_tokens, 65535), gy = (n_tokens + 65534) / 65535;
-  const VkBuffer wb = dw.buffer->handle();
-  dispatch(fixed_shaders_[kRmsnorm], {vk_buffer(x), wb, vk_buffer(y)}, &push, sizeof(push), gx, gy, 1,
-           {range(x, rows_bytes(n_tokens, n)), {wb, offset, offset + n * sizeof(float)}},
+  dispatch(fixed_shaders_[kRmsnorm], {vk_buffer(x), wp.buffer, vk_buffer(y)}, &push, sizeof(push), gx, gy, 1,
+           {range(x, rows_bytes(n_tokens, n)), {wp.buffer, wp.offset, wp.offset + n * sizeof(float)}},
            {range(y, rows_bytes(n_tokens, n))});
 }
 
@@ -666,9 +698,8 @@ void VulkanBackend::add(DevicePtr y, DevicePtr x, int64_t n) {
 }
 
 void VulkanBackend::add_bias(DevicePtr y, const Matrix& bias, int n_tokens, int n) {
-  size_t offset = 0;
-  const DeviceWeight& dw = weight(bias, &offset);
-  elementwise(ELEMENTWISE_ADD_BIAS, y, dw.buffer->handle(), offset, y, static_cast<int64_t>(n_tokens) * n, 0.0f,
+  const WeightPart wp = weight_whole(bias);
+  elementwise(ELEMENTWISE_ADD_BIAS, y, wp.buffer, wp.offset, y, static_cast<int64_t>(n_tokens) * n, 0.0f,
               u32(n));
 }
 
@@ -676,16 +707,18 @@ void VulkanBackend::get_rows(const Matrix& w, const int32_t* ids, int n, DeviceP
   if (n <= 0) return;
   if (n > max_tokens_) fail("internal: {} embedding rows exceed the {} the step was sized for", n, max_tokens_);
   check_row_ids(w, ids, n);
-  size_t offset = 0;
-  const DeviceWeight& dw = weight(w, &offset);
   upload(DevicePtr{lookup_ids_.get(), 0}, ids, static_cast<size_t>(n) * sizeof(int32_t));
-  const uint32_t push[] = {u32(w.cols), u32(offset), u32(dw.row_stride), floats(out)};
   const uint32_t chunks = u32((w.cols + 31) / 32);
-  const VkBuffer wb = dw.buffer->handle();
-  dispatch(get_rows_shader_[static_cast<size_t>(dw.type)], {wb, lookup_ids_->handle(), vk_buffer(out)}, push,
-           sizeof(push), (chunks + 63) / 64, u32(n), 1,
-           {{wb, offset, offset + w.rows * dw.row_stride}, {lookup_ids_->handle(), 0, n * sizeof(int32_t)}},
-           {range(out, rows_bytes(n, w.cols))});
+  for_each_part(w, [&](const WeightPart& part) {
+    // Each part writes the rows whose ids fall in it.
+    const uint32_t push[] = {u32(w.cols), u32(part.offset), u32(part.row_stride), floats(out), u32(part.first_row),
+                             u32(part.rows)};
+    dispatch(get_rows_shader_[static_cast<size_t>(part.type)], {part.buffer, lookup_ids_->handle(), vk_buffer(out)},
+             push, sizeof(push), (chunks + 63) / 64, u32(n), 1,
+             {{part.buffer, part.offset, part.offset + part.rows * part.row_stride},
+              {lookup_ids_->handle(), 0, n * sizeof(int32_t)}},
+             {range(out, rows_bytes(n, w.cols))});
+  });
   if (!in_step_) flush();
 }
 

@@ -39,7 +39,8 @@ class VulkanBackend : public Backend {
   void check_kv_rows(size_t k_row_bytes, size_t v_row_bytes) const override;
   // Uploads one matrix (prepare_weights does this for a stage's range);
   // the ops then accept it and any whole-row slice of it.
-  void prepare_matrix(const Matrix& m);
+  // slice_rows: a part boundary never cuts a slice (an expert).
+  void prepare_matrix(const Matrix& m, int64_t slice_rows = 0);
   // The largest buffer a shader can bind (maxStorageBufferRange, under
   // 4 GiB: every offset a shader takes fits 32 bits).
   uint64_t max_buffer_bytes() const { return max_buffer_range_; }
@@ -82,7 +83,17 @@ class VulkanBackend : public Backend {
     size_t host_row_stride = 0;
     DType type = DType::F32;  // on the device (F32 when the host type has no shader)
     size_t row_stride = 0;    // on the device
-    std::unique_ptr<VulkanBuffer> buffer;
+    int64_t part_rows = 0;    // rows per buffer (all of them unless the matrix is larger than one may bind)
+    std::vector<std::unique_ptr<VulkanBuffer>> parts;
+  };
+  // Rows [first_row, first_row + rows) of an op's matrix, in one buffer.
+  struct WeightPart {
+    VkBuffer buffer;
+    size_t offset;      // bytes into the buffer
+    int64_t first_row;  // of the op's matrix
+    int64_t rows;
+    DType type;
+    size_t row_stride;
   };
   struct PendingDownload {
     void* dst;
@@ -160,8 +171,12 @@ class VulkanBackend : public Backend {
   BufferRange step_rows() const;  // the step's seq ids and positions
   // A layer's K or V rows of the step's sequences.
   BufferRange step_cache(DevicePtr base, size_t seq_stride) const;
-  // The device copy of a prepared matrix (and the byte offset of w inside it).
-  const DeviceWeight& weight(const Matrix& w, size_t* offset) const;
+  // The device copy a prepared matrix is in (and the matrix's first row in it).
+  const DeviceWeight& held_weight(const Matrix& w, int64_t* first_row = nullptr) const;
+  // f(WeightPart) for each buffer holding some of w's rows, in row order.
+  template <class F>
+  void for_each_part(const Matrix& w, F&& f) const;
+  WeightPart weight_whole(const Matrix& w) const;  // a vector (a norm, a bias): one part
   // elementwise.comp's op over n values; b (optional) is a buffer and byte offset.
   void elementwise(uint32_t op, DevicePtr a, VkBuffer b, size_t b_offset, DevicePtr out, int64_t n, float param,
                    uint32_t period);

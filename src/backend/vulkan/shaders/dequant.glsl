@@ -15,64 +15,94 @@ float mul_add(float a, float b, float c) {
 float mul_add(float a, float b, float c) { return a * b + c; }
 #endif
 
+// The little-endian 32-bit word at byte o, o even (GGUF blocks keep 16-bit
+// alignment): one load, or two where o is not on a word. The shaders read
+// weights through this, never byte by byte: on a CPU device every load is a
+// scalar load per invocation.
+uint word_at(uint o) {
+  const uint i = o >> 2;
+  if ((o & 2u) == 0u) return w[i];
+  return (w[i] >> 16) | (w[i + 1u] << 16);
+}
+uint byte_of(uint word, uint i) { return (word >> (8u * i)) & 0xFFu; }
+float half_of(uint word, uint i) { return unpackHalf2x16(word >> (16u * i)).x; }
+
 // Chunk c of the row at byte `base`; a float row's values past `cols` are 0.
 void load_chunk(uint base, uint c, uint cols) {
 #if defined(TYPE_F32)
   for (uint k = 0; k < 32; ++k) {
     uint i = c * 32 + k;
-    v[k] = i < cols ? uintBitsToFloat(U32(w, base + i * 4)) : 0.0;
+    v[k] = i < cols ? uintBitsToFloat(w[(base >> 2) + i]) : 0.0;
   }
 #elif defined(TYPE_F16)
-  for (uint k = 0; k < 32; ++k) {
+  for (uint k = 0; k < 32; k += 2) {
     uint i = c * 32 + k;
-    v[k] = i < cols ? F16(w, base + i * 2) : 0.0;
+    const uint pair = i < cols ? word_at(base + i * 2) : 0u;
+    v[k] = i < cols ? half_of(pair, 0) : 0.0;
+    v[k + 1] = i + 1 < cols ? half_of(pair, 1) : 0.0;
   }
 #elif defined(TYPE_BF16)
-  for (uint k = 0; k < 32; ++k) {
+  for (uint k = 0; k < 32; k += 2) {
     uint i = c * 32 + k;
-    v[k] = i < cols ? uintBitsToFloat(U16(w, base + i * 2) << 16) : 0.0;
+    const uint pair = i < cols ? word_at(base + i * 2) : 0u;
+    v[k] = i < cols ? uintBitsToFloat(pair << 16) : 0.0;
+    v[k + 1] = i + 1 < cols ? uintBitsToFloat(pair & 0xFFFF0000u) : 0.0;
   }
 #elif defined(TYPE_Q4_0)
   uint b = base + c * 18;
-  float d = F16(w, b);
-  for (uint k = 0; k < 16; ++k) {
-    uint q = BYTE(w, b + 2 + k);
-    v[k] = (float(q & 15u) - 8.0) * d;
-    v[k + 16] = (float(q >> 4) - 8.0) * d;
+  float d = half_of(word_at(b), 0);
+  for (uint j = 0; j < 4; ++j) {
+    const uint q4 = word_at(b + 2 + 4 * j);
+    for (uint i = 0; i < 4; ++i) {
+      const uint q = byte_of(q4, i), k = 4 * j + i;
+      v[k] = (float(q & 15u) - 8.0) * d;
+      v[k + 16] = (float(q >> 4) - 8.0) * d;
+    }
   }
 #elif defined(TYPE_Q4_1)
-  uint b = base + c * 20;  // 4-byte aligned: whole words
-  const vec2 dm = unpackHalf2x16(w[b >> 2]);
+  uint b = base + c * 20;
+  const uint dm = word_at(b);
+  const float d = half_of(dm, 0), m = half_of(dm, 1);
   for (uint j = 0; j < 4; ++j) {
-    const uint q = w[(b >> 2) + 1 + j];
+    const uint q4 = word_at(b + 4 + 4 * j);
     for (uint i = 0; i < 4; ++i) {
-      const uint byte_ = (q >> (8 * i)) & 0xFFu;
-      v[j * 4 + i] = mul_add(float(byte_ & 15u), dm.x, dm.y);
-      v[j * 4 + i + 16] = mul_add(float(byte_ >> 4), dm.x, dm.y);
+      const uint q = byte_of(q4, i), k = 4 * j + i;
+      v[k] = mul_add(float(q & 15u), d, m);
+      v[k + 16] = mul_add(float(q >> 4), d, m);
     }
   }
 #elif defined(TYPE_Q5_0)
   uint b = base + c * 22;
-  float d = F16(w, b);
-  uint qh = U32(w, b + 2);
-  for (uint k = 0; k < 16; ++k) {
-    uint q = BYTE(w, b + 6 + k);
-    v[k] = (float((q & 15u) | (((qh >> k) & 1u) << 4)) - 16.0) * d;
-    v[k + 16] = (float((q >> 4) | (((qh >> (k + 16)) & 1u) << 4)) - 16.0) * d;
+  float d = half_of(word_at(b), 0);
+  uint qh = word_at(b + 2);
+  for (uint j = 0; j < 4; ++j) {
+    const uint q4 = word_at(b + 6 + 4 * j);
+    for (uint i = 0; i < 4; ++i) {
+      const uint q = byte_of(q4, i), k = 4 * j + i;
+      v[k] = (float((q & 15u) | (((qh >> k) & 1u) << 4)) - 16.0) * d;
+      v[k + 16] = (float((q >> 4) | (((qh >> (k + 16)) & 1u) << 4)) - 16.0) * d;
+    }
   }
 #elif defined(TYPE_Q5_1)
   uint b = base + c * 24;
-  float d = F16(w, b), m = F16(w, b + 2);
-  uint qh = U32(w, b + 4);
-  for (uint k = 0; k < 16; ++k) {
-    uint q = BYTE(w, b + 8 + k);
-    v[k] = mul_add(float((q & 15u) | (((qh >> k) & 1u) << 4)), d, m);
-    v[k + 16] = mul_add(float((q >> 4) | (((qh >> (k + 16)) & 1u) << 4)), d, m);
+  const uint dm = word_at(b);
+  float d = half_of(dm, 0), m = half_of(dm, 1);
+  uint qh = word_at(b + 4);
+  for (uint j = 0; j < 4; ++j) {
+    const uint q4 = word_at(b + 8 + 4 * j);
+    for (uint i = 0; i < 4; ++i) {
+      const uint q = byte_of(q4, i), k = 4 * j + i;
+      v[k] = mul_add(float((q & 15u) | (((qh >> k) & 1u) << 4)), d, m);
+      v[k + 16] = mul_add(float((q >> 4) | (((qh >> (k + 16)) & 1u) << 4)), d, m);
+    }
   }
 #elif defined(TYPE_Q8_0)
   uint b = base + c * 34;
-  float d = F16(w, b);
-  for (uint k = 0; k < 32; ++k) v[k] = float(I8(w, b + 2 + k)) * d;
+  float d = half_of(word_at(b), 0);
+  for (uint j = 0; j < 8; ++j) {
+    const uint q4 = word_at(b + 2 + 4 * j);
+    for (uint i = 0; i < 4; ++i) v[4 * j + i] = float(int(byte_of(q4, i) ^ 128u) - 128) * d;
+  }
 #elif defined(TYPE_Q4_K) || defined(TYPE_Q5_K)
 #if defined(TYPE_Q4_K)
   const uint block_bytes = 144, qs_at = 16;
@@ -81,38 +111,51 @@ void load_chunk(uint base, uint c, uint cols) {
 #endif
   uint j = c % 8;
   uint b = base + (c / 8) * block_bytes;
-  float d = F16(w, b), dmin = F16(w, b + 2);
-  uint s = b + 4;  // 12 bytes of 6-bit scales and mins
+  const uint dd = word_at(b);
+  float d = half_of(dd, 0), dmin = half_of(dd, 1);
+  // 12 bytes of 6-bit scales and mins at b + 4: bytes 0-3, 4-7, 8-11.
+  const uint s0 = word_at(b + 4), s1 = word_at(b + 8), s2 = word_at(b + 12);
   uint sc, mn;
   if (j < 4) {
-    sc = BYTE(w, s + j) & 63u;
-    mn = BYTE(w, s + j + 4) & 63u;
+    sc = byte_of(s0, j) & 63u;
+    mn = byte_of(s1, j) & 63u;
   } else {
-    sc = (BYTE(w, s + j + 4) & 15u) | ((BYTE(w, s + j - 4) >> 6) << 4);
-    mn = (BYTE(w, s + j + 4) >> 4) | ((BYTE(w, s + j) >> 6) << 4);
+    const uint hi = byte_of(s2, j - 4);  // byte j + 4
+    sc = (hi & 15u) | ((byte_of(s0, j - 4) >> 6) << 4);
+    mn = (hi >> 4) | ((byte_of(s1, j - 4) >> 6) << 4);
   }
   float d1 = d * float(sc), m1 = dmin * float(mn);
   uint qs = b + qs_at + (j / 2) * 32;
   uint shift = (j & 1u) * 4;
-  for (uint l = 0; l < 32; ++l) {
-    uint q = (BYTE(w, qs + l) >> shift) & 15u;
+  for (uint l4 = 0; l4 < 8; ++l4) {
+    const uint q4 = word_at(qs + 4 * l4);
 #if defined(TYPE_Q5_K)
-    q |= ((BYTE(w, b + 16 + l) >> j) & 1u) << 4;
+    const uint h4 = word_at(b + 16 + 4 * l4);
 #endif
-    v[l] = mul_add(d1, float(q), -m1);
+    for (uint i = 0; i < 4; ++i) {
+      uint q = (byte_of(q4, i) >> shift) & 15u;
+#if defined(TYPE_Q5_K)
+      q |= ((byte_of(h4, i) >> j) & 1u) << 4;
+#endif
+      v[4 * l4 + i] = mul_add(d1, float(q), -m1);
+    }
   }
 #elif defined(TYPE_Q6_K)
   uint j = c % 8;
   uint b = base + (c / 8) * 210;
-  float d = F16(w, b + 208);
+  float d = half_of(word_at(b + 208), 0);
   uint half_ = j / 4, part = j % 4;
   uint ql = b + half_ * 64 + ((part & 1u) != 0u ? 32u : 0u);
   uint qh = b + 128 + half_ * 32;
-  uint sc = b + 192 + half_ * 8 + part * 2;
+  const uint scales = word_at(b + 192 + half_ * 8 + part * 2);  // bytes 0 and 1: the scales of l < 16 and l >= 16
+  const float s0 = d * float(int(byte_of(scales, 0) ^ 128u) - 128), s1 = d * float(int(byte_of(scales, 1) ^ 128u) - 128);
   uint lo_shift = part >= 2u ? 4u : 0u;
-  for (uint l = 0; l < 32; ++l) {
-    uint q = ((BYTE(w, ql + l) >> lo_shift) & 15u) | (((BYTE(w, qh + l) >> (2u * part)) & 3u) << 4);
-    v[l] = d * float(I8(w, sc + l / 16)) * (float(q) - 32.0);
+  for (uint l4 = 0; l4 < 8; ++l4) {
+    const uint lo4 = word_at(ql + 4 * l4), hi4 = word_at(qh + 4 * l4);
+    for (uint i = 0; i < 4; ++i) {
+      uint q = ((byte_of(lo4, i) >> lo_shift) & 15u) | (((byte_of(hi4, i) >> (2u * part)) & 3u) << 4);
+      v[4 * l4 + i] = (l4 < 4 ? s0 : s1) * (float(q) - 32.0);
+    }
   }
 #else
 #error "dequant.glsl needs a TYPE_* define"

@@ -14,6 +14,7 @@ layout(std430, binding = 1) readonly buffer X { float x[]; };
 layout(std430, binding = 2) writeonly buffer Y { float y[]; };
 layout(push_constant) uniform Push {
   uint rows, cols, n_tokens, w_off, row_stride, x_off, y_off;
+  uint y_stride;  // values between a token's outputs: the whole matrix's rows when this is a part of it
 } p;
 
 const uint TILE = 8;   // tokens per workgroup
@@ -54,5 +55,5 @@ void main() {
     }
   }
   for (uint j = 0; j < n_rows; ++j)
-    for (uint t = 0; t < nt; ++t) y[p.y_off + (t0 + t) * p.rows + first + 32 * j] = acc[j][t];
+    for (uint t = 0; t < nt; ++t) y[p.y_off + (t0 + t) * p.y_stride + first + 32 * j] = acc[j][t];
 }
