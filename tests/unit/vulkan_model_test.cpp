@@ -19,6 +19,7 @@
 #include <map>
 #include <cstring>
 
+#include "backend/vulkan/vulkan_backend.h"
 #include "model_test_support.h"
 
 namespace shoal::testing {
@@ -179,6 +180,83 @@ TEST_F(VulkanModel, SmolLM2BatchCompositionsGiveIdenticalBitsAndAgreeWithCpu) {
     std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
     EXPECT_LE(sorted[0] - sorted[1], 3.0) << "position " << t << ": a clear CPU choice the GPU did not make";
   }
+}
+
+// A decode step is one submission and one host wait (the logits' download);
+// a barrier stands only before a command that truly depends on one before it
+// in the step, and every dependency is crossed by one; a replayed step
+// records nothing and asks the driver for no memory per dispatch.
+TEST_F(VulkanModel, SmolLM2DecodeStepIsOneSubmissionWithBarriersOnlyAtDependencies) {
+  const std::string path = models_dir() + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+  if (!file_exists(path)) {
+    if (std::getenv("SHOAL_REQUIRE_MODELS")) FAIL() << "model missing although scripts/test fetched it: " << path;
+    GTEST_SKIP() << "model not fetched: " << path;
+  }
+  auto gpu = on_vulkan(path);
+  auto* vk = dynamic_cast<VulkanBackend*>(gpu->gpu_backend());
+  ASSERT_NE(vk, nullptr);
+  const std::vector<TokenId> prompt = gpu->tokenizer().encode("The capital of France is", true, false);
+  all_logits(*gpu, prompt, 64);
+  int pos = static_cast<int>(prompt.size());
+  auto decode = [&] {
+    Batch b;
+    b.add(prompt.back(), pos++, 0, true);
+    gpu->pipeline().forward(b);
+  };
+  decode();  // the first decode step records its plan
+  const DeviceCounters before = *vk->device_counters();
+  const int kSteps = 4;
+  for (int i = 0; i < kSteps; ++i) decode();
+  const DeviceCounters after = *vk->device_counters();
+  EXPECT_EQ(after.steps - before.steps, uint64_t(kSteps));
+  EXPECT_EQ(after.submissions - before.submissions, uint64_t(kSteps)) << "one submission per step";
+  EXPECT_EQ(after.host_waits - before.host_waits, uint64_t(kSteps)) << "one host wait per step";
+  EXPECT_EQ(after.plans_recorded, before.plans_recorded) << "a decode step replays its plan";
+  EXPECT_EQ(after.descriptor_sets, before.descriptor_sets);
+  EXPECT_EQ(after.pipelines_compiled, before.pipelines_compiled);
+  const uint64_t dispatches = (after.dispatches - before.dispatches) / kSteps;
+  const uint64_t allocations = (after.driver_allocations - before.driver_allocations) / kSteps;
+  std::printf("[ vulkan ] SmolLM2 decode step: %llu dispatches, %llu barriers, %llu driver allocations\n",
+              (unsigned long long)dispatches, (unsigned long long)((after.barriers - before.barriers) / kSteps),
+              (unsigned long long)allocations);
+  EXPECT_GT(dispatches, 100u);
+  EXPECT_LE(allocations, 2u) << "the driver's allocations per step must not grow with its dispatches";
+
+  // The bound from the step's graph: a command depends on an earlier one
+  // when it reads what that one wrote, or writes what it read or wrote.
+  const auto step = vk->last_submission();
+  auto depends = [](const VulkanCommand& later, const VulkanCommand& earlier) {
+    for (int w = 0; w < earlier.n_writes; ++w) {
+      for (int r = 0; r < later.n_reads; ++r)
+        if (earlier.writes[w].overlaps(later.reads[r])) return true;
+      for (int v = 0; v < later.n_writes; ++v)
+        if (earlier.writes[w].overlaps(later.writes[v])) return true;
+    }
+    for (int r = 0; r < earlier.n_reads; ++r)
+      for (int v = 0; v < later.n_writes; ++v)
+        if (earlier.reads[r].overlaps(later.writes[v])) return true;
+    return false;
+  };
+  uint64_t dependent = 0, barriers = 1;  // the closing barrier, for the host
+  size_t last_barrier = 0;
+  for (size_t i = 0; i < step.size(); ++i) {
+    bool has_dependency = false;
+    for (size_t j = 0; j < i; ++j) {
+      if (!depends(step[i], step[j])) continue;
+      has_dependency = true;
+      // Some barrier stands between them.
+      if (j >= last_barrier && !step[i].barrier_before)
+        ADD_FAILURE() << "command " << i << " depends on command " << j << " with no barrier between";
+    }
+    dependent += has_dependency;
+    if (step[i].barrier_before) {
+      ++barriers;
+      last_barrier = i;
+      EXPECT_TRUE(has_dependency) << "a barrier before command " << i << ", which depends on nothing";
+    }
+  }
+  EXPECT_EQ(barriers, (after.barriers - before.barriers) / kSteps);
+  EXPECT_LE(barriers, dependent + 1);
 }
 
 TEST_F(VulkanModel, GpuLayersSplitOneMachineBetweenGpuAndCpu) {
