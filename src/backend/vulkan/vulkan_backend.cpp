@@ -150,6 +150,7 @@ void VulkanBackend::init(uint32_t family) {
       const DTypeInfo* info = find_dtype(static_cast<uint32_t>(t));
       if (!info) continue;
       if (name == "matmul_" + std::string(info->name)) matmul_shader_[t] = static_cast<int16_t>(i);
+      if (name == "matvec_" + std::string(info->name)) matvec_shader_[t] = static_cast<int16_t>(i);
       if (name == "get_rows_" + std::string(info->name)) get_rows_shader_[t] = static_cast<int16_t>(i);
     }
   }
@@ -472,6 +473,7 @@ uint64_t VulkanBackend::prepare_weights(std::span<const WeightToPrepare> weights
       prepare_matrix(*w.matrix, w.slice_rows);
       const auto t = static_cast<size_t>(held_weight(*w.matrix).type);
       pipeline(matmul_shader_[t]);
+      pipeline(matvec_shader_[t]);
       pipeline(get_rows_shader_[t]);
     }
   flush();
@@ -560,10 +562,14 @@ void VulkanBackend::matmul(const Matrix& w, DevicePtr x, DevicePtr y, int n_toke
     const DevicePtr y_part = y + part.first_row;  // y's rows stay w.rows apart
     const uint32_t push[] = {u32(part.rows), u32(w.cols), u32(n_tokens), u32(part.offset), u32(part.row_stride),
                              floats(x), floats(y_part), u32(w.rows)};
-    // matmul.comp: 128 rows (32 threads x ROWS) and TILE tokens a
-    // workgroup; row groups beyond the device's x limit go in z.
-    const uint32_t row_groups = u32((part.rows + 127) / 128), gx = std::min(row_groups, max_groups_[0]);
-    dispatch(matmul_shader_[static_cast<size_t>(part.type)], {part.buffer, vk_buffer(x), vk_buffer(y)}, push,
+    // matmul.comp: 128 rows (32 threads x ROWS) and 8 tokens a workgroup,
+    // one token 256 rows (MATVEC); row groups beyond the device's x limit
+    // go in z.
+    const bool one_token = n_tokens == 1;
+    const int64_t group_rows = one_token ? 256 : 128;
+    const uint32_t row_groups = u32((part.rows + group_rows - 1) / group_rows), gx = std::min(row_groups, max_groups_[0]);
+    const size_t t = static_cast<size_t>(part.type);
+    dispatch(one_token ? matvec_shader_[t] : matmul_shader_[t], {part.buffer, vk_buffer(x), vk_buffer(y)}, push,
              sizeof(push), gx, u32((n_tokens + 7) / 8), (row_groups + gx - 1) / gx,
              {{part.buffer, part.offset, part.offset + part.rows * part.row_stride},
               range(x, rows_bytes(n_tokens, w.cols))},

@@ -119,11 +119,13 @@ class VulkanBackend : public Backend {
   std::vector<VulkanPipeline> pipelines_;
   std::unique_ptr<VulkanRecorder> recorder_;
   // Shader table indices, found once: the fixed ops' (in kRmsnorm... order)
-  // and each weight type's matmul and embedding lookup (-1: none).
+  // and each weight type's matmul, one-token matmul and embedding lookup
+  // (-1: none).
   enum FixedShader { kRmsnorm, kRope, kElementwise, kAttention, kKvStore };
   std::vector<int> fixed_shaders_;
   static constexpr int kTypeSlots = 40;  // DType values
   std::array<int16_t, kTypeSlots> matmul_shader_ = filled(-1);
+  std::array<int16_t, kTypeSlots> matvec_shader_ = filled(-1);
   std::array<int16_t, kTypeSlots> get_rows_shader_ = filled(-1);
   static constexpr std::array<int16_t, kTypeSlots> filled(int16_t v) {
     std::array<int16_t, kTypeSlots> a{};

@@ -12,17 +12,39 @@ float mul_add(float a, float b, float c) {
   return r;
 }
 #else
-float mul_add(float a, float b, float c) { return a * b + c; }
+// Fused, always: the matmul's two kernels must round a weight alike.
+float mul_add(float a, float b, float c) { return fma(a, b, c); }
 #endif
 
 // The little-endian 32-bit word at byte o, o even (GGUF blocks keep 16-bit
-// alignment): one load, or two where o is not on a word. The shaders read
-// weights through this, never byte by byte: on a CPU device every load is a
-// scalar load per invocation.
+// alignment): one load, or two where o is not on a word.
 uint word_at(uint o) {
   const uint i = o >> 2;
   if ((o & 2u) == 0u) return w[i];
   return (w[i] >> 16) | (w[i + 1u] << 16);
+}
+
+// A run of bytes (a block, or the part of one a chunk reads) loaded as the
+// words it touches, each once: word_at on every word of a run that starts
+// mid-word would load each buffer word twice. On a CPU device every load
+// is a scalar load per invocation, the cost that dominates the matmul.
+const uint RUN_WORDS = 9;  // the most a run touches: Q8_0's 34-byte block
+uint run[RUN_WORDS];
+uint run_at;
+void load_run(uint o, uint bytes) {
+  const uint first = o >> 2, last = (o + bytes - 1u) >> 2;
+  run_at = o;
+  [[unroll]] for (uint k = 0; k < RUN_WORDS; ++k) {
+    run[k] = 0u;
+    if (first + k <= last) run[k] = w[first + k];
+  }
+}
+// The word at byte f of the run (f even; a constant once the loops unroll,
+// so every index into run[] is one).
+uint run_word(uint f) {
+  const uint g = (run_at & 2u) == 0u ? f : f + 2u;
+  if ((g & 2u) == 0u) return run[g >> 2];
+  return (run[g >> 2] >> 16) | (run[(g >> 2) + 1u] << 16);
 }
 uint byte_of(uint word, uint i) { return (word >> (8u * i)) & 0xFFu; }
 float half_of(uint word, uint i) { return unpackHalf2x16(word >> (16u * i)).x; }
@@ -49,11 +71,11 @@ void load_chunk(uint base, uint c, uint cols) {
     v[k + 1] = i + 1 < cols ? uintBitsToFloat(pair & 0xFFFF0000u) : 0.0;
   }
 #elif defined(TYPE_Q4_0)
-  uint b = base + c * 18;
-  float d = half_of(word_at(b), 0);
-  for (uint j = 0; j < 4; ++j) {
-    const uint q4 = word_at(b + 2 + 4 * j);
-    for (uint i = 0; i < 4; ++i) {
+  load_run(base + c * 18, 18);
+  float d = half_of(run_word(0), 0);
+  [[unroll]] for (uint j = 0; j < 4; ++j) {
+    const uint q4 = run_word(2 + 4 * j);
+    [[unroll]] for (uint i = 0; i < 4; ++i) {
       const uint q = byte_of(q4, i), k = 4 * j + i;
       v[k] = (float(q & 15u) - 8.0) * d;
       v[k + 16] = (float(q >> 4) - 8.0) * d;
@@ -72,12 +94,12 @@ void load_chunk(uint base, uint c, uint cols) {
     }
   }
 #elif defined(TYPE_Q5_0)
-  uint b = base + c * 22;
-  float d = half_of(word_at(b), 0);
-  uint qh = word_at(b + 2);
-  for (uint j = 0; j < 4; ++j) {
-    const uint q4 = word_at(b + 6 + 4 * j);
-    for (uint i = 0; i < 4; ++i) {
+  load_run(base + c * 22, 22);
+  float d = half_of(run_word(0), 0);
+  uint qh = run_word(2);
+  [[unroll]] for (uint j = 0; j < 4; ++j) {
+    const uint q4 = run_word(6 + 4 * j);
+    [[unroll]] for (uint i = 0; i < 4; ++i) {
       const uint q = byte_of(q4, i), k = 4 * j + i;
       v[k] = (float((q & 15u) | (((qh >> k) & 1u) << 4)) - 16.0) * d;
       v[k + 16] = (float((q >> 4) | (((qh >> (k + 16)) & 1u) << 4)) - 16.0) * d;
@@ -97,11 +119,11 @@ void load_chunk(uint base, uint c, uint cols) {
     }
   }
 #elif defined(TYPE_Q8_0)
-  uint b = base + c * 34;
-  float d = half_of(word_at(b), 0);
-  for (uint j = 0; j < 8; ++j) {
-    const uint q4 = word_at(b + 2 + 4 * j);
-    for (uint i = 0; i < 4; ++i) v[4 * j + i] = float(int(byte_of(q4, i) ^ 128u) - 128) * d;
+  load_run(base + c * 34, 34);
+  float d = half_of(run_word(0), 0);
+  [[unroll]] for (uint j = 0; j < 8; ++j) {
+    const uint q4 = run_word(2 + 4 * j);
+    [[unroll]] for (uint i = 0; i < 4; ++i) v[4 * j + i] = float(int(byte_of(q4, i) ^ 128u) - 128) * d;
   }
 #elif defined(TYPE_Q4_K) || defined(TYPE_Q5_K)
 #if defined(TYPE_Q4_K)

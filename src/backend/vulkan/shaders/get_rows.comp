@@ -3,6 +3,7 @@
 // per build). A thread writes one 32-value chunk of one row, with the host
 // dequantizer's arithmetic in its order, so the rows are the CPU's bits.
 #extension GL_GOOGLE_include_directive : enable
+#extension GL_EXT_control_flow_attributes : enable
 #include "common.glsl"
 
 layout(local_size_x = 64) in;

@@ -4,8 +4,12 @@
 // chunks in order, dequantizes each once, reads each activation once for all
 // its rows, and adds into one fused chain per (row, token). No thread waits
 // for another. A token's result is the same whatever else is in the batch:
-// its chain is the row's chunks in order.
+// its chain is the row's chunks in order. Built with MATVEC it is the
+// one-token kernel (decode): a thread owns more rows, so each activation
+// load serves more weights, and keeps no dequantized chunk across tokens;
+// its chains are the same, so are its bits.
 #extension GL_GOOGLE_include_directive : enable
+#extension GL_EXT_control_flow_attributes : enable
 #include "common.glsl"
 
 layout(local_size_x = 32) in;
@@ -17,8 +21,13 @@ layout(push_constant) uniform Push {
   uint y_stride;  // values between a token's outputs: the whole matrix's rows when this is a part of it
 } p;
 
+#ifdef MATVEC
+const uint TILE = 1;
+const uint ROWS = 8;
+#else
 const uint TILE = 8;   // tokens per workgroup
 const uint ROWS = 4;   // rows per thread: an activation read serves them all
+#endif
 const uint GROUP_ROWS = 32 * ROWS;
 #include "dequant.glsl"
 
@@ -30,6 +39,26 @@ void main() {
   const uint nt = min(TILE, p.n_tokens - t0);
   if (first >= p.rows) return;
   const uint n_rows = min(ROWS, (p.rows - first + 31) / 32);
+#ifdef MATVEC
+  float acc[ROWS];
+  float xv[32];
+  for (uint j = 0; j < ROWS; ++j) acc[j] = 0.0;
+  const uint chunks = (p.cols + 31) / 32;
+  for (uint c = 0; c < chunks; ++c) {
+    const uint last = p.cols - 1 - c * 32;
+    const uint xb = p.x_off + t0 * p.cols + c * 32;
+    for (uint k = 0; k < 32; ++k) xv[k] = x[xb + min(k, last)];
+    for (uint j = 0; j < ROWS; ++j) {
+      if (j >= n_rows) break;
+      load_chunk(p.w_off + (first + 32 * j) * p.row_stride, c, p.cols);
+      float a = acc[j];
+      for (uint k = 0; k < 32; ++k) a = fma(v[k], xv[k], a);
+      acc[j] = a;
+    }
+  }
+  for (uint j = 0; j < n_rows; ++j) y[p.y_off + t0 * p.y_stride + first + 32 * j] = acc[j];
+}
+#else
   float acc[ROWS][TILE];
   float wv[ROWS][32];
   float xv[32];
@@ -57,3 +86,4 @@ void main() {
   for (uint j = 0; j < n_rows; ++j)
     for (uint t = 0; t < nt; ++t) y[p.y_off + (t0 + t) * p.y_stride + first + 32 * j] = acc[j][t];
 }
+#endif
