@@ -149,10 +149,7 @@ TEST_F(VulkanModel, SequencesSharingABatchMatchSequencesAlone) {
 
 TEST_F(VulkanModel, SmolLM2BatchCompositionsGiveIdenticalBitsAndAgreeWithCpu) {
   const std::string path = models_dir() + "/SmolLM2-135M-Instruct.Q4_1.gguf";
-  if (!file_exists(path)) {
-    if (std::getenv("SHOAL_REQUIRE_MODELS")) FAIL() << "model missing although scripts/test fetched it: " << path;
-    GTEST_SKIP() << "model not fetched: " << path;
-  }
+  SHOAL_NEED_FILE(path);
   auto gpu = on_vulkan(path);
   const std::vector<TokenId> tokens = gpu->tokenizer().encode("The capital of France is Paris, and", true, false);
   const auto batched = all_logits(*gpu, tokens, 64);
@@ -188,10 +185,7 @@ TEST_F(VulkanModel, SmolLM2BatchCompositionsGiveIdenticalBitsAndAgreeWithCpu) {
 // records nothing and asks the driver for no memory per dispatch.
 TEST_F(VulkanModel, SmolLM2DecodeStepIsOneSubmissionWithBarriersOnlyAtDependencies) {
   const std::string path = models_dir() + "/SmolLM2-135M-Instruct.Q4_1.gguf";
-  if (!file_exists(path)) {
-    if (std::getenv("SHOAL_REQUIRE_MODELS")) FAIL() << "model missing although scripts/test fetched it: " << path;
-    GTEST_SKIP() << "model not fetched: " << path;
-  }
+  SHOAL_NEED_FILE(path);
   auto gpu = on_vulkan(path);
   auto* vk = dynamic_cast<VulkanBackend*>(gpu->gpu_backend());
   ASSERT_NE(vk, nullptr);
