@@ -255,6 +255,21 @@ class Backend {
   virtual bool holds_expert(int expert, int n_expert) const { return true; }
   virtual void share_expert_rows(float* slots, const int* slot_expert, size_t n_slots, int width, int n_expert) {}
 
+  // A mixture of experts without leaving the device (a GPU: no read-back
+  // mid-step). Where routes_experts() is false the layer routes on the host.
+  // The plain router: per token, the k experts with the highest logits
+  // (ties to the lower id) into experts [n_tokens][k] (int32), and a
+  // softmax over their logits times `scale` into weights [n_tokens][k].
+  virtual bool routes_experts() const { return false; }
+  virtual void route_experts(DevicePtr logits, int n_tokens, int n_expert, int k, float scale, DevicePtr experts,
+                             DevicePtr weights);
+  // y[s] = expert experts[s] of `stacked` (slices of expert_rows rows) times
+  // x[s / x_share], for n_slots slots; y rows are expert_rows apart.
+  virtual void matmul_routed(const Matrix& stacked, int64_t expert_rows, DevicePtr x, int x_share, DevicePtr experts,
+                             DevicePtr y, int n_slots);
+  // out[t] = sum over j < k of weights[t][j] * rows[t k + j], j in order.
+  virtual void weighted_sum(DevicePtr rows, DevicePtr weights, int n_tokens, int k, int width, DevicePtr out);
+
   // Whether this backend runs an optional op (below); those it lacks throw.
   virtual bool runs(OptionalOp op) const { return false; }
   // A Gated DeltaNet over the step's rows (qwen35). qkv: [n_tokens][conv_width],

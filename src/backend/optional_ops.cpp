@@ -28,6 +28,15 @@ void Backend::delta_net(DevicePtr, DevicePtr, DevicePtr, const RecurrentLayer&, 
 }
 void Backend::sigmoid_mul(DevicePtr, DevicePtr, int64_t) { lacks(*this, OptionalOp::SigmoidMul); }
 void Backend::split_halves(DevicePtr, int64_t, int, DevicePtr, DevicePtr) { lacks(*this, OptionalOp::SplitHalves); }
+void Backend::route_experts(DevicePtr, int, int, int, float, DevicePtr, DevicePtr) {
+  fail("the {} backend does not route experts on the device", name());
+}
+void Backend::matmul_routed(const Matrix&, int64_t, DevicePtr, int, DevicePtr, DevicePtr, int) {
+  fail("the {} backend does not route experts on the device", name());
+}
+void Backend::weighted_sum(DevicePtr, DevicePtr, int, int, int, DevicePtr) {
+  fail("the {} backend does not route experts on the device", name());
+}
 void Backend::swiglu_oai(DevicePtr, DevicePtr, DevicePtr, int64_t) { lacks(*this, OptionalOp::SwigluOai); }
 
 }  // namespace shoal

@@ -119,6 +119,28 @@ bool plain_routing(const ModelConfig& c, const LayerWeights& w) {
          w[TensorKind::FfnExpProbsB].empty();
 }
 
+// The whole mixture on the device (Backend::routes_experts): the plain
+// router, no expert biases, no shared expert. Each route slot multiplies its
+// token's row by its own expert's rows, so nothing comes back mid-step.
+bool routes_on_device(const Backend& be, const ModelConfig& c, const LayerWeights& w) {
+  return be.routes_experts() && plain_routing(c, w) && c.n_ff_shexp == 0 && c.activation != Activation::SiluOai &&
+         w[TensorKind::FfnGateExpsBias].empty() && w[TensorKind::FfnUpExpsBias].empty() &&
+         w[TensorKind::FfnDownExpsBias].empty();
+}
+
+void expert_ffn_on_device(Backend& be, const ModelConfig& c, const LayerWeights& w, DevicePtr in, DevicePtr out, int n,
+                          LayerScratch& s) {
+  const int k = c.n_expert_used, slots = n * k;
+  be.route_experts(s.router, n, c.n_expert, k, c.expert_weights_scale, s.slot_experts, s.slot_weights);
+  be.matmul_routed(w[TensorKind::FfnGateExps], c.n_ff_exp, in, k, s.slot_experts, s.routed_gate, slots);
+  be.matmul_routed(w[TensorKind::FfnUpExps], c.n_ff_exp, in, k, s.slot_experts, s.routed_up, slots);
+  const int64_t count = static_cast<int64_t>(slots) * c.n_ff_exp;
+  if (c.activation == Activation::GeluTanh) be.geglu(s.routed_gate, s.routed_up, s.routed_gate, count);
+  else be.swiglu(s.routed_gate, s.routed_up, s.routed_gate, count);
+  be.matmul_routed(w[TensorKind::FfnDownExps], c.n_embd, s.routed_gate, 1, s.slot_experts, s.expert_out, slots);
+  be.weighted_sum(s.expert_out, s.slot_weights, n, k, c.n_embd, out);
+}
+
 }  // namespace
 
 void dense_ffn(Backend& be, const ModelConfig& c, const LayerWeights& w, DevicePtr in, DevicePtr out, int n,
@@ -131,6 +153,7 @@ void expert_ffn(Backend& be, const ModelConfig& c, const LayerWeights& w, Device
   const int k = c.n_expert_used, width = c.n_embd;
   be.matmul(w[TensorKind::FfnGateInp], in, s.router, n);
   if (!w[TensorKind::FfnGateInpBias].empty()) be.add_bias(s.router, w[TensorKind::FfnGateInpBias], n, c.n_expert);
+  if (routes_on_device(be, c, w)) return expert_ffn_on_device(be, c, w, in, out, n, s);
   be.download(s.router_host.data(), s.router, static_cast<size_t>(n) * c.n_expert * sizeof(float));
   const size_t n_routes = static_cast<size_t>(n) * k;
   const bool plain = plain_routing(c, w);

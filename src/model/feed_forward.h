@@ -19,6 +19,9 @@ void dense_ffn(Backend& be, const ModelConfig& c, const LayerWeights& w, DeviceP
 // (qwen3moe, mixtral, as llama.cpp). Only the chosen experts' rows are read.
 // A token's result depends only on its own row: experts run over the tokens
 // routed to them, and each token sums its experts in its own rank order.
+// On a backend that routes experts itself (a GPU: Backend::routes_experts)
+// the plain router's layers never leave the device; the rest route on the
+// host.
 void expert_ffn(Backend& be, const ModelConfig& c, const LayerWeights& w, DevicePtr in, DevicePtr out, int n,
                 LayerScratch& s);
 

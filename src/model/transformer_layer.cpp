@@ -80,7 +80,19 @@ LayerScratch::LayerScratch(Backend& be, const ModelConfig& c, int max_tokens) {
     group_scores.resize(std::max(c.n_expert_groups, 0));
     group_order.resize(group_scores.size());
     expert_rows.reserve(max_tokens);
+    if (be.routes_experts()) {
+      routed_buffer = be.allocate(routed_bytes_for(c, max_tokens));
+      const int64_t slots = static_cast<int64_t>(max_tokens) * c.n_expert_used;
+      slot_experts = DevicePtr{routed_buffer.get(), 0};
+      slot_weights = slot_experts + slots;
+      routed_gate = slot_weights + slots;
+      routed_up = routed_gate + slots * c.n_ff_exp;
+    }
   }
+}
+
+uint64_t LayerScratch::routed_bytes_for(const ModelConfig& c, int max_tokens) {
+  return static_cast<uint64_t>(max_tokens) * c.n_expert_used * (2 + 2ull * c.n_ff_exp) * sizeof(float);
 }
 
 uint64_t LayerScratch::bytes_for(const ModelConfig& c, int max_tokens) {

@@ -38,8 +38,9 @@ struct LayerScratch {
   DevicePtr q_heads, q_low, head_in, head_out;
   DevicePtr gate, up;              // [max_tokens][max(n_ff, n_ff_exp)]
   DevicePtr proj;                  // [max_tokens][n_embd]
-  // Mixture of experts only. The routing runs on the host: the router's
-  // logits come down, each expert's rows are gathered on the device.
+  // Mixture of experts only. Unless the backend routes on the device (the
+  // routed_* rows below), the routing runs on the host: the router's logits
+  // come down, each expert's rows are gathered on the device.
   DevicePtr router;      // [max_tokens][n_expert]
   DevicePtr gathered;    // [max_tokens][n_embd]: the rows routed to one expert
   DevicePtr expert_out;  // [max_tokens][n_expert_used][n_embd]
@@ -56,6 +57,12 @@ struct LayerScratch {
   std::vector<double> expert_probs, expert_scores, group_scores;
   std::vector<int> group_order;
   std::vector<int> expert_rows;         // [max_tokens]: t * k + j of the rows routed to one expert
+  // Where the backend routes experts itself (Backend::routes_experts): each
+  // route slot's expert (int32) and weight, and its gate and up rows.
+  std::unique_ptr<Buffer> routed_buffer;
+  DevicePtr slot_experts, slot_weights;  // [max_tokens][n_expert_used]
+  DevicePtr routed_gate, routed_up;      // [max_tokens][n_expert_used][n_ff_exp]
+  static uint64_t routed_bytes_for(const ModelConfig& c, int max_tokens);
 };
 
 // The sequence memory of a stage's layers: a KV cache for attention layers,

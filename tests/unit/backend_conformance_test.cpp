@@ -34,6 +34,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -232,6 +233,61 @@ TEST_P(BackendConformance, MatmulEveryTypeOddShapes) {
       const auto y = matmul(w.m, x, n);
       expect_matmul_near(w, x, n, y);
       expect_tokens_alone_same_bits(w.m, x, y, {0, 4, 8});
+    }
+  }
+}
+
+// A mixture on the device (Backend::routes_experts): the router picks each
+// token's top k by logit, ties to the lower id, weighted by a softmax over
+// the chosen; each route slot is its expert's matmul of its token's row,
+// bit for bit; the weighted sum adds a token's slots in rank order.
+TEST_P(BackendConformance, RoutedExpertsAreEachExpertsMatmul) {
+  if (!be().routes_experts()) GTEST_SKIP() << "this backend routes experts on the host (model/feed_forward.cpp)";
+  std::mt19937 rng(9);
+  const int n_expert = 4, k = 2, n = 5;
+  const int64_t rows = 40;
+  for (DType type : {DType::Q8_0, DType::Q4_K, DType::F32}) {
+    SCOPED_TRACE(dtype_info(type).name);
+    const int64_t cols = dtype_info(type).block_size == 256 ? 256 : 64;
+    RandomMatrix stacked(type, n_expert * rows, cols, rng);
+    const WeightToPrepare prep{&stacked.m, rows, false, true};
+    be().prepare_weights(std::span<const WeightToPrepare>(&prep, 1), keep_);
+    auto logits = random_floats(n * n_expert, rng);
+    logits[1 * n_expert + 2] = logits[1 * n_expert + 3] = 10.0f;  // a tie: expert 2 first
+    const auto x = random_floats(n * cols, rng);
+    auto logits_b = put(logits), xb = put(x);
+    auto experts_b = be().allocate(n * k * sizeof(int32_t)), weights_b = be().allocate(n * k * sizeof(float));
+    auto yb = be().allocate(n * k * rows * sizeof(float)), sum_b = be().allocate(n * rows * sizeof(float));
+    const DevicePtr experts{experts_b.get(), 0}, weights{weights_b.get(), 0}, y{yb.get(), 0};
+    be().route_experts(DevicePtr{logits_b.get(), 0}, n, n_expert, k, 1.0f, experts, weights);
+    be().matmul_routed(stacked.m, rows, DevicePtr{xb.get(), 0}, k, experts, y, n * k);
+    be().weighted_sum(y, weights, n, k, static_cast<int>(rows), DevicePtr{sum_b.get(), 0});
+    std::vector<int32_t> chosen(n * k);
+    be().download(chosen.data(), experts, chosen.size() * sizeof(int32_t));
+    const auto w = get(weights_b.get(), n * k);
+    const auto slots = get(yb.get(), n * k * rows);
+    const auto sums = get(sum_b.get(), n * rows);
+    for (int t = 0; t < n; ++t) {
+      std::vector<int> order(n_expert);
+      std::iota(order.begin(), order.end(), 0);
+      const float* l = logits.data() + t * n_expert;
+      std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return l[a] > l[b]; });
+      double total = 0;
+      for (int j = 0; j < k; ++j) total += std::exp(double(l[order[j]]) - l[order[0]]);
+      for (int j = 0; j < k; ++j) {
+        const int s = t * k + j;
+        ASSERT_EQ(chosen[s], order[j]) << "token " << t << " rank " << j;
+        EXPECT_NEAR(w[s], std::exp(double(l[order[j]]) - l[order[0]]) / total, 1e-6);
+        const Matrix expert = Matrix{type, stacked.m.data + chosen[s] * rows * stacked.m.row_stride(), rows, cols};
+        const std::vector<float> row(x.begin() + t * cols, x.begin() + (t + 1) * cols);
+        const auto alone = matmul(expert, row, 1);
+        ASSERT_EQ(0, std::memcmp(alone.data(), slots.data() + s * rows, rows * sizeof(float))) << "slot " << s;
+      }
+      for (int64_t r = 0; r < rows; ++r) {
+        double expect = 0;
+        for (int j = 0; j < k; ++j) expect += double(w[t * k + j]) * slots[(t * k + j) * rows + r];
+        EXPECT_NEAR(sums[t * rows + r], expect, 1e-5 * (std::fabs(expect) + 1));
+      }
     }
   }
 }

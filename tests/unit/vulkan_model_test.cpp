@@ -179,46 +179,59 @@ TEST_F(VulkanModel, SmolLM2BatchCompositionsGiveIdenticalBitsAndAgreeWithCpu) {
   }
 }
 
-// A decode step is one submission and one host wait (the logits' download);
-// a barrier stands only before a command that truly depends on one before it
-// in the step, and every dependency is crossed by one; a replayed step
-// records nothing and asks the driver for no memory per dispatch.
-TEST_F(VulkanModel, SmolLM2DecodeStepIsOneSubmissionWithBarriersOnlyAtDependencies) {
-  const std::string path = models_dir() + "/SmolLM2-135M-Instruct.Q4_1.gguf";
-  SHOAL_NEED_FILE(path);
-  auto gpu = on_vulkan(path);
-  auto* vk = dynamic_cast<VulkanBackend*>(gpu->gpu_backend());
-  ASSERT_NE(vk, nullptr);
-  const std::vector<TokenId> prompt = gpu->tokenizer().encode("The capital of France is", true, false);
-  all_logits(*gpu, prompt, 64);
+// Runs `steps` decode steps after a prompt and its first decode step (which
+// records the plan) and checks what every step must be on any model: one
+// submission, one host wait (the logits' download), its plan replayed,
+// nothing made, and no driver allocation per dispatch.
+struct DecodeStep {
+  VulkanBackend* vk = nullptr;
+  uint64_t barriers = 0;  // per step
+};
+DecodeStep check_decode_steps(Engine& gpu, const char* name, int steps = 4) {
+  auto* vk = dynamic_cast<VulkanBackend*>(gpu.gpu_backend());
+  EXPECT_NE(vk, nullptr);
+  if (!vk) return {};
+  const std::vector<TokenId> prompt = gpu.tokenizer().encode("The capital of France is", true, false);
+  all_logits(gpu, prompt, 64);
   int pos = static_cast<int>(prompt.size());
   auto decode = [&] {
     Batch b;
     b.add(prompt.back(), pos++, 0, true);
-    gpu->pipeline().forward(b);
+    gpu.pipeline().forward(b);
   };
-  decode();  // the first decode step records its plan
+  decode();
   const DeviceCounters before = *vk->device_counters();
-  const int kSteps = 4;
-  for (int i = 0; i < kSteps; ++i) decode();
+  for (int i = 0; i < steps; ++i) decode();
   const DeviceCounters after = *vk->device_counters();
-  EXPECT_EQ(after.steps - before.steps, uint64_t(kSteps));
-  EXPECT_EQ(after.submissions - before.submissions, uint64_t(kSteps)) << "one submission per step";
-  EXPECT_EQ(after.host_waits - before.host_waits, uint64_t(kSteps)) << "one host wait per step";
+  const auto n = static_cast<uint64_t>(steps);
+  EXPECT_EQ(after.steps - before.steps, n);
+  EXPECT_EQ(after.submissions - before.submissions, n) << "one submission per step";
+  EXPECT_EQ(after.host_waits - before.host_waits, n) << "one host wait per step";
   EXPECT_EQ(after.plans_recorded, before.plans_recorded) << "a decode step replays its plan";
   EXPECT_EQ(after.descriptor_sets, before.descriptor_sets);
   EXPECT_EQ(after.pipelines_compiled, before.pipelines_compiled);
-  const uint64_t dispatches = (after.dispatches - before.dispatches) / kSteps;
-  const uint64_t allocations = (after.driver_allocations - before.driver_allocations) / kSteps;
-  std::printf("[ vulkan ] SmolLM2 decode step: %llu dispatches, %llu barriers, %llu driver allocations\n",
-              (unsigned long long)dispatches, (unsigned long long)((after.barriers - before.barriers) / kSteps),
-              (unsigned long long)allocations);
-  EXPECT_GT(dispatches, 100u);
+  const uint64_t dispatches = (after.dispatches - before.dispatches) / n;
+  const uint64_t allocations = (after.driver_allocations - before.driver_allocations) / n;
+  std::printf("[ vulkan ] %s decode step: %llu dispatches, %llu barriers, %llu copies, %llu driver allocations\n", name,
+              (unsigned long long)dispatches, (unsigned long long)((after.barriers - before.barriers) / n),
+              (unsigned long long)((after.copies - before.copies) / n), (unsigned long long)allocations);
+  EXPECT_GT(dispatches, 10u);
   EXPECT_LE(allocations, 2u) << "the driver's allocations per step must not grow with its dispatches";
+  return {vk, (after.barriers - before.barriers) / n};
+}
 
+// A decode step is one submission and one host wait; a barrier stands only
+// before a command that truly depends on one before it in the step, and
+// every dependency is crossed by one.
+TEST_F(VulkanModel, SmolLM2DecodeStepIsOneSubmissionWithBarriersOnlyAtDependencies) {
+  const std::string path = models_dir() + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+  SHOAL_NEED_FILE(path);
+  auto gpu = on_vulkan(path);
+  const DecodeStep measured = check_decode_steps(*gpu, "SmolLM2");
+  ASSERT_NE(measured.vk, nullptr);
   // The bound from the step's graph: a command depends on an earlier one
   // when it reads what that one wrote, or writes what it read or wrote.
-  const auto step = vk->last_submission();
+  const auto step = measured.vk->last_submission();
   auto depends = [](const VulkanCommand& later, const VulkanCommand& earlier) {
     for (int w = 0; w < earlier.n_writes; ++w) {
       for (int r = 0; r < later.n_reads; ++r)
@@ -249,8 +262,20 @@ TEST_F(VulkanModel, SmolLM2DecodeStepIsOneSubmissionWithBarriersOnlyAtDependenci
       EXPECT_TRUE(has_dependency) << "a barrier before command " << i << ", which depends on nothing";
     }
   }
-  EXPECT_EQ(barriers, (after.barriers - before.barriers) / kSteps);
+  EXPECT_EQ(barriers, measured.barriers);
   EXPECT_LE(barriers, dependent + 1);
+}
+
+// A mixture of experts routes on the device: its decode step too is one
+// submission and one wait (the router's choice never comes back mid-step).
+TEST_F(VulkanModel, MixtureOfExpertsDecodeStepRoutesOnTheDevice) {
+  for (const char* name : {"random-qwen3moe", "random-mixtral"}) {
+    SCOPED_TRACE(name);
+    const std::string path = random_model_path(name);
+    SHOAL_NEED_FILE(path);
+    auto gpu = on_vulkan(path);
+    check_decode_steps(*gpu, name);
+  }
 }
 
 TEST_F(VulkanModel, GpuLayersSplitOneMachineBetweenGpuAndCpu) {

@@ -73,6 +73,7 @@ uint32_t kv_code(DType t) {
 uint32_t bindings_of(const std::string& shader) {
   if (shader == "attention") return 5;
   if (shader == "rope") return 2;
+  if (shader.starts_with("routed_")) return 4;
   return 3;
 }
 
@@ -143,7 +144,7 @@ void VulkanBackend::init(uint32_t family) {
 
   pipelines_.resize(kSpirvShaderCount);  // compiled at load (prepare_weights), or on first use
   recorder_ = std::make_unique<VulkanRecorder>(device_, queue_, family, pipelines_, counters_);
-  for (const char* name : {"rmsnorm", "rope", "elementwise", "attention", "kv_store"}) fixed_shaders_.push_back(shader_index(name));
+  for (const char* name : {"rmsnorm", "rope", "elementwise", "attention", "kv_store", "route", "weighted_sum"}) fixed_shaders_.push_back(shader_index(name));
   for (size_t i = 0; i < kSpirvShaderCount; ++i) {
     const std::string name = kSpirvShaders[i].name;
     for (int t = 0; t < kTypeSlots; ++t) {
@@ -151,6 +152,7 @@ void VulkanBackend::init(uint32_t family) {
       if (!info) continue;
       if (name == "matmul_" + std::string(info->name)) matmul_shader_[t] = static_cast<int16_t>(i);
       if (name == "matvec_" + std::string(info->name)) matvec_shader_[t] = static_cast<int16_t>(i);
+      if (name == "routed_" + std::string(info->name)) routed_shader_[t] = static_cast<int16_t>(i);
       if (name == "get_rows_" + std::string(info->name)) get_rows_shader_[t] = static_cast<int16_t>(i);
     }
   }
@@ -474,6 +476,7 @@ uint64_t VulkanBackend::prepare_weights(std::span<const WeightToPrepare> weights
       const auto t = static_cast<size_t>(held_weight(*w.matrix).type);
       pipeline(matmul_shader_[t]);
       pipeline(matvec_shader_[t]);
+      if (w.experts) pipeline(routed_shader_[t]);
       pipeline(get_rows_shader_[t]);
     }
   flush();
@@ -575,6 +578,55 @@ void VulkanBackend::matmul(const Matrix& w, DevicePtr x, DevicePtr y, int n_toke
               range(x, rows_bytes(n_tokens, w.cols))},
              {range(y_part, rows_bytes(n_tokens - 1, w.rows) + part.rows * sizeof(float))});
   });
+}
+
+void VulkanBackend::route_experts(DevicePtr logits, int n_tokens, int n_expert, int k, float scale, DevicePtr experts,
+                                 DevicePtr weights) {
+  if (k < 1 || k > 64 || k > n_expert) fail("Vulkan: routing to {} of {} experts (1 to 64 supported)", k, n_expert);
+  struct {
+    uint32_t n_tokens, n_expert, k, logits_off, experts_off, weights_off;
+    float scale;
+  } push{u32(n_tokens), u32(n_expert), u32(k), floats(logits), floats(experts), floats(weights), scale};
+  const size_t slots = static_cast<size_t>(n_tokens) * k;
+  dispatch(fixed_shaders_[kRoute], {vk_buffer(logits), vk_buffer(experts), vk_buffer(weights)}, &push, sizeof(push),
+           u32((n_tokens + 63) / 64), 1, 1, {range(logits, rows_bytes(n_tokens, n_expert))},
+           {range(experts, slots * sizeof(int32_t)), range(weights, slots * sizeof(float))});
+}
+
+void VulkanBackend::matmul_routed(const Matrix& stacked, int64_t expert_rows, DevicePtr x, int x_share,
+                                  DevicePtr experts, DevicePtr y, int n_slots) {
+  if (n_slots <= 0) return;
+  if (static_cast<uint32_t>(n_slots) > max_groups_[1]) fail("Vulkan: {} route slots in one step, more than {}", n_slots, max_groups_[1]);
+  const int n_tokens = (n_slots + x_share - 1) / x_share;
+  for_each_part(stacked, [&](const WeightPart& part) {
+    // Parts hold whole experts (prepare_matrix's slice_rows).
+    const uint32_t push[] = {u32(expert_rows), u32(stacked.cols), u32(n_slots), u32(part.offset),
+                             u32(part.row_stride), floats(x), floats(y), u32(expert_rows),
+                             floats(experts), u32(part.first_row / expert_rows), u32(part.rows / expert_rows),
+                             u32(x_share)};
+    const uint32_t row_groups = u32((expert_rows + 255) / 256), gx = std::min(row_groups, max_groups_[0]);
+    dispatch(routed_shader_[static_cast<size_t>(part.type)],
+             {part.buffer, vk_buffer(x), vk_buffer(y), vk_buffer(experts)}, push, sizeof(push), gx, u32(n_slots),
+             (row_groups + gx - 1) / gx,
+             {{part.buffer, part.offset, part.offset + part.rows * part.row_stride},
+              range(x, rows_bytes(n_tokens, stacked.cols)),
+              range(experts, static_cast<size_t>(n_slots) * sizeof(int32_t))},
+             {range(y, rows_bytes(n_slots, expert_rows))});
+  });
+}
+
+void VulkanBackend::weighted_sum(DevicePtr rows, DevicePtr weights, int n_tokens, int k, int width, DevicePtr out) {
+  const uint64_t n = static_cast<uint64_t>(n_tokens) * width;
+  if (n == 0) return;
+  const uint64_t groups = (n + 255) / 256;
+  const uint32_t gx = static_cast<uint32_t>(std::min<uint64_t>(groups, 65535));
+  struct {
+    uint32_t n_tokens, k, width, rows_off, weights_off, o_off, groups_x;
+  } push{u32(n_tokens), u32(k), u32(width), floats(rows), floats(weights), floats(out), gx};
+  dispatch(fixed_shaders_[kWeightedSum], {vk_buffer(rows), vk_buffer(weights), vk_buffer(out)}, &push, sizeof(push),
+           gx, u32((groups + gx - 1) / gx), 1,
+           {range(rows, rows_bytes(n_tokens * k, width)), range(weights, static_cast<size_t>(n_tokens) * k * sizeof(float))},
+           {range(out, rows_bytes(n_tokens, width))});
 }
 
 void VulkanBackend::rmsnorm(DevicePtr x, const Matrix& weight_matrix, DevicePtr y, int n_tokens, int n, float eps) {

@@ -74,6 +74,12 @@ class VulkanBackend : public Backend {
   void add(DevicePtr y, DevicePtr x, int64_t n) override;
   void add_bias(DevicePtr y, const Matrix& bias, int n_tokens, int n) override;
   void get_rows(const Matrix& w, const int32_t* ids, int n, DevicePtr out) override;
+  bool routes_experts() const override { return true; }
+  void route_experts(DevicePtr logits, int n_tokens, int n_expert, int k, float scale, DevicePtr experts,
+                     DevicePtr weights) override;
+  void matmul_routed(const Matrix& stacked, int64_t expert_rows, DevicePtr x, int x_share, DevicePtr experts,
+                     DevicePtr y, int n_slots) override;
+  void weighted_sum(DevicePtr rows, DevicePtr weights, int n_tokens, int k, int width, DevicePtr out) override;
 
  private:
   // A weight matrix in device memory, found by the host address it came from.
@@ -119,13 +125,14 @@ class VulkanBackend : public Backend {
   std::vector<VulkanPipeline> pipelines_;
   std::unique_ptr<VulkanRecorder> recorder_;
   // Shader table indices, found once: the fixed ops' (in kRmsnorm... order)
-  // and each weight type's matmul, one-token matmul and embedding lookup
-  // (-1: none).
-  enum FixedShader { kRmsnorm, kRope, kElementwise, kAttention, kKvStore };
+  // and each weight type's matmul, one-token matmul, routed (experts)
+  // matmul and embedding lookup (-1: none).
+  enum FixedShader { kRmsnorm, kRope, kElementwise, kAttention, kKvStore, kRoute, kWeightedSum };
   std::vector<int> fixed_shaders_;
   static constexpr int kTypeSlots = 40;  // DType values
   std::array<int16_t, kTypeSlots> matmul_shader_ = filled(-1);
   std::array<int16_t, kTypeSlots> matvec_shader_ = filled(-1);
+  std::array<int16_t, kTypeSlots> routed_shader_ = filled(-1);
   std::array<int16_t, kTypeSlots> get_rows_shader_ = filled(-1);
   static constexpr std::array<int16_t, kTypeSlots> filled(int16_t v) {
     std::array<int16_t, kTypeSlots> a{};
