@@ -2,12 +2,13 @@
 // The Vulkan backend: one device, one queue. Weights are uploaded once
 // (prepare_weights) and read by the matmul shaders straight in their GGUF
 // blocks; activations, the KV cache and the step's positions live in device
-// memory. A stage step records every op into one command buffer, with a
-// barrier between dispatches, and submits it at the download that ends the
-// step (earlier where something must come back: a mixture of experts'
-// router logits; or when the descriptor pool or the staging area runs out). Each shader fixes its reduction order, so the bits do not depend on
-// the batch (docs/design.md); they differ from the CPU backend's within the
-// tolerances the tests state.
+// memory. A stage step's ops go to a VulkanRecorder (vulkan_recorder.h): one
+// submission at the download that ends the step, barriers only at true
+// dependencies, a decode step's command buffer replayed (earlier only where
+// the 32 MiB staging area for uploads and downloads runs out). A mixture of
+// experts routes on the device. Each shader fixes its reduction order, so the
+// bits do not depend on the batch (docs/design.md); they differ from the CPU
+// backend's within the tolerances the tests state.
 #include <array>
 #include <atomic>
 #include <map>
