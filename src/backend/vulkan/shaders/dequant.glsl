@@ -172,8 +172,23 @@ void load_chunk(uint base, uint c, uint cols) {
   const uint scales = word_at(b + 192 + half_ * 8 + part * 2);  // bytes 0 and 1: the scales of l < 16 and l >= 16
   const float s0 = d * float(int(byte_of(scales, 0) ^ 128u) - 128), s1 = d * float(int(byte_of(scales, 1) ^ 128u) - 128);
   uint lo_shift = part >= 2u ? 4u : 0u;
-  for (uint l4 = 0; l4 < 8; ++l4) {
-    const uint lo4 = word_at(ql + 4 * l4), hi4 = word_at(qh + 4 * l4);
+  // ql and qh are 32-byte runs with the block's alignment (210-byte blocks:
+  // every other one starts mid-word): each buffer word loaded once.
+  const bool mid = (b & 2u) != 0u;
+  uint lo[9], hi[9];
+  [[unroll]] for (uint k = 0; k < 8; ++k) {
+    lo[k] = w[(ql >> 2) + k];
+    hi[k] = w[(qh >> 2) + k];
+  }
+  lo[8] = 0u;
+  hi[8] = 0u;
+  if (mid) {
+    lo[8] = w[(ql >> 2) + 8u];
+    hi[8] = w[(qh >> 2) + 8u];
+  }
+  [[unroll]] for (uint l4 = 0; l4 < 8; ++l4) {
+    const uint lo4 = mid ? (lo[l4] >> 16) | (lo[l4 + 1] << 16) : lo[l4];
+    const uint hi4 = mid ? (hi[l4] >> 16) | (hi[l4 + 1] << 16) : hi[l4];
     for (uint i = 0; i < 4; ++i) {
       uint q = ((byte_of(lo4, i) >> lo_shift) & 15u) | (((byte_of(hi4, i) >> (2u * part)) & 3u) << 4);
       v[4 * l4 + i] = (l4 < 4 ? s0 : s1) * (float(q) - 32.0);
