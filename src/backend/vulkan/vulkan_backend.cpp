@@ -706,16 +706,27 @@ void VulkanBackend::attention(DevicePtr q, const KvLayer& kv, int n_tokens, cons
   check_step(n_tokens);
   if (s.head_dim > 512) fail("the Vulkan attention shader takes heads of up to 512 values, not {}", s.head_dim);
   if (s.v_dim() != s.head_dim) fail("the Vulkan attention shader takes V heads of the K heads' size");
+  // A workgroup takes a block of the heads that share a KV head (the most
+  // up to 8 that divide the group and fit 2048 query values), reading K
+  // and V once for them.
+  const int group = s.n_head / s.n_head_kv;
+  int block = 1;
+  for (int b = std::min(group, 8); b > 1; --b)
+    if (group % b == 0 && b * s.head_dim <= 2048) {
+      block = b;
+      break;
+    }
   struct {
     uint32_t n_head, n_head_kv, head_dim, window, q_off, o_off, k_off, v_off;
     uint32_t k_row_bytes, v_row_bytes, k_seq_stride, v_seq_stride, ring, k_type, v_type, pos_off;
     float scale;
+    uint32_t block_heads;
   } push{u32(s.n_head), u32(s.n_head_kv), u32(s.head_dim), u32(s.window), floats(q), floats(out), u32(kv.k.offset),
          u32(kv.v.offset), u32(kv.k_row_bytes), u32(kv.v_row_bytes), u32(kv.k_seq_stride), u32(kv.v_seq_stride),
-         u32(kv.ring), kv_code(kv.k_type), kv_code(kv.v_type), u32(max_tokens_), s.scale};
+         u32(kv.ring), kv_code(kv.k_type), kv_code(kv.v_type), u32(max_tokens_), s.scale, u32(block)};
   const int64_t width = static_cast<int64_t>(s.n_head) * s.head_dim;
   dispatch(fixed_shaders_[kAttention], {vk_buffer(q), vk_buffer(kv.k), vk_buffer(kv.v), rows_->handle(), vk_buffer(out)},
-           &push, sizeof(push), u32(s.n_head), u32(n_tokens), 1,
+           &push, sizeof(push), u32(s.n_head / block), u32(n_tokens), 1,
            {range(q, rows_bytes(n_tokens, width)), step_cache(kv.k, kv.k_seq_stride), step_cache(kv.v, kv.v_seq_stride),
             step_rows()},
            {range(out, rows_bytes(n_tokens, width))});
