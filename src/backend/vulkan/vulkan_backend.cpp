@@ -716,17 +716,22 @@ void VulkanBackend::attention(DevicePtr q, const KvLayer& kv, int n_tokens, cons
       block = b;
       break;
     }
+  // Tokens of one sequence without a window share a workgroup too (their
+  // chunks all count from position 0), up to 8 rows of token and head.
+  const bool one_sequence = step_seqs_[1] - step_seqs_[0] == 1;
+  const int tile = s.window == 0 && one_sequence ? std::max(1, std::min(8 / block, 2048 / (block * s.head_dim))) : 1;
   struct {
     uint32_t n_head, n_head_kv, head_dim, window, q_off, o_off, k_off, v_off;
     uint32_t k_row_bytes, v_row_bytes, k_seq_stride, v_seq_stride, ring, k_type, v_type, pos_off;
     float scale;
-    uint32_t block_heads;
+    uint32_t block_heads, tile_tokens, n_tokens;
   } push{u32(s.n_head), u32(s.n_head_kv), u32(s.head_dim), u32(s.window), floats(q), floats(out), u32(kv.k.offset),
          u32(kv.v.offset), u32(kv.k_row_bytes), u32(kv.v_row_bytes), u32(kv.k_seq_stride), u32(kv.v_seq_stride),
-         u32(kv.ring), kv_code(kv.k_type), kv_code(kv.v_type), u32(max_tokens_), s.scale, u32(block)};
+         u32(kv.ring), kv_code(kv.k_type), kv_code(kv.v_type), u32(max_tokens_), s.scale, u32(block), u32(tile),
+         u32(n_tokens)};
   const int64_t width = static_cast<int64_t>(s.n_head) * s.head_dim;
   dispatch(fixed_shaders_[kAttention], {vk_buffer(q), vk_buffer(kv.k), vk_buffer(kv.v), rows_->handle(), vk_buffer(out)},
-           &push, sizeof(push), u32(s.n_head / block), u32(n_tokens), 1,
+           &push, sizeof(push), u32(s.n_head / block), u32((n_tokens + tile - 1) / tile), 1,
            {range(q, rows_bytes(n_tokens, width)), step_cache(kv.k, kv.k_seq_stride), step_cache(kv.v, kv.v_seq_stride),
             step_rows()},
            {range(out, rows_bytes(n_tokens, width))});

@@ -1,12 +1,14 @@
 #version 450
-// Causal attention for one token and a block of GB query heads that share a
-// KV head, per workgroup: the visible positions in fixed chunks of 64
-// counted from the first one, one position per thread for the scores, an
-// online softmax per head merged chunk after chunk in order, each thread
-// keeping its share of the output dimensions. Each K and V value is read
-// once for the block's heads (a GQA group shares them). A head's arithmetic
-// is the same whatever block it is in, so its result depends only on its
-// query and the cache.
+// Causal attention for TQ tokens of one sequence and a block of GB query
+// heads that share a KV head, per workgroup (a row: a token and a head; up
+// to 8 rows): the visible positions in fixed chunks of 64 counted from the
+// first one, one position per thread for the scores, an online softmax per
+// row merged chunk after chunk in order, each thread keeping its share of
+// the output dimensions. Each K and V value is read once for the rows. A
+// row skips the chunks past its position and masks the positions past it,
+// so its arithmetic is what it would be alone and its result depends only
+// on its query and the cache. Several tokens share a workgroup only without
+// a window (their chunks all count from position 0).
 #extension GL_GOOGLE_include_directive : enable
 #include "common.glsl"
 #include "kv.glsl"
@@ -22,6 +24,8 @@ layout(push_constant) uniform Push {
   uint k_row_bytes, v_row_bytes, k_seq_stride, v_seq_stride, ring, k_type, v_type, pos_off;
   float scale;
   uint block_heads;  // GB: heads per workgroup, dividing the GQA group, GB x head_dim <= 2048
+  uint tile_tokens;  // TQ: tokens per workgroup, one sequence; TQ x GB <= 8, TQ x GB x head_dim <= 2048
+  uint n_tokens;
 } p;
 
 const uint MAX_DIMS = 8;  // head_dim <= 512
@@ -33,20 +37,27 @@ shared float partial[MAX_G][64];
 uint slot(int pos) { return p.ring > 0u ? uint(pos) % p.ring : uint(pos); }
 
 void main() {
-  const uint t = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
+  const uint tid = gl_LocalInvocationID.x;
   const uint GB = p.block_heads, hd = p.head_dim;
-  const uint h0 = gl_WorkGroupID.x * GB;
-  const int seq = rows[t], pos = rows[p.pos_off + t];
+  const uint t0 = gl_WorkGroupID.y * p.tile_tokens, h0 = gl_WorkGroupID.x * GB;
+  const uint R = min(p.tile_tokens, p.n_tokens - t0) * GB;  // rows r: token t0 + r / GB, head h0 + r % GB
+  const int seq = rows[t0];
+  int pos[MAX_G];
+  int last = 0;
+  for (uint r = 0; r < R; ++r) {
+    pos[r] = rows[p.pos_off + t0 + r / GB];
+    last = max(last, pos[r]);
+  }
   const uint kh = h0 / (p.n_head / p.n_head_kv);
-  for (uint g = 0; g < GB; ++g) {
-    const uint qb = p.q_off + (t * p.n_head + h0 + g) * hd;
-    for (uint d = tid; d < hd; d += 64) qv[g * hd + d] = q[qb + d];
+  for (uint r = 0; r < R; ++r) {
+    const uint qb = p.q_off + ((t0 + r / GB) * p.n_head + h0 + r % GB) * hd;
+    for (uint d = tid; d < hd; d += 64) qv[r * hd + d] = q[qb + d];
   }
   barrier();
   if (p.k_type == KV_Q8_0) {
     // As on the CPU (and in ggml), a query meets a Q8_0 key in Q8_0: each
     // block of 32 rounded with its f16 scale.
-    for (uint block = tid * 32; block < GB * hd; block += 64 * 32) {
+    for (uint block = tid * 32; block < R * hd; block += 64 * 32) {
       float amax = 0.0;
       for (uint i = 0; i < 32; ++i) amax = max(amax, abs(qv[block + i]));
       const float d = unpackHalf2x16(packHalf2x16(vec2(amax / 127.0, 0.0))).x;
@@ -56,7 +67,8 @@ void main() {
     barrier();
   }
 
-  const int first = p.window > 0u ? max(0, pos - int(p.window) + 1) : 0;
+  // One token: its window's first position; several: no window, 0.
+  const int first = p.window > 0u ? max(0, pos[0] - int(p.window) + 1) : 0;
   float m[MAX_G], l[MAX_G], m_new[MAX_G], score[MAX_G];
   float acc[MAX_G][MAX_DIMS];
   for (uint g = 0; g < MAX_G; ++g) {
@@ -65,64 +77,69 @@ void main() {
     for (uint i = 0; i < MAX_DIMS; ++i) acc[g][i] = 0.0;
   }
   const uint k_base = p.k_off + uint(seq) * p.k_seq_stride, v_base = p.v_off + uint(seq) * p.v_seq_stride;
-  for (int start = first; start <= pos; start += 64) {
+  for (int start = first; start <= last; start += 64) {
     const int j = start + int(tid);
     for (uint g = 0; g < MAX_G; ++g) score[g] = -1.0 / 0.0;
-    if (j <= pos) {
+    if (j <= last) {
       const uint row = k_base + slot(j) * p.k_row_bytes;
       float s[MAX_G];
       for (uint g = 0; g < MAX_G; ++g) s[g] = 0.0;
       for (uint d = 0; d < hd; ++d) {
         const float kd = KV_VALUE(k, p.k_type, row, kh * hd + d);
-        for (uint g = 0; g < GB; ++g) s[g] = fma(qv[g * hd + d], kd, s[g]);
+        for (uint r = 0; r < R; ++r) s[r] = fma(qv[r * hd + d], kd, s[r]);
       }
-      for (uint g = 0; g < GB; ++g) score[g] = s[g] * p.scale;
+      for (uint r = 0; r < R; ++r)
+        if (j <= pos[r]) score[r] = s[r] * p.scale;
     }
-    for (uint g = 0; g < GB; ++g) partial[g][tid] = score[g];
+    for (uint r = 0; r < R; ++r) partial[r][tid] = score[r];
     barrier();
     for (uint s = 32; s > 0; s >>= 1) {
       if (tid < s)
-        for (uint g = 0; g < GB; ++g) partial[g][tid] = max(partial[g][tid], partial[g][tid + s]);
+        for (uint r = 0; r < R; ++r) partial[r][tid] = max(partial[r][tid], partial[r][tid + s]);
       barrier();
     }
-    for (uint g = 0; g < GB; ++g) m_new[g] = max(m[g], partial[g][0]);
+    for (uint r = 0; r < R; ++r) m_new[r] = max(m[r], partial[r][0]);
     barrier();
-    for (uint g = 0; g < GB; ++g) {
-      const float wgt = j <= pos ? exp(score[g] - m_new[g]) : 0.0;
-      weights[g][tid] = wgt;
-      partial[g][tid] = wgt;
+    for (uint r = 0; r < R; ++r) {
+      const float wgt = j <= pos[r] ? exp(score[r] - m_new[r]) : 0.0;
+      weights[r][tid] = wgt;
+      partial[r][tid] = wgt;
     }
     barrier();
     for (uint s = 32; s > 0; s >>= 1) {
       if (tid < s)
-        for (uint g = 0; g < GB; ++g) partial[g][tid] += partial[g][tid + s];
+        for (uint r = 0; r < R; ++r) partial[r][tid] += partial[r][tid + s];
       barrier();
     }
+    // Rows whose position is before this chunk take nothing from it.
     float rescale[MAX_G];
-    for (uint g = 0; g < GB; ++g) {
-      rescale[g] = exp(m[g] - m_new[g]);
-      l[g] = l[g] * rescale[g] + partial[g][0];
+    for (uint r = 0; r < R; ++r) {
+      if (start > pos[r]) continue;
+      rescale[r] = exp(m[r] - m_new[r]);
+      l[r] = l[r] * rescale[r] + partial[r][0];
     }
-    const int n = min(64, pos - start + 1);
+    const int n = min(64, last - start + 1);
     for (uint i = 0; i < MAX_DIMS; ++i) {
       const uint d = tid + i * 64;
       if (d >= hd) break;
       float a[MAX_G];
-      for (uint g = 0; g < GB; ++g) a[g] = acc[g][i] * rescale[g];
+      for (uint r = 0; r < R; ++r) a[r] = start <= pos[r] ? acc[r][i] * rescale[r] : acc[r][i];
       for (int jj = 0; jj < n; ++jj) {
         const float vd = KV_VALUE(v, p.v_type, v_base + slot(start + jj) * p.v_row_bytes, kh * hd + d);
-        for (uint g = 0; g < GB; ++g) a[g] = fma(weights[g][jj], vd, a[g]);
+        for (uint r = 0; r < R; ++r)
+          if (start + jj <= pos[r]) a[r] = fma(weights[r][jj], vd, a[r]);
       }
-      for (uint g = 0; g < GB; ++g) acc[g][i] = a[g];
+      for (uint r = 0; r < R; ++r) acc[r][i] = a[r];
     }
-    for (uint g = 0; g < GB; ++g) m[g] = m_new[g];
+    for (uint r = 0; r < R; ++r)
+      if (start <= pos[r]) m[r] = m_new[r];
     barrier();
   }
-  for (uint g = 0; g < GB; ++g) {
-    const uint ob = p.o_off + (t * p.n_head + h0 + g) * hd;
+  for (uint r = 0; r < R; ++r) {
+    const uint ob = p.o_off + ((t0 + r / GB) * p.n_head + h0 + r % GB) * hd;
     for (uint i = 0; i < MAX_DIMS; ++i) {
       const uint d = tid + i * 64;
-      if (d < hd) o[ob + d] = acc[g][i] / l[g];
+      if (d < hd) o[ob + d] = acc[r][i] / l[r];
     }
   }
 }
