@@ -259,7 +259,8 @@ class Backend {
   // mid-step). Where routes_experts() is false the layer routes on the host.
   // The plain router: per token, the k experts with the highest logits
   // (ties to the lower id) into experts [n_tokens][k] (int32), and a
-  // softmax over their logits times `scale` into weights [n_tokens][k].
+  // softmax over their logits times `scale` into weights [n_tokens][k]
+  // (k <= 64).
   virtual bool routes_experts() const { return false; }
   virtual void route_experts(DevicePtr logits, int n_tokens, int n_expert, int k, float scale, DevicePtr experts,
                              DevicePtr weights);

@@ -123,7 +123,8 @@ bool plain_routing(const ModelConfig& c, const LayerWeights& w) {
 // router, no expert biases, no shared expert. Each route slot multiplies its
 // token's row by its own expert's rows, so nothing comes back mid-step.
 bool routes_on_device(const Backend& be, const ModelConfig& c, const LayerWeights& w) {
-  return be.routes_experts() && plain_routing(c, w) && c.n_ff_shexp == 0 && c.activation != Activation::SiluOai &&
+  return be.routes_experts() && plain_routing(c, w) && c.n_expert_used <= 64 && c.n_ff_shexp == 0 &&
+         c.activation != Activation::SiluOai &&
          w[TensorKind::FfnGateExpsBias].empty() && w[TensorKind::FfnUpExpsBias].empty() &&
          w[TensorKind::FfnDownExpsBias].empty();
 }

@@ -595,24 +595,29 @@ void VulkanBackend::route_experts(DevicePtr logits, int n_tokens, int n_expert, 
 
 void VulkanBackend::matmul_routed(const Matrix& stacked, int64_t expert_rows, DevicePtr x, int x_share,
                                   DevicePtr experts, DevicePtr y, int n_slots) {
-  if (n_slots <= 0) return;
-  if (static_cast<uint32_t>(n_slots) > max_groups_[1]) fail("Vulkan: {} route slots in one step, more than {}", n_slots, max_groups_[1]);
-  const int n_tokens = (n_slots + x_share - 1) / x_share;
-  for_each_part(stacked, [&](const WeightPart& part) {
-    // Parts hold whole experts (prepare_matrix's slice_rows).
-    const uint32_t push[] = {u32(expert_rows), u32(stacked.cols), u32(n_slots), u32(part.offset),
-                             u32(part.row_stride), floats(x), floats(y), u32(expert_rows),
-                             floats(experts), u32(part.first_row / expert_rows), u32(part.rows / expert_rows),
-                             u32(x_share)};
-    const uint32_t row_groups = u32((expert_rows + 255) / 256), gx = std::min(row_groups, max_groups_[0]);
-    dispatch(routed_shader_[static_cast<size_t>(part.type)],
-             {part.buffer, vk_buffer(x), vk_buffer(y), vk_buffer(experts)}, push, sizeof(push), gx, u32(n_slots),
-             (row_groups + gx - 1) / gx,
-             {{part.buffer, part.offset, part.offset + part.rows * part.row_stride},
-              range(x, rows_bytes(n_tokens, stacked.cols)),
-              range(experts, static_cast<size_t>(n_slots) * sizeof(int32_t))},
-             {range(y, rows_bytes(n_slots, expert_rows))});
-  });
+  // A slot is a workgroup row in y: more slots than the device's y limit go
+  // in runs of whole tokens (x_share slots each).
+  const int run = std::max(1, static_cast<int>(max_groups_[1]) / x_share) * x_share;
+  for (int s0 = 0; s0 < n_slots; s0 += run) {
+    const int n = std::min(run, n_slots - s0);
+    const DevicePtr xs = x + static_cast<int64_t>(s0 / x_share) * stacked.cols, ys = y + s0 * expert_rows,
+                    es = experts + s0;
+    for_each_part(stacked, [&](const WeightPart& part) {
+      // Parts hold whole experts (prepare_matrix's slice_rows).
+      const uint32_t push[] = {u32(expert_rows), u32(stacked.cols), u32(n), u32(part.offset),
+                               u32(part.row_stride), floats(xs), floats(ys), u32(expert_rows),
+                               floats(es), u32(part.first_row / expert_rows), u32(part.rows / expert_rows),
+                               u32(x_share)};
+      const uint32_t row_groups = u32((expert_rows + 255) / 256), gx = std::min(row_groups, max_groups_[0]);
+      dispatch(routed_shader_[static_cast<size_t>(part.type)],
+               {part.buffer, vk_buffer(xs), vk_buffer(ys), vk_buffer(es)}, push, sizeof(push), gx, u32(n),
+               (row_groups + gx - 1) / gx,
+               {{part.buffer, part.offset, part.offset + part.rows * part.row_stride},
+                range(xs, rows_bytes((n + x_share - 1) / x_share, stacked.cols)),
+                range(es, static_cast<size_t>(n) * sizeof(int32_t))},
+               {range(ys, rows_bytes(n, expert_rows))});
+    });
+  }
 }
 
 void VulkanBackend::weighted_sum(DevicePtr rows, DevicePtr weights, int n_tokens, int k, int width, DevicePtr out) {
