@@ -70,6 +70,10 @@ uint32_t kv_code(DType t) {
   }
 }
 
+// Rows a matmul.comp workgroup covers: 32 threads x ROWS (4, and 8 in the
+// one-token MATVEC build the routed experts use too).
+constexpr int64_t kMatmulGroupRows = 128, kMatvecGroupRows = 256;
+
 uint32_t bindings_of(const std::string& shader) {
   if (shader == "attention") return 5;
   if (shader == "rope") return 2;
@@ -79,6 +83,16 @@ uint32_t bindings_of(const std::string& shader) {
 
 // Bytes a shader reads or writes: [p.offset, p.offset + bytes).
 BufferRange range(DevicePtr p, size_t bytes) { return {vk_buffer(p), p.offset, p.offset + bytes}; }
+// Workgroups of 256 threads for n values: x up to 65535 (every device's
+// minimum limit), the rest in y; the shader rebuilds the index from groups_x.
+struct FlatGrid {
+  uint32_t x, y;
+};
+FlatGrid flat_grid(uint64_t n) {
+  const uint64_t groups = (n + 255) / 256;
+  const auto x = static_cast<uint32_t>(std::min<uint64_t>(groups, 65535));
+  return {x, static_cast<uint32_t>((groups + x - 1) / x)};
+}
 size_t rows_bytes(int64_t rows, int64_t width) { return static_cast<size_t>(rows) * width * sizeof(float); }
 
 size_t device_bytes(const Matrix& m) {
@@ -560,20 +574,22 @@ void VulkanBackend::check_step(int n_tokens) const {
   if (n_tokens > step_tokens_) fail("internal: {} rows need positions but the step has {}", n_tokens, step_tokens_);
 }
 
+VulkanBackend::RowGrid VulkanBackend::row_grid(int64_t rows, int64_t group_rows) const {
+  const uint32_t groups = u32((rows + group_rows - 1) / group_rows), gx = std::min(groups, max_groups_[0]);
+  return {gx, (groups + gx - 1) / gx};
+}
+
 void VulkanBackend::matmul(const Matrix& w, DevicePtr x, DevicePtr y, int n_tokens) {
   for_each_part(w, [&](const WeightPart& part) {
     const DevicePtr y_part = y + part.first_row;  // y's rows stay w.rows apart
     const uint32_t push[] = {u32(part.rows), u32(w.cols), u32(n_tokens), u32(part.offset), u32(part.row_stride),
                              floats(x), floats(y_part), u32(w.rows)};
-    // matmul.comp: 128 rows (32 threads x ROWS) and 8 tokens a workgroup,
-    // one token 256 rows (MATVEC); row groups beyond the device's x limit
-    // go in z.
+    // 8 tokens a workgroup; one token takes the MATVEC build.
     const bool one_token = n_tokens == 1;
-    const int64_t group_rows = one_token ? 256 : 128;
-    const uint32_t row_groups = u32((part.rows + group_rows - 1) / group_rows), gx = std::min(row_groups, max_groups_[0]);
+    const RowGrid g = row_grid(part.rows, one_token ? kMatvecGroupRows : kMatmulGroupRows);
     const size_t t = static_cast<size_t>(part.type);
     dispatch(one_token ? matvec_shader_[t] : matmul_shader_[t], {part.buffer, vk_buffer(x), vk_buffer(y)}, push,
-             sizeof(push), gx, u32((n_tokens + 7) / 8), (row_groups + gx - 1) / gx,
+             sizeof(push), g.x, u32((n_tokens + 7) / 8), g.z,
              {{part.buffer, part.offset, part.offset + part.rows * part.row_stride},
               range(x, rows_bytes(n_tokens, w.cols))},
              {range(y_part, rows_bytes(n_tokens - 1, w.rows) + part.rows * sizeof(float))});
@@ -608,10 +624,9 @@ void VulkanBackend::matmul_routed(const Matrix& stacked, int64_t expert_rows, De
                                u32(part.row_stride), floats(xs), floats(ys), u32(expert_rows),
                                floats(es), u32(part.first_row / expert_rows), u32(part.rows / expert_rows),
                                u32(x_share)};
-      const uint32_t row_groups = u32((expert_rows + 255) / 256), gx = std::min(row_groups, max_groups_[0]);
+      const RowGrid g = row_grid(expert_rows, kMatvecGroupRows);
       dispatch(routed_shader_[static_cast<size_t>(part.type)],
-               {part.buffer, vk_buffer(xs), vk_buffer(ys), vk_buffer(es)}, push, sizeof(push), gx, u32(n),
-               (row_groups + gx - 1) / gx,
+               {part.buffer, vk_buffer(xs), vk_buffer(ys), vk_buffer(es)}, push, sizeof(push), g.x, u32(n), g.z,
                {{part.buffer, part.offset, part.offset + part.rows * part.row_stride},
                 range(xs, rows_bytes((n + x_share - 1) / x_share, stacked.cols)),
                 range(es, static_cast<size_t>(n) * sizeof(int32_t))},
@@ -623,13 +638,12 @@ void VulkanBackend::matmul_routed(const Matrix& stacked, int64_t expert_rows, De
 void VulkanBackend::weighted_sum(DevicePtr rows, DevicePtr weights, int n_tokens, int k, int width, DevicePtr out) {
   const uint64_t n = static_cast<uint64_t>(n_tokens) * width;
   if (n == 0) return;
-  const uint64_t groups = (n + 255) / 256;
-  const uint32_t gx = static_cast<uint32_t>(std::min<uint64_t>(groups, 65535));
+  const FlatGrid g = flat_grid(n);
   struct {
     uint32_t n_tokens, k, width, rows_off, weights_off, o_off, groups_x;
-  } push{u32(n_tokens), u32(k), u32(width), floats(rows), floats(weights), floats(out), gx};
+  } push{u32(n_tokens), u32(k), u32(width), floats(rows), floats(weights), floats(out), g.x};
   dispatch(fixed_shaders_[kWeightedSum], {vk_buffer(rows), vk_buffer(weights), vk_buffer(out)}, &push, sizeof(push),
-           gx, u32((groups + gx - 1) / gx), 1,
+           g.x, g.y, 1,
            {range(rows, rows_bytes(n_tokens * k, width)), range(weights, static_cast<size_t>(n_tokens) * k * sizeof(float))},
            {range(out, rows_bytes(n_tokens, width))});
 }
@@ -745,17 +759,15 @@ void VulkanBackend::attention(DevicePtr q, const KvLayer& kv, int n_tokens, cons
 void VulkanBackend::elementwise(uint32_t op, DevicePtr a, VkBuffer b, size_t b_offset, DevicePtr out, int64_t n,
                                 float param, uint32_t period) {
   if (n <= 0) return;
-  const uint64_t groups = (static_cast<uint64_t>(n) + 255) / 256;
-  const uint32_t gx = static_cast<uint32_t>(std::min<uint64_t>(groups, 65535));
-  const uint32_t gy = static_cast<uint32_t>((groups + gx - 1) / gx);
+  const FlatGrid g = flat_grid(static_cast<uint64_t>(n));
   struct {
     uint32_t op, n, a_off, b_off, o_off, b_period, groups_x;
     float param;
-  } push{op, u32(n), floats(a), u32(b_offset / 4), floats(out), period, gx, param};
+  } push{op, u32(n), floats(a), u32(b_offset / 4), floats(out), period, g.x, param};
   const size_t bytes = static_cast<size_t>(n) * sizeof(float);
   const VkBuffer bb = b ? b : dummy_->handle();
   const BufferRange b_read{bb, b ? b_offset : 0, b ? b_offset + (period > 1 ? period * sizeof(float) : bytes) : 0};
-  dispatch(fixed_shaders_[kElementwise], {vk_buffer(a), bb, vk_buffer(out)}, &push, sizeof(push), gx, gy, 1,
+  dispatch(fixed_shaders_[kElementwise], {vk_buffer(a), bb, vk_buffer(out)}, &push, sizeof(push), g.x, g.y, 1,
            {range(a, bytes), b_read}, {range(out, bytes)});
 }
 

@@ -186,7 +186,13 @@ class VulkanBackend : public Backend {
   // f(WeightPart) for each buffer holding some of w's rows, in row order.
   template <class F>
   void for_each_part(const Matrix& w, F&& f) const;
-  WeightPart weight_whole(const Matrix& w) const;  // a vector (a norm, a bias): one part
+  WeightPart weight_whole(const Matrix& w) const;
+  // Workgroups for `rows` in groups of group_rows: x up to the device's
+  // limit, the rest continued in z (a vocabulary head).
+  struct RowGrid {
+    uint32_t x, z;
+  };
+  RowGrid row_grid(int64_t rows, int64_t group_rows) const;  // a vector (a norm, a bias): one part
   // elementwise.comp's op over n values; b (optional) is a buffer and byte offset.
   void elementwise(uint32_t op, DevicePtr a, VkBuffer b, size_t b_offset, DevicePtr out, int64_t n, float param,
                    uint32_t period);

@@ -6,7 +6,7 @@
 // after the (j-1)-th, so no list of the taken ones is kept.
 layout(local_size_x = 64) in;
 layout(std430, binding = 0) readonly buffer Logits { float logits[]; };
-layout(std430, binding = 1) buffer Experts { int experts[]; };
+layout(std430, binding = 1) writeonly buffer Experts { int experts[]; };
 layout(std430, binding = 2) writeonly buffer Weights { float weights[]; };
 layout(push_constant) uniform Push {
   uint n_tokens, n_expert, k, logits_off, experts_off, weights_off;
@@ -16,10 +16,14 @@ layout(push_constant) uniform Push {
 void main() {
   const uint t = gl_GlobalInvocationID.x;
   if (t >= p.n_tokens) return;
-  const uint row = p.logits_off + t * p.n_expert, out_at = t * p.k;
+  const uint row = p.logits_off + t * p.n_expert, out_at = p.experts_off + t * p.k;
+  // The chosen logits (k <= 64, the host checks); n: how many were chosen
+  // (fewer than k only where the rest are NaN: their slots get id -1, weight 0).
+  float chosen[64];
+  uint n = 0;
   float prev = 0.0;
   int prev_id = -1;
-  for (uint j = 0; j < p.k; ++j) {
+  for (; n < p.k; ++n) {
     float best = 0.0;
     int best_id = -1;
     for (uint e = 0; e < p.n_expert; ++e) {
@@ -32,25 +36,16 @@ void main() {
         best_id = int(e);
       }
     }
-    if (best_id < 0) {  // only NaNs left
-      for (; j < p.k; ++j) experts[p.experts_off + out_at + j] = -1;
-      break;
-    }
-    experts[p.experts_off + out_at + j] = best_id;
+    if (best_id < 0) break;
+    experts[out_at + n] = best_id;
+    chosen[n] = best;
     prev = best;
     prev_id = best_id;
   }
-  // Weights from the chosen logits (none chosen: only NaN logits; weight 0).
-  float chosen[64];  // k <= 64 (the host checks)
-  for (uint j = 0; j < p.k; ++j) {
-    const int id = experts[p.experts_off + out_at + j];
-    chosen[j] = 0.0;
-    if (id >= 0) chosen[j] = logits[row + uint(id)];
-  }
   float sum = 0.0;
-  for (uint j = 0; j < p.k; ++j)
-    if (experts[p.experts_off + out_at + j] >= 0) sum += exp(chosen[j] - chosen[0]);
-  for (uint j = 0; j < p.k; ++j)
-    weights[p.weights_off + out_at + j] =
-        experts[p.experts_off + out_at + j] >= 0 ? exp(chosen[j] - chosen[0]) / sum * p.scale : 0.0;
+  for (uint j = 0; j < n; ++j) sum += exp(chosen[j] - chosen[0]);
+  for (uint j = 0; j < p.k; ++j) {
+    if (j >= n) experts[out_at + j] = -1;
+    weights[p.weights_off + t * p.k + j] = j < n ? exp(chosen[j] - chosen[0]) / sum * p.scale : 0.0;
+  }
 }
