@@ -187,11 +187,14 @@ class Bench:
         return eps
 
     def relay(self, target, delay_ms, index=0):
+        """A relay in host 0 on its bridge address: the primary reaches the worker through it, and so do the
+        other members of a tensor group (they link to the addresses the primary names), so every link of the
+        worker's is delayed."""
         spin = ["--spin-us", "100"] if delay_ms < 0.1 else []
-        port = RELAY_PORT + index
-        self.start(0, [self.relay_bin, "--listen", f"127.0.0.1:{port}", "--target", target,
+        listen = f"{self.net.addr(0)}:{RELAY_PORT + index}"
+        self.start(0, [self.relay_bin, "--listen", listen, "--target", target,
                        "--delay-ms", delay_ms, *spin], ("line", "listening on"))
-        return [f"127.0.0.1:{port}"]
+        return [listen]
 
     def stop_servers(self):
         for p in self.procs:
@@ -329,29 +332,35 @@ def predicted_tg(result, split):
 def tensor_table(tensor, args):
     print(f"\nTensor split: 2 workers (hosts 1 and 2, -t 1 each) running every layer as a tensor group against the "
           f"same 2 splitting the layers (--ts 0,1,1) and one machine alone (host 0, Shoal and llama.cpp), pp512 and "
-          f"tg{args.n}, tokens/s mean ± sd of {args.r}; predicted: what each run printed for its split, with the "
+          f"tg{args.n}, tokens/s mean ± sd of {args.r}; the workers over veth, then each behind its own relay (every "
+          f"link of its, the other member's too); predicted: what each run printed for its split, with the "
           f"measured over the predicted\n")
-    print("| model | run | pp512 | tg | tg / one machine | pp / one machine | predicted tg | measured / predicted |")
-    print("| ----- | --- | ----: | -: | ---------------: | ---------------: | -----------: | -------------------: |")
+    print("| model | run | link | pp512 | tg | tg / one machine | pp / one machine | predicted tg | measured / predicted |")
+    print("| ----- | --- | ---- | ----: | -: | ---------------: | ---------------: | -----------: | -------------------: |")
     names = {"llama.cpp": "one machine, llama.cpp", "local": "one machine, Shoal", "layer": "2 workers, layer split",
              "tensor": "2 workers, tensor split"}
-    for model in dict.fromkeys(m for m, _ in tensor):
-        one = tensor.get((model, "local"))
-        for split in ("llama.cpp", "local", "layer", "tensor"):
-            r = tensor.get((model, split))
-            if not r or not one:
+    for model in dict.fromkeys(m for m, _, _ in tensor):
+        one = tensor.get((model, "local", None))
+        for (m, split, delay), r in tensor.items():
+            if m != model or not one:
                 continue
             p = predicted_tg(r, split)
             predicted = f"{p:.1f}" if p else "-"
             ratio = f"{r['tg']['avg_ts'] / p:.2f}" if p else "-"
-            print(f"| {Path(model).name} | {names[split]} | {ts(r['pp'])} | {ts(r['tg'])} | "
+            link = "-" if split in ("llama.cpp", "local") else "veth" if delay is None else f"{2 * delay:g} ms RTT"
+            print(f"| {Path(model).name} | {names[split]} | {link} | {ts(r['pp'])} | {ts(r['tg'])} | "
                   f"{r['tg']['avg_ts'] / one['tg']['avg_ts']:.2f} | {r['pp']['avg_ts'] / one['pp']['avg_ts']:.2f} | "
                   f"{predicted} | {ratio} |")
-        # What -sm auto would have taken, from the layer run's two predictions.
-        layer, tensor_p = predicted_tg(tensor.get((model, "layer")), "layer"), predicted_tg(tensor.get((model, "layer")), "tensor")
-        if layer and tensor_p:
-            print(f"\n{Path(model).name}: -sm auto takes the {'tensor' if tensor_p > layer else 'layer'} split "
-                  f"(predicted {tensor_p:.1f} against {layer:.1f} tok/s)")
+        # What -sm auto would have taken at each link, from the layer run's two predictions, and which was faster.
+        for delay in dict.fromkeys(d for m, _, d in tensor if m == model):
+            runs = {split: tensor.get((model, split, delay)) for split in ("layer", "tensor")}
+            layer, tensor_p = predicted_tg(runs["layer"], "layer"), predicted_tg(runs["layer"], "tensor")
+            if layer and tensor_p and runs["tensor"]:
+                took = "tensor" if tensor_p > layer else "layer"
+                faster = max(runs, key=lambda k: runs[k]["tg"]["avg_ts"])
+                link = "veth" if delay is None else f"{2 * delay:g} ms RTT"
+                print(f"\n{Path(model).name}, {link}: -sm auto takes the {took} split (predicted {tensor_p:.1f} "
+                      f"tensor against {layer:.1f} layer tok/s); measured faster: {faster}")
 
 
 def main():
@@ -405,10 +414,13 @@ def main():
     # Pipelined prompts: pp512 and pp2048 on 2 and 3 workers, -ub 64 against -ub 0, beside llama.cpp.
     prefill_jobs = [(n, p) for n in (2, 3) for p in (512, 2048)] if "prefill" in parts else []
     prefill = {}  # (n, p) -> (pipelined, whole, llama.cpp)
-    # Tensor split: per model, one machine, 2 workers by layers, 2 workers as a tensor group.
-    tensor_jobs = [(model, split) for model in (args.model, args.speed_model)
-                   for split in ("llama.cpp", "local", "layer", "tensor")] if "tensor" in parts else []
-    tensor = {}  # (model, split) -> result
+    # Tensor split: per model, one machine, 2 workers by layers, 2 workers as a tensor group, the workers
+    # straight over veth and behind relays at 1 and 5 ms round trip (every link of theirs, the members' too).
+    tensor_jobs = [(model, split, delay) for model in (args.model, args.speed_model)
+                   for split, delay in (("llama.cpp", None), ("local", None), ("layer", None), ("tensor", None),
+                                        ("layer", 0.5), ("tensor", 0.5), ("layer", 2.5), ("tensor", 2.5))] \
+        if "tensor" in parts else []
+    tensor = {}  # (model, split, one-way delay or None) -> result
 
     head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     built = time.strftime("%Y-%m-%d %H:%M", time.gmtime(SHOAL.stat().st_mtime))
@@ -447,17 +459,18 @@ def main():
             spec[(where, delay, kind)] = b.run(
                 "shoal", n_workers=0 if where == "local" else 2, delay_ms=delay, model=args.spec_target, pp=0,
                 tg=args.spec_n, extra=[*flags, "-f", SPEC_PROMPT, "--chat"])
-        for model, split in tensor_jobs:
+        for model, split, delay in tensor_jobs:
             if time.time() > deadline:
                 break
-            print(f"tensor: {Path(model).name}, {split} ...", file=sys.stderr)
+            print(f"tensor: {Path(model).name}, {split}{f', {2 * delay:g} ms RTT' if delay else ''} ...",
+                  file=sys.stderr)
             if split == "llama.cpp":  # llama.cpp on one machine, the same core count
-                tensor[(model, split)] = b.run("llama.cpp", model=model, pp=512)
+                tensor[(model, split, delay)] = b.run("llama.cpp", model=model, pp=512)
                 continue
             # With two workers the split choice (both predictions, what -sm auto would take) is on the run's stderr.
             extra = {"local": [], "layer": ["-sm", "layer", "--ts", "0,1,1"], "tensor": ["-sm", "tensor"]}[split]
-            tensor[(model, split)] = b.run("shoal", n_workers=0 if split == "local" else 2, model=model, pp=512,
-                                           extra=extra)
+            tensor[(model, split, delay)] = b.run("shoal", n_workers=0 if split == "local" else 2, model=model,
+                                                  pp=512, extra=extra, delay_ms=delay)
         for split in speed_jobs:
             if time.time() > deadline:
                 break

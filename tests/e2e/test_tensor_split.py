@@ -194,3 +194,61 @@ def test_a_stranger_cannot_join_or_step_a_group(serve_cluster, workers):
     forward = struct.pack("<IIIBBH", stage, 1, 576, 0, 0, 0) + struct.pack("<ii", 0, 0) + bytes(576 * 4)
     refused("peer", FORWARD, forward, f"stage {stage} is a tensor group member's")
     assert complete(s) == expected
+
+
+@pytest.fixture
+def relays(shoal_bin):
+    """relays(target, *args): a delay relay in front of `target` (host:port);
+    its address. Every relay is stopped after the test."""
+    started = []
+
+    def start(target, *args):
+        p = subprocess.Popen([Path(shoal_bin).parent / "shoal_delay_relay", "--listen", "127.0.0.1:0", "--target",
+                              target, *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        started.append(p)
+        line = p.stdout.readline()
+        assert line.startswith("listening on "), line
+        return line.split()[-1]
+    yield start
+    for p in started:
+        p.terminate()
+        p.wait(timeout=10)
+
+
+def test_members_that_cannot_link_are_found_at_load(shoal_bin, smollm2, workers, relays, local_text):
+    """Each worker behind a relay that passes one connection, the primary's:
+    the members reach the primary but not each other. The group finds out
+    when it links at load, its stages are unloaded, and the layers are split
+    instead, with the local text."""
+    ws = workers(2, "-v", "--worker-timeout", TIMEOUT)
+    rpc = [relays(w.address, "--delay-ms", 0, "--max-conns", 1) for w in ws]
+    t0 = time.monotonic()
+    r = run_shoal(shoal_bin, *run_args(smollm2), "--rpc", ",".join(rpc), "-sm", "tensor", "--worker-timeout",
+                  TIMEOUT, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == local_text
+    assert f"the tensor group {' + '.join(sorted(rpc))} could not link" in r.stderr, r.stderr
+    # Whichever member gave up first names the other one.
+    assert re.search(r"could not link to tensor group member 127\.0\.0\.1:\d+|"
+                     r"tensor group member 127\.0\.0\.1:\d+ did not link to this one within 2\.0 s", r.stderr), r.stderr
+    assert "the layer split instead" in r.stderr, r.stderr
+    # The stages the group had loaded are gone again.
+    for w in ws:
+        group_stage = re.search(r"stage (\d+): member \d of tensor group", w.stderr())[1]
+        assert f"stage {group_stage}: unloaded" in w.stderr(), w.stderr()
+    print(f"\nunlinkable members found and the layers split instead in {time.monotonic() - t0:.1f} s")
+
+
+def test_auto_takes_the_layer_split_behind_slow_links(shoal_bin, smollm2, workers, relays, local_text):
+    """Two workers each behind a 5 ms round trip (the members' links to each
+    other too: they link through the same relays): four exchanges a layer
+    cost more than a layer split's hops, and -sm auto takes the layers."""
+    ws = workers(2)
+    rpc = [relays(w.address, "--delay-ms", 2.5) for w in ws]
+    r = run_shoal(shoal_bin, *run_args(smollm2), "--rpc", ",".join(rpc), "-sm", "auto", timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == local_text
+    layer = float(re.search(r"layer split:\s+tg\s+([\d.]+) ms/token", r.stderr)[1])
+    tensor = float(re.search(r"tensor split:\s+tg\s+([\d.]+) ms/token", r.stderr)[1])
+    assert tensor > layer, r.stderr
+    assert "split mode: layer" in r.stderr and "split: tensor" not in r.stderr, r.stderr

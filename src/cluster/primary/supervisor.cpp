@@ -2,6 +2,7 @@
 
 #include <openssl/crypto.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <random>
 #include <tuple>
@@ -27,6 +28,45 @@ class StageRefused : public Error {
   std::string address;
   const WorkerClient* client;  // identity only: a reconnected worker is not at fault
 };
+
+// A tensor group whose members could not link to each other (a firewall
+// between them, say, while the primary reaches each): the group is given
+// up for a layer split, nobody is lost.
+class GroupUnlinked : public Error {
+ public:
+  GroupUnlinked(std::vector<std::string> members, const std::string& why)
+      : Error(why), members(std::move(members)) {}
+  std::vector<std::string> members;  // sorted
+};
+
+// GROUP_LINK to every member at once (each waits for the others' links).
+// The primary's own link failing is that worker's loss (LinkError); a
+// member that could not link with another is GroupUnlinked.
+void link_group(const std::vector<RemoteMember>& members) {
+  std::vector<std::exception_ptr> failed(members.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < members.size(); ++i)
+    threads.emplace_back([&, i] {
+      try {
+        members[i].client->link_group(members[i].stage_id);
+      } catch (...) {
+        failed[i] = std::current_exception();
+      }
+    });
+  for (auto& t : threads) t.join();
+  std::vector<std::string> addresses;
+  for (const RemoteMember& m : members) addresses.push_back(m.client->address());
+  std::sort(addresses.begin(), addresses.end());
+  for (const auto& f : failed) {
+    if (!f) continue;
+    try {
+      std::rethrow_exception(f);
+    } catch (const wire::ProtocolError& e) {
+      throw GroupUnlinked(addresses, fmt::format("the tensor group {} could not link: {}",
+                                                 fmt::join(addresses, " + "), e.what()));
+    }
+  }
+}
 
 double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -364,8 +404,18 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_stages(Engine& engi
   if (options_.split_mode != SplitMode::layer || usable.size() >= 2) {
     const SplitChoice choice = choose_split(options_.split_mode, plan, input, options_.group_size);
     std::fprintf(stderr, "%s", format_split_choice(choice, input).c_str());
-    if (choice.mode == SplitMode::tensor) return build_tensor_groups(engine, usable, choice.groups);
-    if (options_.split_mode == SplitMode::tensor) spdlog::warn("{}", choice.reason);
+    if (choice.mode == SplitMode::tensor && unlinked(usable, choice.groups)) {
+      spdlog::warn("the members of a tensor group could not link to each other when it was loaded: the layer split");
+    } else if (choice.mode == SplitMode::tensor) {
+      try {
+        return build_tensor_groups(engine, usable, choice.groups);
+      } catch (const GroupUnlinked& e) {
+        spdlog::warn("{}; the layer split instead", e.what());
+        unlinked_.push_back(e.members);
+      }
+    } else if (options_.split_mode == SplitMode::tensor) {
+      spdlog::warn("{}", choice.reason);
+    }
   }
   std::fprintf(stderr, "%s", format_plan(plan, input).c_str());
   warn_if_mixed(plan, input);
@@ -413,6 +463,16 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_stages(Engine& engi
   return stages;
 }
 
+bool ClusterSupervisor::unlinked(const Usable& usable, const std::vector<std::vector<int>>& groups) const {
+  for (const std::vector<int>& group : groups) {
+    std::vector<std::string> addresses;
+    for (int d : group) addresses.push_back(usable.at(static_cast<size_t>(d - 1)).second->address());
+    std::sort(addresses.begin(), addresses.end());
+    if (std::find(unlinked_.begin(), unlinked_.end(), addresses) != unlinked_.end()) return true;
+  }
+  return false;
+}
+
 StageLoadReport ClusterSupervisor::load_on(Engine& engine, TensorHashes& hashes, Member& m,
                                            const std::shared_ptr<WorkerClient>& client, int begin, int end,
                                            const std::vector<std::string>& member_addresses,
@@ -452,6 +512,7 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_tensor_groups(
   }
   TensorHashes hashes(engine.file());
   std::vector<std::unique_ptr<Stage>> stages;
+  std::vector<std::vector<RemoteMember>> group_members;  // per group, for linking
   Loaded loaded;
   for (size_t g = 0; g < groups.size(); ++g) {
     const auto [begin, end] = tensor_group_layers(config.n_layer, static_cast<int>(groups.size()), static_cast<int>(g));
@@ -473,9 +534,27 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_tensor_groups(
       loaded.emplace_back(m, client.get(), r.stage_id);
       members.push_back({client, r.stage_id, begin, end, r});
     }
+    group_members.push_back(members);
     stages.push_back(std::make_unique<RemoteStage>(std::move(members), config.n_embd, config.n_layer, dtype,
                                                    k > 1 ? RemoteStage::Topology::tensor_group
                                                          : RemoteStage::Topology::chain));
+  }
+  // Every group links now, before any step: members that cannot reach each
+  // other give the group up here (its stages unloaded) rather than failing
+  // every step.
+  try {
+    for (const std::vector<RemoteMember>& members : group_members)
+      if (members.size() > 1) link_group(members);
+  } catch (const GroupUnlinked&) {
+    for (const std::vector<RemoteMember>& members : group_members)
+      for (const RemoteMember& m : members) {
+        try {
+          m.client->unload(m.stage_id);
+        } catch (const std::exception&) {
+          // A worker lost meanwhile dropped its stages with its session.
+        }
+      }
+    throw;
   }
   std::fprintf(stderr, "the output head on the primary\n");
   commit_stages(usable, loaded);

@@ -89,6 +89,11 @@ class ClusterSupervisor : public StageSupervisor {
   // -sm tensor: the layers evenly over the groups (indices into usable, from 1), each group one stage.
   std::vector<std::unique_ptr<Stage>> build_tensor_groups(Engine& engine, const Usable& usable,
                                                           const std::vector<std::vector<int>>& groups);
+  // A group whose members could not link to each other at load (the
+  // members' addresses, sorted): -sm tensor/auto plans the layers instead
+  // whenever the same members would form a group again.
+  bool unlinked(const Usable& usable, const std::vector<std::vector<int>>& groups) const;
+  std::vector<std::vector<std::string>> unlinked_;
   // LOAD_STAGE on one worker, its progress drawn; a refusal is StageRefused.
   StageLoadReport load_on(Engine& engine, TensorHashes& hashes, Member& m, const std::shared_ptr<WorkerClient>& client,
                           int begin, int end, const std::vector<std::string>& member_addresses,

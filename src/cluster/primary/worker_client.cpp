@@ -132,6 +132,10 @@ void WorkerClient::unload(uint32_t stage_id) {
   request(MessageType::Unload, {{"stage", stage_id}}, MessageType::UnloadOk);
 }
 
+double WorkerClient::link_group(uint32_t stage_id) {
+  return request(MessageType::GroupLink, {{"stage", stage_id}}, MessageType::GroupLinked).value("ms", 0.0);
+}
+
 StageLoadReport WorkerClient::load_stage(const gguf::File& file, TensorHashes& hashes, const ModelConfig& config,
                                          int begin, int end, int n_seq, int n_ctx, int max_tokens, KvTypes kv_types,
                                          const std::vector<std::string>& members,

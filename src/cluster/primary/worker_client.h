@@ -96,6 +96,10 @@ class WorkerClient {
                              const nlohmann::json& group = nullptr);
   void kv_op(const nlohmann::json& op);
   void unload(uint32_t stage_id);
+  // GROUP_LINK: the stage's tensor group member links to every other member
+  // (the others must be asked at the same time); returns the milliseconds
+  // it took; a member it could not link with is a ProtocolError naming it.
+  double link_group(uint32_t stage_id);
 
  private:
   nlohmann::json request(wire::MessageType type, const nlohmann::json& body, wire::MessageType reply);

@@ -27,6 +27,8 @@ constexpr NamedType kNames[] = {
     {MessageType::ProbeResult, "PROBE_RESULT"},
     {MessageType::TensorLink, "TENSOR_LINK"},
     {MessageType::TensorShare, "TENSOR_SHARE"},
+    {MessageType::GroupLink, "GROUP_LINK"},
+    {MessageType::GroupLinked, "GROUP_LINKED"},
 };
 constexpr bool every_type_once_in_order() {
   constexpr size_t n = sizeof(kNames) / sizeof(kNames[0]);

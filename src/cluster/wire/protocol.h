@@ -11,7 +11,7 @@
 namespace shoal::wire {
 
 constexpr uint32_t kMagic = 0x4C4F4853;  // "SHOL" little-endian
-constexpr uint16_t kProtocolVersion = 10;  // v2: HEARTBEAT, deadlines; v3: AEAD frames after a keyed handshake;
+constexpr uint16_t kProtocolVersion = 11;  // v2: HEARTBEAT, deadlines; v3: AEAD frames after a keyed handshake;
                                           // v4: LOAD_STAGE describes the block by its tensors and settings;
                                           // v5: LOAD_STAGE names the KV cache types;
                                           // v6: the handshake transcript is authenticated;
@@ -19,6 +19,7 @@ constexpr uint16_t kProtocolVersion = 10;  // v2: HEARTBEAT, deadlines; v3: AEAD
                                           // v8: LOAD_STAGE gives each layer's kind (attention or DeltaNet)
                                           // v9: LOAD_STAGE gives latent attention, leading dense layers, the router
                                           // v10: tensor groups (LOAD_STAGE's group, TENSOR_LINK, TENSOR_SHARE)
+                                          // v11: GROUP_LINK: a group's members link at load, not at its first step
 constexpr size_t kHeaderBytes = 32;
 constexpr uint64_t kDefaultMaxPayload = 256ull << 20;  // refused before any allocation
 constexpr int kHandshakeTimeoutMs = 5000;
@@ -56,6 +57,8 @@ enum class MessageType : uint16_t {
   ProbeResult = 25,  // JSON {type, matvec_gbps, matmul_gflops}
   TensorLink = 26,   // JSON {group, rank}: a tensor group member's link to another (peer → peer, first)
   TensorShare = 27,  // binary: one member's rows of one matmul group, f32 (peer → peer)
+  GroupLink = 28,    // JSON {stage}: link to every other member of the stage's tensor group now (primary → member)
+  GroupLinked = 29,  // JSON {stage, ms}: linked both ways with every other member
   COUNT
 };
 

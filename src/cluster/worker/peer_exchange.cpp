@@ -25,7 +25,11 @@ constexpr size_t kShareFrameBytes = 64 << 20;
 }  // namespace
 
 PeerExchange::PeerExchange(TensorGroup group, PeerLinkOptions options)
-    : group_(std::move(group)), options_(std::move(options)), out_(group_.size()), in_(group_.size()) {}
+    : group_(std::move(group)),
+      options_(std::move(options)),
+      out_(group_.size()),
+      in_(group_.size()),
+      refused_(group_.size()) {}
 
 PeerExchange::~PeerExchange() {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -37,21 +41,42 @@ void PeerExchange::accept_link(int rank, std::shared_ptr<wire::Connection> conn)
   if (rank < 0 || rank >= group_.size() || rank == group_.rank)
     throw ProtocolError(ErrorCode::BadRequest, fmt::format("TENSOR_LINK from rank {} of a group of {} (this is rank {})",
                                                            rank, group_.size(), group_.rank));
+  const auto refuse = [&](std::string why) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (refused_[rank].empty()) refused_[rank] = why;
+    }
+    throw ProtocolError(ErrorCode::BadRequest, why);
+  };
   // The link must come from the member's host, when the primary named it by address.
   const std::string host = wire::split_address(group_.members[rank]).first;
   const std::string from = wire::split_address(conn->peer()).first;
   if (host.find_first_not_of("0123456789.") == std::string::npos && host != from)
-    throw ProtocolError(ErrorCode::BadRequest, fmt::format("TENSOR_LINK as member {} ({}) came from {}", rank,
-                                                           group_.members[rank], from));
-  std::lock_guard<std::mutex> lock(mutex_);
+    refuse(fmt::format("TENSOR_LINK as member {} ({}) came from {}", rank, group_.members[rank], from));
+  std::unique_lock<std::mutex> lock(mutex_);
   // One link per member for the group's life: a second claim would cut the
   // one a step may be reading (a member that lost its link fails the group;
   // the primary loads a new one).
-  if (in_[rank])
-    throw ProtocolError(ErrorCode::BadRequest, fmt::format("member {} of tensor group {:016x} is linked already",
-                                                           rank, group_.id));
+  if (in_[rank]) {
+    lock.unlock();
+    refuse(fmt::format("member {} of tensor group {:016x} is linked already", rank, group_.id));
+  }
   in_[rank] = std::move(conn);
   linked_.notify_all();
+}
+
+void PeerExchange::link() {
+  for (int p = 0; p < group_.size(); ++p) {
+    if (p == group_.rank || out_[p]) continue;
+    try {
+      connect_out(p);
+    } catch (const std::exception& e) {
+      throw wire::LinkError(wire::LinkError::Kind::Failed, group_.members[p],
+                            fmt::format("could not link to tensor group member {}: {}", group_.members[p], e.what()));
+    }
+  }
+  for (int p = 0; p < group_.size(); ++p)
+    if (p != group_.rank) inbound(p);
 }
 
 void PeerExchange::connect_out(int peer) {
@@ -64,12 +89,16 @@ void PeerExchange::connect_out(int peer) {
 }
 
 std::shared_ptr<wire::Connection> PeerExchange::inbound(int peer) {
+  // A refused claim does not end the wait: the member itself may still come
+  // (the claim may have been someone else's); it only explains a timeout.
   std::unique_lock<std::mutex> lock(mutex_);
-  if (!linked_.wait_for(lock, std::chrono::milliseconds(options_.timeout_ms), [&] { return in_[peer] != nullptr; }))
-    throw wire::LinkError(wire::LinkError::Kind::Timeout, group_.members[peer],
-                          fmt::format("tensor group member {} did not link to this one within {:.1f} s",
-                                      group_.members[peer], options_.timeout_ms / 1000.0));
-  return in_[peer];
+  if (linked_.wait_for(lock, std::chrono::milliseconds(options_.timeout_ms), [&] { return in_[peer] != nullptr; }))
+    return in_[peer];
+  throw wire::LinkError(wire::LinkError::Kind::Timeout, group_.members[peer],
+                        fmt::format("tensor group member {} did not link to this one within {:.1f} s{}",
+                                    group_.members[peer], options_.timeout_ms / 1000.0,
+                                    refused_[peer].empty() ? "" : fmt::format(" (a link was refused: {})",
+                                                                              refused_[peer])));
 }
 
 void PeerExchange::send_all(std::span<const uint8_t> bytes) {

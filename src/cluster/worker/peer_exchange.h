@@ -6,6 +6,10 @@
 // other member's shares on the link that member opened. Members talk to
 // each other directly: nothing of an exchange passes the primary.
 //
+// The links are made at load (GROUP_LINK, link()): members that cannot
+// reach each other are found before any step runs, and the primary plans
+// without the group.
+//
 // No HEARTBEAT crosses these links: between steps no one reads them, and a
 // member's liveness is its primary link's business. Within a step a member
 // that sends nothing for --worker-timeout is lost (LinkError naming it).
@@ -41,7 +45,13 @@ class PeerExchange : public RowExchange {
   ~PeerExchange() override;
   const TensorGroup& group() const { return group_; }
   // The link member `rank` opened to this one (its session hands it over).
+  // A refused one (wrong host, a second claim) is remembered, so that a
+  // wait for that member that runs out names the reason.
   void accept_link(int rank, std::shared_ptr<wire::Connection> conn);
+  // Opens this member's link to every other member and waits until every
+  // other member's link to it has come (each within the link timeout).
+  // Throws a LinkError naming the first member it could not link with.
+  void link();
   void all_gather(std::span<const float> mine, std::span<const std::span<float>> from) override;
 
  private:
@@ -60,6 +70,7 @@ class PeerExchange : public RowExchange {
   std::mutex mutex_;  // in_ against accept_link
   std::condition_variable linked_;
   std::vector<std::shared_ptr<wire::Connection>> in_;
+  std::vector<std::string> refused_;  // per rank: why its link was refused, if it was
   wire::Frame frame_;
   std::string broken_;  // why an exchange failed; empty while the group holds
 };

@@ -160,6 +160,7 @@ void WorkerSession::handle(wire::Frame& frame) {
     case MessageType::KvOp: kv_op(frame); return;
     case MessageType::Unload: unload(frame); return;
     case MessageType::TensorLink: tensor_link(frame); return;
+    case MessageType::GroupLink: group_link(frame); return;
     default:
       throw ProtocolError(ErrorCode::Malformed,
                           fmt::format("unexpected {} from {}", wire::message_name(frame.type()), conn_->peer()));
@@ -338,6 +339,7 @@ void WorkerSession::unload(const wire::Frame& request) {
     s_.stages_.erase(id);
   }
   std::erase(owned_, id);
+  spdlog::info("stage {}: unloaded", id);
   conn_->send_json(MessageType::UnloadOk, request.header.request_id, nlohmann::json::object());
 }
 
@@ -355,6 +357,22 @@ void WorkerSession::tensor_link(const wire::Frame& request) {
   exchange->accept_link(rank, conn_);
   handed_over_ = true;
   spdlog::info("tensor group {}: member {} ({}) linked", group, rank, conn_->peer());
+}
+
+void WorkerSession::group_link(const wire::Frame& request) {
+  const nlohmann::json body = wire::parse_json(request);
+  const uint32_t id = body.at("stage").get<uint32_t>();
+  const std::shared_ptr<WorkerStage> stage = find_stage(id);
+  if (!stage->exchange) throw ProtocolError(ErrorCode::BadRequest, fmt::format("stage {} is not a tensor group's", id));
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    stage->exchange->link();
+  } catch (const wire::LinkError& e) {
+    // The other member's fault, not this link's: said as an answer, the session goes on.
+    throw ProtocolError(ErrorCode::Timeout, e.what());
+  }
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  conn_->send_json(MessageType::GroupLinked, request.header.request_id, {{"stage", id}, {"ms", ms}});
 }
 
 void WorkerSession::release_stages() {

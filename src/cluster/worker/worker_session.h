@@ -28,6 +28,7 @@ class WorkerSession {
   void unload(const wire::Frame& request);
   // TENSOR_LINK: this connection becomes a tensor group member's link in.
   void tensor_link(const wire::Frame& request);
+  void group_link(const wire::Frame& request);
   void release_stages();
   std::shared_ptr<WorkerStage> find_stage(uint32_t id);
   // Sends the activations in hidden_ on to the next hop, or back as the result.
