@@ -351,16 +351,17 @@ def tensor_table(tensor, args):
             print(f"| {Path(model).name} | {names[split]} | {link} | {ts(r['pp'])} | {ts(r['tg'])} | "
                   f"{r['tg']['avg_ts'] / one['tg']['avg_ts']:.2f} | {r['pp']['avg_ts'] / one['pp']['avg_ts']:.2f} | "
                   f"{predicted} | {ratio} |")
-        # What -sm auto would have taken at each link, from the layer run's two predictions, and which was faster.
-        for delay in dict.fromkeys(d for m, _, d in tensor if m == model):
-            runs = {split: tensor.get((model, split, delay)) for split in ("layer", "tensor")}
-            layer, tensor_p = predicted_tg(runs["layer"], "layer"), predicted_tg(runs["layer"], "tensor")
-            if layer and tensor_p and runs["tensor"]:
-                took = "tensor" if tensor_p > layer else "layer"
-                faster = max(runs, key=lambda k: runs[k]["tg"]["avg_ts"])
-                link = "veth" if delay is None else f"{2 * delay:g} ms RTT"
-                print(f"\n{Path(model).name}, {link}: -sm auto takes the {took} split (predicted {tensor_p:.1f} "
-                      f"tensor against {layer:.1f} layer tok/s); measured faster: {faster}")
+    # What -sm auto would have taken at each link, from the layer run's two predictions, and which was faster.
+    print()
+    for model, delay in dict.fromkeys((m, d) for m, _, d in tensor):
+        runs = {split: tensor.get((model, split, delay)) for split in ("layer", "tensor")}
+        layer, tensor_p = predicted_tg(runs["layer"], "layer"), predicted_tg(runs["layer"], "tensor")
+        if layer and tensor_p and runs["tensor"]:
+            took = "tensor" if tensor_p > layer else "layer"
+            faster = max(runs, key=lambda k: runs[k]["tg"]["avg_ts"])
+            link = "veth" if delay is None else f"{2 * delay:g} ms RTT"
+            print(f"- {Path(model).name}, {link}: -sm auto takes the {took} split (predicted {tensor_p:.1f} "
+                  f"tensor against {layer:.1f} layer tok/s); measured faster: {faster}")
 
 
 def main():

@@ -7,21 +7,43 @@
 
 namespace shoal {
 
-RowShare row_share(int64_t rows, int rank, int size) {
+namespace {
+// Where member r's units start when `units` (at least one per member) are
+// shared by `weights`: one unit each, and the rest in proportion. With
+// equal weights this is ⌊units·r/k⌋.
+int64_t share_edge(int64_t units, int r, const ShareWeights& weights) {
+  const int k = static_cast<int>(weights.size());
+  if (r >= k) return units;
+  int64_t before = 0, total = 0;
+  for (int i = 0; i < k; ++i) {
+    total += weights[static_cast<size_t>(i)];
+    if (i < r) before += weights[static_cast<size_t>(i)];
+  }
+  return r + (units - k) * before / total;
+}
+}  // namespace
+
+RowShare row_share(int64_t rows, int rank, const ShareWeights& weights) {
   const int64_t units = (rows + kRowShareUnit - 1) / kRowShareUnit;
-  auto edge = [&](int r) { return std::min(rows, units * r / size * kRowShareUnit); };
-  return {edge(rank), rank + 1 == size ? rows : edge(rank + 1)};
+  auto edge = [&](int r) { return std::min(rows, share_edge(units, r, weights) * kRowShareUnit); };
+  return {edge(rank), rank + 1 == static_cast<int>(weights.size()) ? rows : edge(rank + 1)};
 }
 
 bool row_split(int64_t rows, int size) { return size > 1 && rows >= kRowShareUnit * size; }
 
 RowSplitBackend::RowSplitBackend(std::unique_ptr<Backend> inner, std::shared_ptr<RowExchange> exchange, int rank,
-                                 int size)
-    : inner_(std::move(inner)), exchange_(std::move(exchange)), rank_(rank), size_(size) {
-  if (size < 1 || rank < 0 || rank >= size) fail("internal: member {} of a group of {}", rank, size);
-  theirs_.resize(size);
-  from_.resize(size);
-  offset_.resize(size);
+                                 ShareWeights weights)
+    : inner_(std::move(inner)),
+      exchange_(std::move(exchange)),
+      rank_(rank),
+      size_(static_cast<int>(weights.size())),
+      weights_(std::move(weights)) {
+  if (size_ < 1 || rank_ < 0 || rank_ >= size_) fail("internal: member {} of a group of {}", rank_, size_);
+  if (std::any_of(weights_.begin(), weights_.end(), [](int w) { return w < 1; }))
+    fail("internal: a tensor group member's share weight below 1");
+  theirs_.resize(size_);
+  from_.resize(size_);
+  offset_.resize(size_);
 }
 
 namespace {
@@ -40,8 +62,8 @@ bool row_split_weight(const WeightToPrepare& w, int size) {
 
 bool expert_split(int n_expert, int size) { return size > 1 && n_expert >= size; }
 
-RowShare expert_share(int n_expert, int rank, int size) {
-  return {static_cast<int64_t>(n_expert) * rank / size, static_cast<int64_t>(n_expert) * (rank + 1) / size};
+RowShare expert_share(int n_expert, int rank, const ShareWeights& weights) {
+  return {share_edge(n_expert, rank, weights), share_edge(n_expert, rank + 1, weights)};
 }
 
 bool expert_split_weight(const WeightToPrepare& w, int size) {
@@ -49,21 +71,22 @@ bool expert_split_weight(const WeightToPrepare& w, int size) {
          expert_split(static_cast<int>(w.matrix->rows / w.slice_rows), size);
 }
 
-RowShare expert_rows(const WeightToPrepare& w, int rank, int size) {
-  const RowShare e = expert_share(static_cast<int>(w.matrix->rows / w.slice_rows), rank, size);
+RowShare expert_rows(const WeightToPrepare& w, int rank, const ShareWeights& weights) {
+  const RowShare e = expert_share(static_cast<int>(w.matrix->rows / w.slice_rows), rank, weights);
   return {e.begin * w.slice_rows, e.end * w.slice_rows};
 }
 
-std::optional<RowShare> kept_rows(const WeightToPrepare& w, int rank, int size) {
-  if (expert_split_weight(w, size)) return expert_rows(w, rank, size);
-  if (row_split_weight(w, size)) return row_share(w.matrix->rows, rank, size);
+std::optional<RowShare> kept_rows(const WeightToPrepare& w, int rank, const ShareWeights& weights) {
+  const int size = static_cast<int>(weights.size());
+  if (expert_split_weight(w, size)) return expert_rows(w, rank, weights);
+  if (row_split_weight(w, size)) return row_share(w.matrix->rows, rank, weights);
   return std::nullopt;
 }
 
 uint64_t RowSplitBackend::prepare_weights(std::span<const WeightToPrepare> weights, PreparedMemory& keep) {
   std::vector<WeightToPrepare> inner;
   for (const WeightToPrepare& w : weights) {
-    const std::optional<RowShare> kept = w.matrix->empty() ? std::nullopt : kept_rows(w, rank_, size_);
+    const std::optional<RowShare> kept = w.matrix->empty() ? std::nullopt : kept_rows(w, rank_, weights_);
     if (!kept) {
       inner.push_back(w);
       continue;
@@ -93,7 +116,7 @@ uint64_t RowSplitBackend::prepared_bytes(std::span<const WeightToPrepare> weight
   shares.reserve(weights.size());
   std::vector<WeightToPrepare> inner;
   for (const WeightToPrepare& w : weights) {
-    const std::optional<RowShare> kept = w.matrix->empty() ? std::nullopt : kept_rows(w, rank_, size_);
+    const std::optional<RowShare> kept = w.matrix->empty() ? std::nullopt : kept_rows(w, rank_, weights_);
     if (!kept) {
       inner.push_back(w);
       continue;
@@ -129,7 +152,7 @@ const Matrix* RowSplitBackend::held_expert(const Matrix& w, Matrix& view) const 
 
 bool RowSplitBackend::holds_expert(int expert, int n_expert) const {
   if (!expert_split(n_expert, size_)) return true;
-  const RowShare held = expert_share(n_expert, rank_, size_);
+  const RowShare held = expert_share(n_expert, rank_, weights_);
   return expert >= held.begin && expert < held.end;
 }
 
@@ -138,7 +161,7 @@ void RowSplitBackend::share_expert_rows(float* slots, const int* slot_expert, si
   if (!expert_split(n_expert, size_)) return;
   auto owner = [&](int expert) {
     for (int p = 0; p < size_; ++p)
-      if (expert < expert_share(n_expert, p, size_).end) return p;
+      if (expert < expert_share(n_expert, p, weights_).end) return p;
     return size_ - 1;
   };
   // Each member's slots in slot order: what it computed, what the others read back.
@@ -207,7 +230,7 @@ void RowSplitBackend::matmuls(std::span<const MatmulOutput> outputs, DevicePtr x
     if (p == rank_) continue;
     int64_t width = 0;
     for (const Split* s : split_of_)
-      if (s) width += row_share(s->rows, p, size_).rows();
+      if (s) width += row_share(s->rows, p, weights_).rows();
     from_[p] = at_least(theirs_[p], static_cast<size_t>(n * width));
   }
   exchange_->all_gather(mine, from_);
@@ -220,7 +243,7 @@ void RowSplitBackend::matmuls(std::span<const MatmulOutput> outputs, DevicePtr x
     if (!s) continue;
     const std::span<float> whole = at_least(whole_, static_cast<size_t>(n * s->rows));
     for (int p = 0; p < size_; ++p) {
-      const RowShare share = row_share(s->rows, p, size_);
+      const RowShare share = row_share(s->rows, p, weights_);
       const float* src = (p == rank_ ? mine.data() : theirs_[p].data()) + offset_[p];
       for (int64_t t = 0; t < n; ++t)
         std::memcpy(whole.data() + t * s->rows + share.begin, src + t * share.rows(), share.rows() * sizeof(float));

@@ -41,8 +41,15 @@ struct RowShare {
   int64_t begin = 0, end = 0;
   int64_t rows() const { return end - begin; }
 };
-// Member `rank`'s rows of a matrix of `rows` rows split `size` ways.
-RowShare row_share(int64_t rows, int rank, int size);
+// Every member's weight in its group, by rank: the members' shares are in
+// proportion to them (a fast member takes more rows), each member at least
+// one unit; equal weights split evenly. Every member and the primary use the
+// same weights (LOAD_STAGE's group), so they agree on who holds which rows.
+using ShareWeights = std::vector<int>;
+inline constexpr int kMaxShareWeight = 1000000;
+inline ShareWeights even_shares(int size) { return ShareWeights(static_cast<size_t>(size), 1); }
+// Member `rank`'s rows of a matrix of `rows` rows split by `weights`.
+RowShare row_share(int64_t rows, int rank, const ShareWeights& weights);
 // Whether a matrix of `rows` rows is split at all: one too small for a
 // unit each is computed whole by every member (a router, a gate per head).
 bool row_split(int64_t rows, int size);
@@ -57,18 +64,19 @@ bool row_split_weight(const WeightToPrepare& w, int size);
 // in rank order as a local run does. With fewer experts than members,
 // every member holds them all.
 bool expert_split(int n_expert, int size);
-RowShare expert_share(int n_expert, int rank, int size);
+RowShare expert_share(int n_expert, int rank, const ShareWeights& weights);
 bool expert_split_weight(const WeightToPrepare& w, int size);
 // The rows of a stacked expert tensor that member `rank` holds.
-RowShare expert_rows(const WeightToPrepare& w, int rank, int size);
+RowShare expert_rows(const WeightToPrepare& w, int rank, const ShareWeights& weights);
 // What member `rank` keeps of a weight handed to prepare_weights: its rows
 // (row_share) or its experts' rows (expert_rows); nullopt when it keeps the
 // whole weight. The one rule the backend and the loading (tensor_shares) use.
-std::optional<RowShare> kept_rows(const WeightToPrepare& w, int rank, int size);
+std::optional<RowShare> kept_rows(const WeightToPrepare& w, int rank, const ShareWeights& weights);
 
 class RowSplitBackend : public Backend {
  public:
-  RowSplitBackend(std::unique_ptr<Backend> inner, std::shared_ptr<RowExchange> exchange, int rank, int size);
+  RowSplitBackend(std::unique_ptr<Backend> inner, std::shared_ptr<RowExchange> exchange, int rank,
+                  ShareWeights weights);
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -163,6 +171,7 @@ class RowSplitBackend : public Backend {
   std::unique_ptr<Backend> inner_;
   std::shared_ptr<RowExchange> exchange_;
   int rank_, size_;
+  ShareWeights weights_;
   // By the whole matrix's data: the layer code passes the matrices it was
   // bound to, untouched (their shares are what the inner backend prepared).
   std::unordered_map<const uint8_t*, std::unique_ptr<Split>> splits_;

@@ -78,7 +78,8 @@ void add_cluster_options(CLI::App& cmd, CommonOptions& o) {
   cmd.add_option("--wire-dtype", o.cluster.wire_dtype, "activations on the wire: f32, f16, bf16 or q8_0")
       ->capture_default_str();
   cmd.add_option("--tensor-split,--ts", o.cluster.tensor_split,
-                 "layer proportions per device, local first then --rpc order (e.g. 3,1)")
+                 "layer proportions per device, local first then --rpc order (e.g. 3,1); with -sm tensor, the "
+                 "members' shares of every matmul's rows (as llama.cpp's -sm row)")
       ->delimiter(',');
   cmd.add_option("--split", o.split_policy,
                  "without --tensor-split: 'speed' (the split with the least predicted decode time that fits, when "

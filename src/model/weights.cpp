@@ -109,13 +109,14 @@ std::vector<WeightToPrepare> weights_to_prepare(ModelWeights& w, const ModelConf
 
 }  // namespace
 
-std::vector<std::optional<RowShare>> tensor_shares(const ModelConfig& c, const BindRange& r, int rank, int size) {
+std::vector<std::optional<RowShare>> tensor_shares(const ModelConfig& c, const BindRange& r, int rank,
+                                                   const ShareWeights& weights) {
   std::vector<std::optional<RowShare>> shares;
   for_each_tensor(c, r, [&](TensorKind k, int l) {
     const TensorSpec& spec = tensor_spec(k);
     const int64_t rows = c.dim(spec.dims[1]) * c.dim(spec.dims[2]);
     Matrix shape{DType::F32, nullptr, rows, c.dim(spec.dims[0])};
-    shares.push_back(l >= 0 ? kept_rows(prepare_kind(c, k, &shape), rank, size) : std::nullopt);
+    shares.push_back(l >= 0 ? kept_rows(prepare_kind(c, k, &shape), rank, weights) : std::nullopt);
   });
   return shares;
 }

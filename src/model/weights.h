@@ -63,11 +63,11 @@ struct BindRange {
 
 // The names of the tensors a range needs, in a fixed order.
 std::vector<std::string> tensor_names_for(const ModelConfig& config, const BindRange& range);
-// For each of those tensors: the rows member `rank` of a tensor group of
-// `size` computes (RowSplitBackend's share), or nullopt for a tensor every
-// member reads whole. What a member must hold of each.
+// For each of those tensors: the rows member `rank` of a tensor group
+// shared by `weights` computes (RowSplitBackend's share), or nullopt for a
+// tensor every member reads whole. What a member must hold of each.
 std::vector<std::optional<RowShare>> tensor_shares(const ModelConfig& config, const BindRange& range, int rank,
-                                                   int size);
+                                                   const ShareWeights& weights);
 
 // Binds every tensor the range needs; throws naming a missing tensor or a
 // wrong shape. `source` names the origin in messages (a file path).

@@ -63,6 +63,21 @@ def test_run_gives_the_local_text(shoal_bin, smollm2, workers, local_text, tmp_p
     assert all(s <= whole / n_workers * 1.3 for s in sent), (sent, whole)
 
 
+def test_uneven_shares_give_the_local_text(shoal_bin, smollm2, workers, local_text):
+    """--tensor-split with -sm tensor gives the members' shares (llama.cpp's
+    -sm row reads -ts so): the first worker three times the second's rows,
+    the same text, and about three times the weights sent to it."""
+    ws = workers(2, "-v")
+    r = run_shoal(shoal_bin, *run_args(smollm2), "--rpc", ",".join(w.address for w in ws), "-sm", "tensor",
+                  "--ts", "0,3,1", timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == local_text
+    assert "a share of every matmul's rows, in proportion 20:7)" in r.stderr, r.stderr
+    assert "share weights 20:7" in ws[0].stderr() and "share weights 20:7" in ws[1].stderr()
+    sent = [float(m) for m in re.findall(r"loaded in [\d.]+ s: ([\d.]+) MiB sent", r.stderr)]
+    assert len(sent) == 2 and 2.0 < sent[0] / sent[1] < 20 / 7, sent
+
+
 @pytest.mark.parametrize("n_workers", [3, 4])
 def test_a_pipeline_of_groups_gives_the_local_text(shoal_bin, smollm2, workers, local_text, n_workers):
     """--group-size 2: the workers in pairs, each pair half the layers (the

@@ -592,6 +592,37 @@ TEST(TensorSplitCost, ComputeDividesAndEachAllGatherCostsHalfARoundTrip) {
   EXPECT_EQ(predict_tensor_groups(unknown, {{1, 2}}).token_ms, 0.0);
 }
 
+// A member three times as fast takes three times the rows, so both finish
+// their shares together: the group's step is what the divided bytes cost
+// at the two members' speeds added up, not twice the slow member's half.
+TEST(TensorSplitCost, SharesFollowTheMembersSpeed) {
+  PlanInput in = tensor_input(0.1);
+  in.devices[1].matvec_gbps = 60.0;  // a:1 three times b:1's 20
+  EXPECT_EQ(tensor_group_weights(in, {{1, 2}}), (std::vector<std::vector<int>>{{20, 7}}));
+  const TensorGroupPrediction p = predict_tensor_groups(in, {{1, 2}});
+  // b:1 reads 7/27 of the bytes at 20 GB/s; a:1 20/27 at 60: b:1 is the slower, just.
+  EXPECT_NEAR(p.compute_ms, 24 * 14 * MiB * 7.0 / 27 / 20e9 * 1e3, 1e-9);
+  // Even shares would have left a:1 waiting on b:1's half.
+  EXPECT_LT(p.compute_ms, 24 * 7 * MiB / 20e9 * 1e3 * 0.6);
+  const SplitChoice c = choose_split(SplitMode::tensor, make_plan(in), in);
+  EXPECT_EQ(c.weights, (std::vector<std::vector<int>>{{20, 7}}));
+  EXPECT_NE(format_split_choice(c, in).find("a:1 + b:1 (shares 20:7)"), std::string::npos) << format_split_choice(c, in);
+  // Within 1.5x of each other the members share evenly (probe noise is that large).
+  in.devices[1].matvec_gbps = 28.0;
+  EXPECT_EQ(tensor_group_weights(in, {{1, 2}}), (std::vector<std::vector<int>>{{1, 1}}));
+  // --tensor-split names the shares (local first; a 0 is the least share).
+  in.tensor_split = {1, 3, 1};
+  EXPECT_EQ(tensor_group_weights(in, {{1, 2}}), (std::vector<std::vector<int>>{{20, 7}}));
+  in.tensor_split = {0, 1, 0};
+  EXPECT_EQ(tensor_group_weights(in, {{1, 2}}), (std::vector<std::vector<int>>{{20, 1}}));
+  // A member's memory is checked against its own share.
+  in.tensor_split = {1, 3, 1};
+  in.layer_kv_bytes.assign(24, 0);
+  in.devices[1].free_memory = 200 * MiB;  // 20/27 of 24 x 14 MiB is 249
+  EXPECT_NE(tensor_group_misfit(in, {{1, 2}}).find("a:1 would hold 249 MiB"), std::string::npos)
+      << tensor_group_misfit(in, {{1, 2}});
+}
+
 TEST(TensorSplitCost, AutoTakesTheTensorSplitOnFastLinksAndTheLayersOnSlowOnes) {
   for (double rtt : {0.05, 1.0, 5.0}) {
     SCOPED_TRACE(rtt);

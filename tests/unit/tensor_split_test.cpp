@@ -6,6 +6,8 @@
 // tests/e2e/test_tensor_split.py.
 #include <gtest/gtest.h>
 
+#include <fmt/ranges.h>
+
 #include <barrier>
 #include <thread>
 
@@ -46,20 +48,21 @@ class MemoryExchange {
   std::barrier<> barrier_;
 };
 
-// Every layer of the model on `size` members, each on its own thread pool
-// and its own binding of the weights; all finish with the same rows, and
-// member 0's are the stage's.
+// Every layer of the model on members sharing the rows by `weights`, each
+// on its own thread pool and its own binding of the weights; all finish
+// with the same rows, and member 0's are the stage's.
 class ThreadGroupStage : public Stage {
  public:
-  ThreadGroupStage(Engine& e, int size) : hub_(size), n_layer_(e.config().n_layer), n_embd_(e.config().n_embd) {
+  ThreadGroupStage(Engine& e, const ShareWeights& weights)
+      : hub_(static_cast<int>(weights.size())), n_layer_(e.config().n_layer), n_embd_(e.config().n_embd) {
     const ModelConfig& c = e.config();
     const BindRange range{0, c.n_layer, false};
-    for (int r = 0; r < size; ++r) {
+    for (int r = 0; r < static_cast<int>(weights.size()); ++r) {
       auto m = std::make_unique<MemberState>();
       m->pool = std::make_unique<ThreadPool>(r % 2 + 1);  // thread counts differ too
       m->backend = std::make_unique<RowSplitBackend>(
           std::make_unique<CpuBackend>(*m->pool, e.n_batch(), c.max_activation_width()),
-          std::make_shared<MemoryExchange::Member>(hub_, r), r, size);
+          std::make_shared<MemoryExchange::Member>(hub_, r), r, weights);
       m->weights = bind_weights(e.file(), c, range);
       prepare_weights(*m->backend, m->weights, c, range);
       m->stage = std::make_unique<LocalStage>(*m->backend, c, m->weights, 0, c.n_layer, e.options().n_seq, e.n_ctx(),
@@ -116,18 +119,42 @@ std::vector<std::string> models() {
 }
 
 TEST(RowShare, SharesCoverTheRowsInWholeUnits) {
-  for (int64_t rows : {24, 25, 100, 128, 576, 896, 4864, 151936})
-    for (int size : {1, 2, 3, 4}) {
-      int64_t next = 0;
+  for (int64_t rows : {48, 100, 128, 576, 896, 4864, 151936})
+    for (const ShareWeights& weights : {ShareWeights{1}, ShareWeights{1, 1}, ShareWeights{1, 1, 1},
+                                        ShareWeights{1, 1, 1, 1}, ShareWeights{20, 7}, ShareWeights{1, 20},
+                                        ShareWeights{3, 1, 2, 20}}) {
+      const int size = static_cast<int>(weights.size());
+      if (!row_split(rows, size) && size > 1) continue;
+      const int64_t units = (rows + kRowShareUnit - 1) / kRowShareUnit;
+      int64_t next = 0, total = 0;
+      for (int w : weights) total += w;
       for (int r = 0; r < size; ++r) {
-        const RowShare s = row_share(rows, r, size);
+        const RowShare s = row_share(rows, r, weights);
         EXPECT_EQ(s.begin, next);
         if (r + 1 < size) EXPECT_EQ(s.end % kRowShareUnit, 0);
-        EXPECT_LE(s.begin, s.end);
+        // Every member at least one unit (the last one's may be cut short by the matrix's end).
+        EXPECT_GE(s.rows(), r + 1 == size ? 1 : kRowShareUnit);
+        // One unit and its weight's part of the rest, to within a unit.
+        const double exact = 1 + static_cast<double>(units - size) * weights[r] / total;
+        EXPECT_NEAR(static_cast<double>(s.rows()) / kRowShareUnit, exact, 1.0 + (r + 1 == size ? 1.0 : 0.0));
         next = s.end;
       }
       EXPECT_EQ(next, rows);
     }
+  // Equal weights: ⌊U·r/k⌋ units, as the protocol states.
+  for (int64_t rows : {576, 896, 4864, 151936})
+    for (int size : {2, 3, 4})
+      for (int r = 0; r < size; ++r) {
+        const int64_t units = (rows + kRowShareUnit - 1) / kRowShareUnit;
+        EXPECT_EQ(row_share(rows, r, even_shares(size)).begin, units * r / size * kRowShareUnit);
+        EXPECT_EQ(expert_share(128, r, even_shares(size)).begin, 128 * r / size);
+      }
+  // Experts by weight: one each, the other 6 as 20:1 (5.7 and 0.3, rounded down; the last takes the rest).
+  const RowShare fast = expert_share(8, 0, {20, 1}), slow = expert_share(8, 1, {20, 1});
+  EXPECT_EQ(fast.begin, 0);
+  EXPECT_EQ(fast.end, 6);
+  EXPECT_EQ(slow.begin, 6);
+  EXPECT_EQ(slow.end, 8);
   EXPECT_FALSE(row_split(47, 2));
   EXPECT_TRUE(row_split(48, 2));
   EXPECT_FALSE(row_split(4864, 1));
@@ -150,13 +177,15 @@ TEST(TensorSplit, GroupsGiveTheLocalBits) {
       const float* l = local->pipeline().forward(b);
       expected.insert(expected.end(), l, l + local->config().n_vocab);
     }
-    for (int size : {2, 4}) {
-      SCOPED_TRACE(size);
+    // Even shares on 2 and 4 members; uneven ones (a faster member takes more rows) on 3.
+    for (const ShareWeights& weights : {even_shares(2), even_shares(4), ShareWeights{1, 4, 2}}) {
+      const int size = static_cast<int>(weights.size());
+      SCOPED_TRACE(fmt::format("{}", fmt::join(weights, ":")));
       ThreadGroupStage* group = nullptr;
       EngineOptions o = local->options();
       Engine split(o, [&](Engine& e) {
         std::vector<std::unique_ptr<Stage>> stages;
-        auto s = std::make_unique<ThreadGroupStage>(e, size);
+        auto s = std::make_unique<ThreadGroupStage>(e, weights);
         group = s.get();
         stages.push_back(std::move(s));
         return stages;

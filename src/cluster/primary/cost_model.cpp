@@ -161,23 +161,54 @@ Prediction predict(const Plan& plan, const PlanInput& in, Relay relay, int prefi
   return p;
 }
 
+std::vector<std::vector<int>> tensor_group_weights(const PlanInput& in, const std::vector<std::vector<int>>& groups) {
+  constexpr int kSteps = 20;
+  constexpr double kEvenWithin = 1.5;
+  std::vector<std::vector<int>> weights;
+  for (const std::vector<int>& group : groups) {
+    std::vector<double> v;
+    for (int d : group)
+      v.push_back(!in.tensor_split.empty() ? in.tensor_split.at(static_cast<size_t>(d))
+                                           : known(in.devices.at(d).matvec_gbps, kUnknownMatvecGbps));
+    const double most = v.empty() ? 0.0 : *std::max_element(v.begin(), v.end());
+    const double least = v.empty() ? 0.0 : *std::min_element(v.begin(), v.end());
+    std::vector<int>& w = weights.emplace_back();
+    for (double x : v) {
+      const bool even = most <= 0 || (in.tensor_split.empty() && most < least * kEvenWithin);
+      w.push_back(even ? 1 : std::max(1, static_cast<int>(std::lround(kSteps * x / most))));
+    }
+  }
+  return weights;
+}
+
+namespace {
+// Member `rank`'s fraction of what its group divides.
+double member_fraction(const std::vector<int>& weights, size_t rank) {
+  double total = 0;
+  for (int w : weights) total += w;
+  return total > 0 ? weights.at(rank) / total : 1.0;
+}
+}  // namespace
+
 std::string tensor_group_misfit(const PlanInput& in, const std::vector<std::vector<int>>& groups) {
   const int n_layer = static_cast<int>(in.layer_bytes.size());
+  const std::vector<std::vector<int>> weights = tensor_group_weights(in, groups);
   for (size_t g = 0; g < groups.size(); ++g) {
     const auto [begin, end] = tensor_group_layers(n_layer, static_cast<int>(groups.size()), static_cast<int>(g));
-    const double k = static_cast<double>(groups[g].size());
-    double need = 0;
-    for (int l = begin; l < end; ++l) {
-      // What it holds of the layer: its share of what the group divides (in
-      // the proportion of a step's reads), the rest whole, the KV cache whole.
-      const double read = static_cast<double>(decode_read_bytes(in, l, l + 1));
-      const double divided = read > 0 && l < static_cast<int>(in.layer_split_bytes.size())
-                                 ? std::min(1.0, in.layer_split_bytes[l] / read)
-                                 : 0.0;
-      need += in.layer_bytes[l] * (1.0 - divided * (k - 1) / k);
-      if (l < static_cast<int>(in.layer_kv_bytes.size())) need += static_cast<double>(in.layer_kv_bytes[l]);
-    }
-    for (int d : groups[g]) {
+    for (size_t rank = 0; rank < groups[g].size(); ++rank) {
+      const double f = groups[g].size() > 1 ? member_fraction(weights[g], rank) : 1.0;
+      double need = 0;
+      for (int l = begin; l < end; ++l) {
+        // What it holds of the layer: its share of what the group divides (in
+        // the proportion of a step's reads), the rest whole, the KV cache whole.
+        const double read = static_cast<double>(decode_read_bytes(in, l, l + 1));
+        const double divided = read > 0 && l < static_cast<int>(in.layer_split_bytes.size())
+                                   ? std::min(1.0, in.layer_split_bytes[l] / read)
+                                   : 0.0;
+        need += in.layer_bytes[l] * (1.0 - divided * (1.0 - f));
+        if (l < static_cast<int>(in.layer_kv_bytes.size())) need += static_cast<double>(in.layer_kv_bytes[l]);
+      }
+      const int d = groups[g][rank];
       const DeviceInfo& dev = in.devices.at(d);
       const double usable = static_cast<double>(dev.free_memory) - static_cast<double>(in.reserve_bytes) -
                             (d == 0 ? static_cast<double>(in.primary_bytes) : 0.0);
@@ -199,27 +230,31 @@ TensorGroupPrediction predict_tensor_groups(const PlanInput& in, const std::vect
   const int n_layer = static_cast<int>(in.layer_bytes.size());
   if (groups.empty() || in.layer_split_bytes.empty()) return p;
   const int batch = n_batch > 0 ? n_batch : prefill_tokens;
+  const std::vector<std::vector<int>> weights = tensor_group_weights(in, groups);
   for (size_t g = 0; g < groups.size(); ++g) {
     const std::vector<int>& members = groups[g];
     const auto [begin, end] = tensor_group_layers(n_layer, static_cast<int>(groups.size()), static_cast<int>(g));
-    const double k = static_cast<double>(members.size());
+    const bool grouped = members.size() > 1;
     const uint64_t read = decode_read_bytes(in, begin, end), divided = sum(in.layer_split_bytes, begin, end);
-    const double each = std::max(0.0, read - divided * (k - 1) / k);  // bytes a member reads a step
-    const double flops = layer_flops(in, begin, end), share = read > 0 ? each / read : 1.0;
+    const double flops = layer_flops(in, begin, end);
     const double values = static_cast<double>(sum(in.layer_exchange_values, begin, end));
-    double compute = 0, rtt = 0, link = 1e30, per_token = 0, fixed = 0;
-    for (int d : members) {
-      const DeviceInfo& dev = in.devices.at(d);
+    double compute = 0, rtt = 0, link = 1e30, per_token = 0, fixed = 0, taken_in = 0;
+    for (size_t rank = 0; rank < members.size(); ++rank) {
+      const DeviceInfo& dev = in.devices.at(members[rank]);
+      const double f = grouped ? member_fraction(weights[g], rank) : 1.0;
+      const double each = std::max(0.0, read - divided * (1.0 - f));  // bytes this member reads a step
+      const double share = read > 0 ? each / read : 1.0;
       compute = std::max(compute, each / (known(dev.matvec_gbps, kUnknownMatvecGbps) * 1e9) * 1e3 +
                                       dev.step_overhead_ms + recurrent_layers(in, begin, end) * dev.recurrent_layer_ms);
       per_token = std::max(per_token, flops * share / (known(dev.matmul_gflops, kUnknownMatmulGflops) * 1e9) * 1e3);
       fixed = std::max(fixed, dev.step_overhead_ms);
       rtt = std::max(rtt, dev.rtt_ms);
       link = std::min(link, known(dev.link_gbps, kUnknownLinkGbps) * 1e9);
+      taken_in = std::max(taken_in, 1.0 - f);
     }
     // What a member takes in a step of `tokens`: the others' shares of every exchange value, f32.
     auto exchanges = [&](int tokens) {
-      return k < 2 ? 0.0 : (end - begin) * exchanges_per_layer * rtt / 2 + values * 4.0 * tokens * (k - 1) / k / link * 1e3;
+      return !grouped ? 0.0 : (end - begin) * exchanges_per_layer * rtt / 2 + values * 4.0 * tokens * taken_in / link * 1e3;
     };
     const DeviceInfo& first = in.devices.at(members.front());
     p.compute_ms += compute;

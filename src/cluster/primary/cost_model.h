@@ -76,9 +76,9 @@ SpeculativePrediction predict_speculative(const Plan& plan, const PlanInput& inp
 
 // Tensor groups (-sm tensor): the workers in groups (device indices), the
 // layers split evenly among the groups in order (a pipeline of groups),
-// the primary keeping the head. A group's members each read their 1/k of
-// the divided matrices and all of the rest (experts, norms), the slowest
-// setting the pace; per layer kTensorExchangesPerLayer all-gathers, each
+// the primary keeping the head. A group's members each read their share of
+// the divided matrices (tensor_group_weights) and all of the rest
+// (experts, norms), the slowest setting the pace; per layer kTensorExchangesPerLayer all-gathers, each
 // half a round trip between members (their links to the primary stand in
 // for the links between them: the slowest one's round trip) plus what the
 // member takes in of the layer's exchange values over its link; a prompt's
@@ -99,6 +99,15 @@ struct TensorGroupPrediction {
 TensorGroupPrediction predict_tensor_groups(const PlanInput& input, const std::vector<std::vector<int>>& groups,
                                             int prefill_tokens = 512, int n_batch = 0,
                                             int exchanges_per_layer = kTensorExchangesPerLayer);
+// Each group's members' share weights (row_split_backend.h's ShareWeights),
+// by rank: --tensor-split's entries for them when it is given (0 counts as
+// the least share, one unit of each matrix), else their measured decode
+// speeds (matvec GB/s) in steps of 1/20 of the fastest, so that a fast and
+// a slow member finish their shares together. Members within 1.5x of each
+// other share evenly: a probe on a busy machine varies by a third between
+// runs, and identical machines should not get uneven shares from noise.
+std::vector<std::vector<int>> tensor_group_weights(const PlanInput& input,
+                                                   const std::vector<std::vector<int>>& groups);
 // Why the groups cannot hold their layers (a member whose share of the
 // weights, the undivided rest and the whole KV cache exceed what it lends),
 // or "" when every member fits.

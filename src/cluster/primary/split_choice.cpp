@@ -1,8 +1,10 @@
 #include "cluster/primary/split_choice.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
+#include <functional>
 
 namespace shoal {
 
@@ -23,6 +25,7 @@ SplitChoice choose_split(SplitMode asked, const Plan& layer_plan, const PlanInpu
   const int last = static_cast<int>(input.devices.size()) - 1, first = primary_computes ? 0 : 1;
   if (last - first + 1 >= 2) {
     c.groups = tensor_groups(last, group_size, first);
+    c.weights = tensor_group_weights(input, c.groups);
     c.tensor = predict_tensor_groups(input, c.groups);
   }
   const bool grouped = c.tensor.token_ms > 0 && std::any_of(c.groups.begin(), c.groups.end(),
@@ -66,9 +69,12 @@ std::string format_split_choice(const SplitChoice& c, const PlanInput& input) {
                                 c.layer_token_ms > 0 ? 1e3 / c.layer_token_ms : 0.0);
   if (c.tensor.token_ms > 0) {
     std::string names;
-    for (const auto& group : c.groups) {
+    for (size_t g = 0; g < c.groups.size(); ++g) {
       std::string members;
-      for (int d : group) members += (members.empty() ? "" : " + ") + input.devices.at(d).address;
+      for (int d : c.groups[g]) members += (members.empty() ? "" : " + ") + input.devices.at(d).address;
+      const std::vector<int>& w = c.weights.at(g);
+      if (w.size() > 1 && std::adjacent_find(w.begin(), w.end(), std::not_equal_to<>()) != w.end())
+        members += fmt::format(" (shares {})", fmt::join(w, ":"));
       names += (names.empty() ? "" : ", then ") + members;
     }
     out += fmt::format("  tensor split: tg {:7.2f} ms/token ({:6.1f} tok/s) on {}: compute {:.2f} ms, "

@@ -19,6 +19,7 @@ struct SplitChoice {
   double layer_token_ms = 0.0;        // the layer plan's decode step
   TensorGroupPrediction tensor;       // the workers in tensor groups (token_ms 0: not possible)
   std::vector<std::vector<int>> groups;
+  std::vector<std::vector<int>> weights;  // per group, its members' share weights (tensor_group_weights)
   std::string reason;
 };
 

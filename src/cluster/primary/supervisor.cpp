@@ -408,7 +408,7 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_stages(Engine& engi
       spdlog::warn("the members of a tensor group could not link to each other when it was loaded: the layer split");
     } else if (choice.mode == SplitMode::tensor) {
       try {
-        return build_tensor_groups(engine, usable, choice.groups);
+        return build_tensor_groups(engine, usable, choice.groups, choice.weights);
       } catch (const GroupUnlinked& e) {
         spdlog::warn("{}; the layer split instead", e.what());
         unlinked_.push_back(e.members);
@@ -500,7 +500,8 @@ StageLoadReport ClusterSupervisor::load_on(Engine& engine, TensorHashes& hashes,
 }
 
 std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_tensor_groups(
-    Engine& engine, const Usable& usable, const std::vector<std::vector<int>>& groups) {
+    Engine& engine, const Usable& usable, const std::vector<std::vector<int>>& groups,
+    const std::vector<std::vector<int>>& weights) {
   const ModelConfig& config = engine.config();
   const wire::WireDType dtype = wire::parse_wire_dtype(options_.wire_dtype);
   std::vector<std::string> all;
@@ -521,14 +522,19 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_tensor_groups(
     const int k = static_cast<int>(addresses.size());
     std::fprintf(stderr, "split: tensor, layers %d-%d on %s%s\n", begin, end - 1,
                  fmt::format("{}", fmt::join(addresses, " + ")).c_str(),
-                 k > 1 ? fmt::format(" ({}-way: a share of every matmul's rows)", k).c_str() : "");
+                 k > 1 ? fmt::format(" ({}-way: a share of every matmul's rows, in proportion {})", k,
+                                     fmt::join(weights.at(g), ":")).c_str()
+                       : "");
     // A fresh name per group: a member's links are matched to this load only.
     const uint64_t group_id = (uint64_t{std::random_device{}()} << 32) | std::random_device{}();
     std::vector<RemoteMember> members;
     for (int rank = 0; rank < k; ++rank) {
       auto& [m, client] = usable.at(static_cast<size_t>(groups[g][rank] - 1));
       const nlohmann::json group =
-          k > 1 ? nlohmann::json{{"id", fmt::format("{:016x}", group_id)}, {"rank", rank}, {"members", addresses}}
+          k > 1 ? nlohmann::json{{"id", fmt::format("{:016x}", group_id)},
+                                 {"rank", rank},
+                                 {"members", addresses},
+                                 {"weights", weights.at(g)}}
                 : nlohmann::json(nullptr);
       StageLoadReport r = load_on(engine, hashes, *m, client, begin, end, all, group);
       loaded.emplace_back(m, client.get(), r.stage_id);

@@ -87,8 +87,10 @@ class ClusterSupervisor : public StageSupervisor {
   using Usable = std::vector<std::pair<Member*, std::shared_ptr<WorkerClient>>>;
   using Loaded = std::vector<std::tuple<Member*, const WorkerClient*, uint32_t>>;
   // -sm tensor: the layers evenly over the groups (indices into usable, from 1), each group one stage.
+  // weights: per group, its members' share weights.
   std::vector<std::unique_ptr<Stage>> build_tensor_groups(Engine& engine, const Usable& usable,
-                                                          const std::vector<std::vector<int>>& groups);
+                                                          const std::vector<std::vector<int>>& groups,
+                                                          const std::vector<std::vector<int>>& weights);
   // A group whose members could not link to each other at load (the
   // members' addresses, sorted): -sm tensor/auto plans the layers instead
   // whenever the same members would form a group again.

@@ -12,6 +12,8 @@
 #include <optional>
 #include <set>
 
+#include <fmt/ranges.h>
+
 #include "backend/row_split_backend.h"
 #include "cluster/wire/model_config_json.h"
 #include "cluster/worker/worker_session.h"
@@ -145,12 +147,18 @@ void WorkerSession::load_stage(const wire::Frame& request) {
       group->id = std::stoull(g.at("id").get<std::string>(), nullptr, 16);
       group->rank = g.at("rank").get<int>();
       group->members = g.at("members").get<std::vector<std::string>>();
+      group->weights = g.contains("weights") ? g["weights"].get<ShareWeights>() : even_shares(group->size());
     } catch (const std::exception& e) {
-      throw ProtocolError(ErrorCode::BadRequest, fmt::format("LOAD_STAGE group is not {{id, rank, members}}: {}", e.what()));
+      throw ProtocolError(ErrorCode::BadRequest,
+                          fmt::format("LOAD_STAGE group is not {{id, rank, members, weights}}: {}", e.what()));
     }
     if (group->size() < 2 || group->size() > 64 || group->rank < 0 || group->rank >= group->size())
       throw ProtocolError(ErrorCode::BadRequest, fmt::format("LOAD_STAGE group: rank {} of {} members", group->rank,
                                                              group->size()));
+    if (group->weights.size() != group->members.size() ||
+        std::any_of(group->weights.begin(), group->weights.end(), [](int w) { return w < 1 || w > kMaxShareWeight; }))
+      throw ProtocolError(ErrorCode::BadRequest,
+                          fmt::format("LOAD_STAGE group weights must be one per member, each 1 to {}", kMaxShareWeight));
     std::lock_guard<std::mutex> lock(s_.mutex_);
     for (int r = 0; r < group->size(); ++r)
       if (r != group->rank && !s_.chain_members_.contains(group->members[r]))
@@ -174,7 +182,7 @@ void WorkerSession::load_stage(const wire::Frame& request) {
   }
   // A tensor group member holds only its rows of the tensors the group divides.
   if (group) {
-    const std::vector<std::optional<RowShare>> shares = tensor_shares(c, range, group->rank, group->size());
+    const std::vector<std::optional<RowShare>> shares = tensor_shares(c, range, group->rank, group->weights);
     for (size_t i = 0; i < tensors.size(); ++i) {
       WantedTensor& w = tensors[i];
       if (!shares[i]) continue;
@@ -343,7 +351,7 @@ void WorkerSession::load_stage(const wire::Frame& request) {
       stage->exchange = std::make_shared<PeerExchange>(
           *group, PeerLinkOptions{s_.options_.key, s_.options_.timeout_ms, s_.options_.plain_frames});
       stage->backend = std::make_unique<RowSplitBackend>(std::move(stage->backend), stage->exchange, group->rank,
-                                                         group->size());
+                                                         group->weights);
       std::lock_guard<std::mutex> compute(s_.compute_mutex_);
       stage->grouped_bytes = prepare_weights(*stage->backend, stage->weights, c, range);
     } else if (s_.device_choice_.vulkan) {
@@ -379,8 +387,8 @@ void WorkerSession::load_stage(const wire::Frame& request) {
                stage->id, begin, end - 1, c.name, stage->weight_bytes >> 20, missing, from_cache, from_models,
                from_memory);
   if (group)
-    spdlog::info("stage {}: member {} of tensor group {:016x} ({} members)", stage->id, group->rank, group->id,
-                 group->size());
+    spdlog::info("stage {}: member {} of tensor group {:016x} ({} members, share weights {})", stage->id, group->rank,
+                 group->id, group->size(), fmt::join(group->weights, ":"));
   conn_->send_json(MessageType::StageReady, request_id,
                    {{"stage_id", stage->id},
                     {"weight_bytes", stage->weight_bytes},
