@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "engine/output_head.h"
 #include "util/error.h"
 
 namespace shoal {
@@ -54,8 +55,15 @@ const float* Pipeline::forward(const Batch& batch, bool keep_normed) {
     head_.abandon_step();
     throw;
   }
-  run_stages(batch, hidden_.data());
+  // The last stage runs the head when it holds it (and the logits are not too many to send).
+  const int wanted = batch.n_logits();
+  const size_t stage_logits = static_cast<size_t>(wanted) * config_.n_vocab;
+  const bool head_on_stage = wanted > 0 && !keep_normed && stages_.back()->runs_head() &&
+                             stage_logits * sizeof(float) <= kMaxStageLogitsBytes;
+  if (head_on_stage && logits_.size() < stage_logits) logits_.resize(stage_logits);
+  run_stages(batch, hidden_.data(), head_on_stage ? logits_.data() : nullptr);
   record(batch);
+  if (head_on_stage) return logits_.data();
 
   // Only rows that need logits go through the head: the vocabulary matmul
   // is the largest of the step. They move to the front, in order.
@@ -130,9 +138,7 @@ DevicePtr Pipeline::logits_buffer(int m) {
 void Pipeline::run_head(DevicePtr rows, DevicePtr logits, int m, bool keep_normed) {
   const int width = config_.n_embd;
   const size_t logit_count = static_cast<size_t>(m) * config_.n_vocab;
-  head_.rmsnorm(rows, weights_.output_norm, rows, m, width, config_.norm_eps);
-  head_.matmul(weights_.output, rows, logits, m);
-  if (config_.logit_softcap > 0.0f) head_.softcap(logits, config_.logit_softcap, static_cast<int64_t>(logit_count));
+  run_output_head(head_, weights_, config_, rows, logits, m);
   head_.download(logits_.data(), logits, logit_count * sizeof(float));
   if (keep_normed) {
     normed_.resize(static_cast<size_t>(m) * width);
@@ -148,12 +154,14 @@ void Pipeline::add_stage_time(size_t i, double dt, bool decode) {
   }
 }
 
-void Pipeline::run_stages(const Batch& batch, float* hidden) {
+void Pipeline::run_stages(const Batch& batch, float* hidden, float* logits) {
   const int n = batch.size();
   const bool overlap = std::any_of(stages_.begin(), stages_.end(), [](auto& s) { return s->computes_elsewhere(); });
-  if (micro_batch_ > 0 && n >= 2 * micro_batch_ && stages_.size() >= 2 && overlap) return run_pipelined(batch, hidden);
+  if (micro_batch_ > 0 && n >= 2 * micro_batch_ && stages_.size() >= 2 && overlap)
+    return run_pipelined(batch, hidden, logits);
   for (size_t i = 0; i < stages_.size(); ++i) {
     const auto t0 = std::chrono::steady_clock::now();
+    if (logits && i + 1 == stages_.size()) stages_[i]->head_into(logits);
     stages_[i]->forward(batch, hidden);
     add_stage_time(i, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), n == 1);
   }
@@ -165,18 +173,25 @@ void Pipeline::run_stages(const Batch& batch, float* hidden) {
 // given (a batch's bits do not depend on how it is cut: docs/design.md). Within
 // a tick the workers' steps are sent first, then the primary's own stages
 // run while they compute, then their answers are collected.
-void Pipeline::run_pipelined(const Batch& batch, float* hidden) {
+void Pipeline::run_pipelined(const Batch& batch, float* hidden, float* logits) {
   using Clock = std::chrono::steady_clock;
   const int n = batch.size(), width = config_.n_embd;
   const int k = (n + micro_batch_ - 1) / micro_batch_, S = static_cast<int>(stages_.size());
   micro_.resize(k);
+  std::vector<size_t> logits_before(k, 0);  // rows with logits in the micro-batches before each
   for (int j = 0; j < k; ++j) {
     Batch& m = micro_[j];
     m.clear();
     for (int t = j * micro_batch_; t < std::min(n, (j + 1) * micro_batch_); ++t)
       m.add(batch.tokens[t], batch.positions[t], batch.seq_ids[t], batch.logits[t] != 0);
+    if (j + 1 < k) logits_before[j + 1] = logits_before[j] + m.n_logits();
   }
   auto rows = [&](int j) { return hidden + static_cast<size_t>(j) * micro_batch_ * width; };
+  // The last stage, when it runs the head: micro-batch j's logits after the earlier ones'.
+  auto head_into = [&](int s, int j) {
+    if (logits && s + 1 == S && micro_[j].n_logits() > 0)
+      stages_[s]->head_into(logits + logits_before[j] * config_.n_vocab);
+  };
   std::vector<Clock::time_point> sent(S);
   std::vector<bool> pending(S, false);
   try {
@@ -185,6 +200,7 @@ void Pipeline::run_pipelined(const Batch& batch, float* hidden) {
         const int j = t - s;
         if (j < 0 || j >= k || !stages_[s]->computes_elsewhere()) continue;
         sent[s] = Clock::now();
+        head_into(s, j);
         stages_[s]->submit(micro_[j], rows(j));
         pending[s] = true;
       }
@@ -192,6 +208,7 @@ void Pipeline::run_pipelined(const Batch& batch, float* hidden) {
         const int j = t - s;
         if (j < 0 || j >= k || stages_[s]->computes_elsewhere()) continue;
         const auto t0 = Clock::now();
+        head_into(s, j);
         stages_[s]->forward(micro_[j], rows(j));
         add_stage_time(s, std::chrono::duration<double>(Clock::now() - t0).count(), false);
       }

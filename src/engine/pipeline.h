@@ -3,7 +3,10 @@
 // The primary owns the embedding and the head, which run on its head
 // backend (the GPU when --device names one, else the CPU); stages own their
 // layers, on whatever backend or machine they live. Activations cross
-// between stages in host memory.
+// between stages in host memory. A last stage that holds the head too (a
+// tensor group, Stage::runs_head) runs it instead, but for embeddings
+// (which pool the normed rows) and steps whose logits would be too many to
+// send (kMaxStageLogitsBytes): the primary keeps the head's weights for those.
 #include <atomic>
 #include <climits>
 #include <functional>
@@ -35,6 +38,9 @@ struct StageSnapshot {
 class Pipeline {
  public:
   static constexpr size_t kMaxStages = 64;
+  // Logits a stage returns in one step at most (a FORWARD_RESULT); more
+  // rows than this (teacher forcing a long text) go through the primary's head.
+  static constexpr size_t kMaxStageLogitsBytes = 64u << 20;
 
   // micro_batch: a batch of at least twice this many tokens goes through
   // stages that compute elsewhere as a wavefront of micro-batches of this
@@ -104,8 +110,9 @@ class Pipeline {
   void embed(const Batch& batch, DevicePtr rows);  // inside a step on the head's backend
   DevicePtr logits_buffer(int m);                   // room for m rows of logits
   void run_head(DevicePtr rows, DevicePtr logits, int m, bool keep_normed);
-  void run_stages(const Batch& batch, float* hidden);
-  void run_pipelined(const Batch& batch, float* hidden);
+  // logits: where the last stage leaves the logits when it runs the head (else nullptr).
+  void run_stages(const Batch& batch, float* hidden, float* logits);
+  void run_pipelined(const Batch& batch, float* hidden, float* logits);
   void add_stage_time(size_t stage, double seconds, bool decode);
   std::vector<Batch> micro_;  // reused: the micro-batches of a pipelined batch
   std::vector<float> hidden_;             // the stages' rows: [max_tokens][n_embd]

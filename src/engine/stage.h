@@ -54,6 +54,14 @@ class Stage {
   // A submitted step the caller gives up on (another stage failed): its
   // answer, when it comes, is ignored. Never throws.
   virtual void cancel() noexcept {}
+  // A stage that ends the model may hold the output head too (a tensor
+  // group runs it on its members, each its share of the vocabulary): given
+  // `logits` before a step, it leaves there the logits of the rows that
+  // want them ([n_logits][n_vocab], in batch order) instead of returning
+  // their hidden rows. Applies to the next forward() or submit() only;
+  // nullptr (or nothing said): the rows, as always.
+  virtual bool runs_head() const { return false; }
+  virtual void head_into(float* /*logits*/) {}
   // Cuts one sequence slot's KV back to its first n_pos positions.
   virtual void truncate_sequence(int seq, int n_pos) = 0;
 

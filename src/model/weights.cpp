@@ -17,7 +17,7 @@ template <typename Visit>
 void for_each_tensor(const ModelConfig& c, const BindRange& r, Visit visit) {
   const int end = r.layer_end < 0 ? c.n_layer : r.layer_end;
   if (r.with_head) {
-    visit(TensorKind::TokenEmbd, -1);
+    if (r.embedding || c.tied_output) visit(TensorKind::TokenEmbd, -1);
     visit(TensorKind::OutputNorm, -1);
     if (!c.tied_output) visit(TensorKind::Output, -1);
   }
@@ -102,7 +102,7 @@ std::vector<WeightToPrepare> weights_to_prepare(ModelWeights& w, const ModelConf
     // follows it below; an untied one is read a row at a time).
     if (!w.output_norm.empty()) out.push_back({&w.output_norm, 0});
     if (!w.output.empty()) out.push_back({&w.output, 0});
-    if (!c.tied_output && !w.token_embd.empty()) out.push_back({&w.token_embd, 0, true});
+    if (!c.tied_output && r.embedding && !w.token_embd.empty()) out.push_back({&w.token_embd, 0, true});
   }
   return out;
 }
@@ -116,7 +116,9 @@ std::vector<std::optional<RowShare>> tensor_shares(const ModelConfig& c, const B
     const TensorSpec& spec = tensor_spec(k);
     const int64_t rows = c.dim(spec.dims[1]) * c.dim(spec.dims[2]);
     Matrix shape{DType::F32, nullptr, rows, c.dim(spec.dims[0])};
-    shares.push_back(l >= 0 ? kept_rows(prepare_kind(c, k, &shape), rank, weights) : std::nullopt);
+    // A layer's matrices, and the output head's (a tied embedding is it) when the group runs the head.
+    const bool head = k == TensorKind::Output || (k == TensorKind::TokenEmbd && c.tied_output);
+    shares.push_back(l >= 0 || head ? kept_rows(prepare_kind(c, k, &shape), rank, weights) : std::nullopt);
   });
   return shares;
 }

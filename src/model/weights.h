@@ -59,6 +59,8 @@ struct BindRange {
   int layer_begin = 0;
   int layer_end = -1;       // -1: all layers
   bool with_head = true;    // embedding, output norm and output (the primary's part)
+  bool embedding = true;    // with the head: the embedding lookup too (a worker that runs the head needs
+                            // only the output matrix, which a tied embedding is)
 };
 
 // The names of the tensors a range needs, in a fixed order.

@@ -53,14 +53,18 @@ def test_embeddings_of_equal_texts_are_equal_and_of_different_texts_differ(shoal
         s.stop()
 
 
-def test_embeddings_across_workers_are_bit_identical_to_local(shoal_bin, smollm2, workers, tmp_path):
+@pytest.mark.parametrize("split_mode", ["layer", "tensor"])
+def test_embeddings_across_workers_are_bit_identical_to_local(shoal_bin, smollm2, workers, tmp_path, split_mode):
+    """Over a layer split, and over a tensor group (which runs the output
+    head for generation, but hands the rows back to the primary's head for
+    embeddings, which pool the normed rows)."""
     s = Server(shoal_bin, smollm2, tmp_path)
     try:
         local = [d.embedding for d in embed(s, TEXTS[:3]).data]
     finally:
         s.stop()
     w1, w2 = workers(2)
-    s = Server(shoal_bin, smollm2, tmp_path, "--rpc", f"{w1.address},{w2.address}")
+    s = Server(shoal_bin, smollm2, tmp_path, "--rpc", f"{w1.address},{w2.address}", "-sm", split_mode)
     try:
         split = [d.embedding for d in embed(s, TEXTS[:3]).data]
     finally:

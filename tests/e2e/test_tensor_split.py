@@ -28,6 +28,14 @@ TIMEOUT = 2  # --worker-timeout (seconds), as serve_cluster's
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def head_mib(model):
+    """The output head's matrix (a tied model's embedding) and norm, MiB."""
+    import gguf
+    tensors = {t.name: t for t in gguf.GGUFReader(model).tensors}
+    head = tensors.get("output.weight") or tensors["token_embd.weight"]
+    return (int(head.n_bytes) + int(tensors["output_norm.weight"].n_bytes)) / 2**20
+
+
 def run_args(model, n=N):
     return ["run", "-m", model, "-p", PROMPT, "-n", n, "--temp", "0", "--ignore-eos", "-t", "1", "-c", 256]
 
@@ -46,19 +54,25 @@ def test_run_gives_the_local_text(shoal_bin, smollm2, workers, local_text, tmp_p
     key.chmod(0o600)
     ws = workers(n_workers, "-v", key_file=key)
     r = run_shoal(shoal_bin, *run_args(smollm2), "--rpc", ",".join(w.address for w in ws), "-sm", "tensor",
-                  "--key-file", key, timeout=300)
+                  "--key-file", key, "--logits-out", tmp_path / "group.logits", timeout=300)
     assert r.returncode == 0, r.stderr
     assert r.stdout == local_text
+    # Every step's logits, the head's included (run by the group), are the local run's bits.
+    local = run_shoal(shoal_bin, *run_args(smollm2), "--logits-out", tmp_path / "local.logits", timeout=300)
+    assert local.returncode == 0, local.stderr
+    assert (tmp_path / "group.logits").read_bytes() == (tmp_path / "local.logits").read_bytes()
     assert f"split: tensor, layers 0-29 on {' + '.join(w.address for w in ws)}" in r.stderr
     # Every member linked to every other one, directly.
     for w in ws:
         assert w.stderr().count("linked") == n_workers - 1, w.stderr()
+    # The group runs the output head too (the tied embedding's rows, divided).
+    assert f"the output head on the group {' + '.join(w.address for w in ws)}" in r.stderr, r.stderr
     # Each holds about its share of the weights: what was sent to each
-    # member, against what one worker holding every layer is sent.
+    # member, against what one worker holding every layer is sent plus the head.
     sent = [float(m) for m in re.findall(r"loaded in [\d.]+ s: ([\d.]+) MiB sent", r.stderr)]
     alone = run_shoal(shoal_bin, *run_args(smollm2, 1), "--rpc", ws[0].address, "--ts", "0,1", "--key-file", key,
                       timeout=300)
-    whole = float(re.search(r"loaded in [\d.]+ s: ([\d.]+) MiB sent", alone.stderr)[1])
+    whole = float(re.search(r"loaded in [\d.]+ s: ([\d.]+) MiB sent", alone.stderr)[1]) + head_mib(smollm2)
     assert len(sent) == n_workers and sum(sent) <= whole * 1.05, (sent, whole)
     assert all(s <= whole / n_workers * 1.3 for s in sent), (sent, whole)
 

@@ -623,6 +623,28 @@ TEST(TensorSplitCost, SharesFollowTheMembersSpeed) {
       << tensor_group_misfit(in, {{1, 2}});
 }
 
+// The last group runs the head when it has two members: each reads its
+// share of the head, the logits are all-gathered and sent back.
+TEST(TensorSplitCost, TheLastGroupRunsTheHead) {
+  PlanInput in = tensor_input(0.1);
+  const double on_primary = predict_tensor_groups(in, {{1, 2}}).head_ms;
+  in.logit_bytes = 151936 * 4;
+  const TensorGroupPrediction p = predict_tensor_groups(in, {{1, 2}});
+  EXPECT_TRUE(p.head_on_group);
+  // Half of 130 MiB at 20 GB/s, half a round trip, the other half of the logits in and all of them out at 1 GB/s.
+  EXPECT_NEAR(p.head_ms, 65 * MiB / 20e9 * 1e3 + 0.05 + 151936 * 4 * 1.5 / 1e9 * 1e3, 1e-9);
+  EXPECT_LT(p.head_ms, on_primary);
+  // A pipeline whose last group is one worker keeps the head on the primary.
+  PlanInput three = in;
+  three.devices.push_back(device("c:1", 4096, 20.0, 0.1));
+  EXPECT_FALSE(predict_tensor_groups(three, {{1, 2}, {3}}).head_on_group);
+  // Each member of the last group holds its share of the head.
+  in.layer_kv_bytes.assign(24, 0);
+  in.devices[2].free_memory = 200 * MiB;  // half of 24 x 14 MiB is 168, and half the head 65 more
+  EXPECT_NE(tensor_group_misfit(in, {{1, 2}}).find("b:1 would hold 233 MiB"), std::string::npos)
+      << tensor_group_misfit(in, {{1, 2}});
+}
+
 TEST(TensorSplitCost, AutoTakesTheTensorSplitOnFastLinksAndTheLayersOnSlowOnes) {
   for (double rtt : {0.05, 1.0, 5.0}) {
     SCOPED_TRACE(rtt);

@@ -208,6 +208,9 @@ std::string tensor_group_misfit(const PlanInput& in, const std::vector<std::vect
         need += in.layer_bytes[l] * (1.0 - divided * (1.0 - f));
         if (l < static_cast<int>(in.layer_kv_bytes.size())) need += static_cast<double>(in.layer_kv_bytes[l]);
       }
+      // The last group of two or more holds its share of the output head too.
+      if (g + 1 == groups.size() && groups[g].size() > 1 && in.logit_bytes > 0)
+        need += static_cast<double>(in.head_bytes) * f;
       const int d = groups[g][rank];
       const DeviceInfo& dev = in.devices.at(d);
       const double usable = static_cast<double>(dev.free_memory) - static_cast<double>(in.reserve_bytes) -
@@ -268,6 +271,21 @@ TensorGroupPrediction predict_tensor_groups(const PlanInput& in, const std::vect
   const DeviceInfo& primary = in.devices.at(0);
   const uint64_t head = in.head_bytes ? in.head_bytes : in.primary_bytes;
   p.head_ms = head / (known(primary.matvec_gbps, kUnknownMatvecGbps) * 1e9) * 1e3;
+  if (const std::vector<int>& last = groups.back(); last.size() > 1 && in.logit_bytes > 0) {
+    // The last group runs it: each member its share of the rows, an all-gather of the logits, and
+    // the logits (not a row) back to the primary.
+    double read = 0, rtt = 0, link = 1e30, taken_in = 0;
+    for (size_t rank = 0; rank < last.size(); ++rank) {
+      const DeviceInfo& dev = in.devices.at(last[rank]);
+      const double f = member_fraction(weights.back(), rank);
+      read = std::max(read, head * f / (known(dev.matvec_gbps, kUnknownMatvecGbps) * 1e9) * 1e3);
+      rtt = std::max(rtt, dev.rtt_ms);
+      link = std::min(link, known(dev.link_gbps, kUnknownLinkGbps) * 1e9);
+      taken_in = std::max(taken_in, 1.0 - f);
+    }
+    p.head_ms = read + rtt / 2 + in.logit_bytes * (1.0 + taken_in) / link * 1e3;
+    p.head_on_group = true;
+  }
   p.token_ms = p.compute_ms + p.exchange_ms + p.hop_ms + p.head_ms;
   p.tok_s = 1e3 / p.token_ms;
   p.prefill_ms += p.head_ms;

@@ -83,14 +83,18 @@ SpeculativePrediction predict_speculative(const Plan& plan, const PlanInput& inp
 // for the links between them: the slowest one's round trip) plus what the
 // member takes in of the layer's exchange values over its link; a prompt's
 // all-gathers carry every token's. A group of one is a worker's own stage.
-// One FORWARD there and back from the primary per group, and the head.
+// One FORWARD there and back from the primary per group, and the head: on
+// the last group when it has two members or more (each its share of the
+// vocabulary's rows, one more all-gather of the logits, the logits back to
+// the primary instead of a row), else on the primary.
 // (exchanges_per_layer: another tool's scheme, for the published rows.)
 inline constexpr int kTensorExchangesPerLayer = 4;
 struct TensorGroupPrediction {
   double compute_ms = 0.0;   // the groups' slowest members' shares of a decode step, added up
   double exchange_ms = 0.0;  // their all-gathers
   double hop_ms = 0.0;       // primary to each group and back
-  double head_ms = 0.0;
+  double head_ms = 0.0;      // the head, where it runs (and, on a group, its logits' trip)
+  bool head_on_group = false;
   double token_ms = 0.0;     // 0: nothing predicted (no groups, or an input without divided bytes)
   double tok_s = 0.0;
   double prefill_ms = 0.0;   // a prompt of prefill_tokens in batches of n_batch, group after group

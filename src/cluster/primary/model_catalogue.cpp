@@ -114,6 +114,7 @@ PlanInput plan_input_for_catalogue_model(const CatalogueModel& m, int n_ctx, int
   in.primary_bytes = static_cast<uint64_t>((embd + head) * bytes_per_weight) + scratch;
   in.head_bytes = static_cast<uint64_t>(embd * bytes_per_weight);
   in.head_flops = 2.0 * embd;
+  in.logit_bytes = static_cast<uint64_t>(m.n_vocab) * sizeof(float);
   in.activation_bytes = static_cast<uint64_t>(m.n_embd) * sizeof(float);
   // A tensor group divides a layer's reads, and all-gathers the rows of its
   // matrices: Q (taken as n_embd wide), K and V, the output projection,

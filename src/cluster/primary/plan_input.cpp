@@ -135,6 +135,7 @@ PlanInput plan_input_for_model(const gguf::File& file, const ModelConfig& config
   // the norm; the embedding itself is only read one row per token.
   in.head_bytes = (config.tied_output ? embd : output) + norm;
   in.head_flops = 2.0 * config.n_vocab * config.n_embd;
+  in.logit_bytes = static_cast<uint64_t>(config.n_vocab) * sizeof(float);
   in.activation_bytes = static_cast<uint64_t>(config.n_embd) * sizeof(float);
   return in;
 }

@@ -47,6 +47,7 @@ struct PlanInput {
   uint64_t activation_bytes = 0;      // bytes of one token's hidden state on the wire
   uint64_t head_bytes = 0;            // bytes the output head streams per token (0: use primary_bytes)
   double head_flops = 0;              // multiply-adds x 2 of the head per token (0: 2 per byte streamed)
+  uint64_t logit_bytes = 0;           // one row's logits, f32: what a tensor group running the head sends back
   std::vector<DeviceInfo> devices;    // devices[0] is the primary's own CPU
   std::vector<double> tensor_split;   // llama.cpp --tensor-split proportions, or empty
   SplitPolicy split = SplitPolicy::memory;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <utility>
 
 #include "util/error.h"
 
@@ -11,11 +12,12 @@ namespace shoal {
 using wire::MessageType;
 
 RemoteStage::RemoteStage(std::vector<RemoteMember> members, int n_embd, int n_layer, wire::WireDType dtype,
-                         Topology topology)
+                         Topology topology, int head_vocab)
     : members_(std::move(members)),
       group_(topology == Topology::tensor_group),
       answerer_(group_ ? 0 : members_.size() - 1),
       n_embd_(n_embd),
+      head_vocab_(head_vocab),
       dtype_(dtype) {
   if (members_.empty()) fail("internal: a remote stage needs at least one worker");
   member_ids_.resize(members_.size());
@@ -66,6 +68,7 @@ void RemoteStage::release_leases() noexcept {
 }
 
 void RemoteStage::submit(const Batch& batch, float* hidden) {
+  float* const wanted_logits = std::exchange(head_into_, nullptr);  // this step's only
   if (pending_id_ != 0) fail("internal: {} got a step while one is pending", describe());
   const int n = batch.size();
   // The keeper thread reads heartbeats on idle links; from here to the end
@@ -75,6 +78,8 @@ void RemoteStage::submit(const Batch& batch, float* hidden) {
     // The head reads only the rows that want logits: the last worker
     // finishes and returns just those (Stage::forward).
     const bool rows_out = sends_rows_out_ && batch.logit_rows(rows_out_);
+    // The logits instead, when asked for this step and the members hold the head.
+    float* logits = rows_out && runs_head() ? wanted_logits : nullptr;
     std::span<const uint8_t> activations;
     if (dtype_ == wire::WireDType::F32) {
       activations = {reinterpret_cast<const uint8_t*>(hidden), static_cast<size_t>(n) * n_embd_ * sizeof(float)};
@@ -87,7 +92,8 @@ void RemoteStage::submit(const Batch& batch, float* hidden) {
       RemoteMember& m = members_[i];
       member_ids_[i] = m.client->next_request_id();
       wire::ForwardHeader h{m.stage_id, static_cast<uint32_t>(n), static_cast<uint32_t>(n_embd_), dtype_};
-      wire::encode_forward_prefix(h, batch.positions, batch.seq_ids, rows_out ? &rows_out_ : nullptr, route_, prefix_);
+      wire::encode_forward_prefix(h, batch.positions, batch.seq_ids, rows_out ? &rows_out_ : nullptr, route_, prefix_,
+                                  logits != nullptr);
       const std::span<const uint8_t> parts[] = {prefix_, activations};
       m.client->connection().send(MessageType::Forward, member_ids_[i], parts);
     }
@@ -95,6 +101,7 @@ void RemoteStage::submit(const Batch& batch, float* hidden) {
     pending_hidden_ = hidden;
     pending_n_ = n;
     pending_rows_out_ = rows_out;
+    pending_logits_ = logits;
   } catch (...) {
     release_leases();
     throw;
@@ -112,6 +119,15 @@ void RemoteStage::collect() {
   receive_result(id);
   const int n = pending_rows_out_ ? static_cast<int>(rows_out_.size()) : pending_n_;
   wire::ResultView r = wire::decode_result(frame_.payload);
+  if (pending_logits_) {
+    // The head ran on the members: the listed rows' logits, f32.
+    if (r.n_tokens != static_cast<uint32_t>(n) || r.n_embd != static_cast<uint32_t>(head_vocab_) ||
+        r.dtype != wire::WireDType::F32)
+      throw wire::ProtocolError(wire::ErrorCode::Malformed,
+                                fmt::format("{} answered with logits of the wrong shape", describe()));
+    wire::decode_activations(wire::WireDType::F32, r.activations.data(), n, head_vocab_, pending_logits_);
+    return;
+  }
   if (r.n_tokens != static_cast<uint32_t>(n) || r.n_embd != static_cast<uint32_t>(n_embd_) || r.dtype != dtype_)
     throw wire::ProtocolError(wire::ErrorCode::Malformed,
                               fmt::format("{} answered with a result of the wrong shape", describe()));

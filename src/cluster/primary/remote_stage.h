@@ -34,8 +34,10 @@ class RemoteStage : public Stage {
   // n_layer: the model's; a stage that ends the model sends which rows the
   // head reads, and gets back only those.
   enum class Topology { chain, tensor_group };
+  // head_vocab: the members hold the output head too (a tensor group that
+  // ends the model, loaded with it): the logits' width; 0 when they do not.
   RemoteStage(std::vector<RemoteMember> members, int n_embd, int n_layer, wire::WireDType dtype,
-              Topology topology = Topology::chain);
+              Topology topology = Topology::chain, int head_vocab = 0);
 
   int layer_begin() const override { return members_.front().layer_begin; }
   int layer_end() const override { return members_.back().layer_end; }
@@ -50,6 +52,8 @@ class RemoteStage : public Stage {
   void collect() override;
   void cancel() noexcept override;
   void truncate_sequence(int seq, int n_pos) override;
+  bool runs_head() const override { return head_vocab_ > 0 && sends_rows_out_; }
+  void head_into(float* logits) override { head_into_ = logits; }
 
  private:
   // Waits for the last member's FORWARD_RESULT; an ERROR from any member
@@ -61,6 +65,8 @@ class RemoteStage : public Stage {
   size_t answerer_;  // the member whose FORWARD_RESULT ends a step
   int n_embd_;
   bool sends_rows_out_;  // ends the model and every member takes the rows out
+  int head_vocab_;
+  float* head_into_ = nullptr;  // for the next step: where its logits go (head_into)
   wire::WireDType dtype_;
   std::vector<wire::ChainHop> route_;
   // Reused every step: no allocation in the token loop.
@@ -74,6 +80,7 @@ class RemoteStage : public Stage {
   float* pending_hidden_ = nullptr;
   int pending_n_ = 0;
   bool pending_rows_out_ = false;  // the answer holds rows_out_'s rows only
+  float* pending_logits_ = nullptr;  // the answer is their logits, for here
   void release_leases() noexcept;
   std::vector<pollfd> poll_set_;                      // the members' sockets (chain and group)
 };

@@ -78,9 +78,10 @@ std::string format_split_choice(const SplitChoice& c, const PlanInput& input) {
       names += (names.empty() ? "" : ", then ") + members;
     }
     out += fmt::format("  tensor split: tg {:7.2f} ms/token ({:6.1f} tok/s) on {}: compute {:.2f} ms, "
-                       "all-gathers {:.2f} ms, hops {:.2f} ms, head {:.2f} ms; pp512 {:.1f} tok/s\n",
+                       "all-gathers {:.2f} ms, hops {:.2f} ms, head {:.2f} ms{}; pp512 {:.1f} tok/s\n",
                        c.tensor.token_ms, c.tensor.tok_s, names, c.tensor.compute_ms, c.tensor.exchange_ms,
-                       c.tensor.hop_ms, c.tensor.head_ms, c.tensor.prefill_tok_s);
+                       c.tensor.hop_ms, c.tensor.head_ms, c.tensor.head_on_group ? " (on the last group)" : "",
+                       c.tensor.prefill_tok_s);
   }
   out += fmt::format("split mode: {} ({})\n", c.mode == SplitMode::tensor ? "tensor" : "layer", c.reason);
   return out;

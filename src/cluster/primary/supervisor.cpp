@@ -476,7 +476,7 @@ bool ClusterSupervisor::unlinked(const Usable& usable, const std::vector<std::ve
 StageLoadReport ClusterSupervisor::load_on(Engine& engine, TensorHashes& hashes, Member& m,
                                            const std::shared_ptr<WorkerClient>& client, int begin, int end,
                                            const std::vector<std::string>& member_addresses,
-                                           const nlohmann::json& group) {
+                                           const nlohmann::json& group, bool head) {
   ProgressBar bar(client->address());
   StageLoadReport r;
   try {
@@ -486,7 +486,7 @@ StageLoadReport ClusterSupervisor::load_on(Engine& engine, TensorHashes& hashes,
                              bar.update(sent, total);
                              if (options_.on_progress) options_.on_progress(client->address(), sent, total);
                            },
-                           group);
+                           group, head);
   } catch (const wire::ProtocolError& e) {
     throw StageRefused(m.address, client.get(),
                        fmt::format("{} refused layers {}-{}: {}", m.address, begin, end - 1, e.what()));
@@ -514,12 +514,15 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_tensor_groups(
   TensorHashes hashes(engine.file());
   std::vector<std::unique_ptr<Stage>> stages;
   std::vector<std::vector<RemoteMember>> group_members;  // per group, for linking
+  std::string head_on;  // the group that runs the output head, if one does
   Loaded loaded;
   for (size_t g = 0; g < groups.size(); ++g) {
     const auto [begin, end] = tensor_group_layers(config.n_layer, static_cast<int>(groups.size()), static_cast<int>(g));
     std::vector<std::string> addresses;
     for (int d : groups[g]) addresses.push_back(usable.at(static_cast<size_t>(d - 1)).second->address());
     const int k = static_cast<int>(addresses.size());
+    // The last group runs the output head too, each member its share of the vocabulary's rows.
+    const bool head = k > 1 && end == config.n_layer;
     std::fprintf(stderr, "split: tensor, layers %d-%d on %s%s\n", begin, end - 1,
                  fmt::format("{}", fmt::join(addresses, " + ")).c_str(),
                  k > 1 ? fmt::format(" ({}-way: a share of every matmul's rows, in proportion {})", k,
@@ -536,14 +539,16 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_tensor_groups(
                                  {"members", addresses},
                                  {"weights", weights.at(g)}}
                 : nlohmann::json(nullptr);
-      StageLoadReport r = load_on(engine, hashes, *m, client, begin, end, all, group);
+      StageLoadReport r = load_on(engine, hashes, *m, client, begin, end, all, group, head);
       loaded.emplace_back(m, client.get(), r.stage_id);
       members.push_back({client, r.stage_id, begin, end, r});
     }
+    if (head) head_on = fmt::format("{}", fmt::join(addresses, " + "));
     group_members.push_back(members);
     stages.push_back(std::make_unique<RemoteStage>(std::move(members), config.n_embd, config.n_layer, dtype,
                                                    k > 1 ? RemoteStage::Topology::tensor_group
-                                                         : RemoteStage::Topology::chain));
+                                                         : RemoteStage::Topology::chain,
+                                                   head ? config.n_vocab : 0));
   }
   // Every group links now, before any step: members that cannot reach each
   // other give the group up here (its stages unloaded) rather than failing
@@ -562,7 +567,10 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_tensor_groups(
       }
     throw;
   }
-  std::fprintf(stderr, "the output head on the primary\n");
+  std::fprintf(stderr, "%s\n",
+               head_on.empty() ? "the output head on the primary"
+                               : fmt::format("the output head on the group {} (the primary's for embeddings)", head_on)
+                                     .c_str());
   commit_stages(usable, loaded);
   return stages;
 }

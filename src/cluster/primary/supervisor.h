@@ -99,7 +99,7 @@ class ClusterSupervisor : public StageSupervisor {
   // LOAD_STAGE on one worker, its progress drawn; a refusal is StageRefused.
   StageLoadReport load_on(Engine& engine, TensorHashes& hashes, Member& m, const std::shared_ptr<WorkerClient>& client,
                           int begin, int end, const std::vector<std::string>& member_addresses,
-                          const nlohmann::json& group);
+                          const nlohmann::json& group, bool head = false);
   // The loaded stages become the members' current ones; the old ones are unloaded.
   void commit_stages(const Usable& usable, const Loaded& loaded);
   // Once: a device with layers computes differently from the primary.

@@ -140,9 +140,9 @@ StageLoadReport WorkerClient::load_stage(const gguf::File& file, TensorHashes& h
                                          int begin, int end, int n_seq, int n_ctx, int max_tokens, KvTypes kv_types,
                                          const std::vector<std::string>& members,
                                          const std::function<void(uint64_t, uint64_t)>& progress,
-                                         const nlohmann::json& group) {
+                                         const nlohmann::json& group, bool head) {
   const auto t0 = std::chrono::steady_clock::now();
-  const std::vector<std::string> names = tensor_names_for(config, BindRange{begin, end, false});
+  const std::vector<std::string> names = tensor_names_for(config, BindRange{begin, end, head, false});
   nlohmann::json tensors = nlohmann::json::array();
   for (const auto& name : names) {
     const gguf::TensorInfo& t = file.tensor(name);
@@ -164,7 +164,8 @@ StageLoadReport WorkerClient::load_stage(const gguf::File& file, TensorHashes& h
                     {"kv_type_v", kv_type_name(kv_types.v)},
                     {"tensors", tensors},
                     {"members", members}};
-  if (!group.is_null()) body["group"] = group;  // a tensor group member: {id, rank, members}
+  if (!group.is_null()) body["group"] = group;  // a tensor group member: {id, rank, members, weights}
+  if (head) body["head"] = true;
   conn_->send_json(MessageType::LoadStage, id, body);
   // The worker looks through its cache and models dir meanwhile; it sends
   // HEARTBEATs, so a slow disk is not mistaken for a lost worker.

@@ -88,12 +88,14 @@ class WorkerClient {
   // Loads layers [begin, end): the worker says which tensors it lacks and
   // only those are streamed, in chunks; `progress(sent, total)` is called
   // as bytes go out. `members`: every worker of the plan, as the primary
-  // addresses them; the only hops a chain FORWARD may name.
+  // addresses them; the only hops a chain FORWARD may name. group: a tensor
+  // group member's {id, rank, members, weights}; head: the stage (which ends
+  // the model) holds the output head too.
   StageLoadReport load_stage(const gguf::File& file, TensorHashes& hashes, const ModelConfig& config, int begin,
                              int end, int n_seq, int n_ctx, int max_tokens, KvTypes kv_types,
                              const std::vector<std::string>& members,
                              const std::function<void(uint64_t, uint64_t)>& progress,
-                             const nlohmann::json& group = nullptr);
+                             const nlohmann::json& group = nullptr, bool head = false);
   void kv_op(const nlohmann::json& op);
   void unload(uint32_t stage_id);
   // GROUP_LINK: the stage's tensor group member links to every other member

@@ -9,6 +9,7 @@ namespace {
 
 constexpr uint32_t kMaxTokens = 1u << 16;
 constexpr uint32_t kMaxWidth = 1u << 16;
+constexpr uint32_t kMaxResultWidth = 1u << 20;  // logits: a vocabulary
 constexpr uint16_t kMaxRoute = 64;
 
 template <typename T>
@@ -46,8 +47,9 @@ class Reader {
 };
 
 // A result may carry no rows (a prompt's chunk whose rows no one reads).
-void check_shape(uint32_t n_tokens, uint32_t n_embd, uint8_t dtype, uint32_t min_tokens = 1) {
-  if (n_tokens < min_tokens || n_tokens > kMaxTokens || n_embd == 0 || n_embd > kMaxWidth ||
+void check_shape(uint32_t n_tokens, uint32_t n_embd, uint8_t dtype, uint32_t min_tokens = 1,
+                 uint32_t max_width = kMaxWidth) {
+  if (n_tokens < min_tokens || n_tokens > kMaxTokens || n_embd == 0 || n_embd > max_width ||
       dtype >= static_cast<uint8_t>(WireDType::COUNT))
     throw ProtocolError(ErrorCode::Malformed, "FORWARD has an impossible shape or dtype");
 }
@@ -61,13 +63,14 @@ void copy_ints(Reader& r, size_t n, std::vector<int32_t>& out) {
 
 void encode_forward_prefix(const ForwardHeader& h, std::span<const int32_t> positions,
                            std::span<const int32_t> seq_ids, const std::vector<int32_t>* rows_out,
-                           std::span<const ChainHop> route, std::vector<uint8_t>& out) {
+                           std::span<const ChainHop> route, std::vector<uint8_t>& out, bool logits) {
+  if (logits && !rows_out) fail("internal: FORWARD asks for logits without listing its rows out");
   out.clear();
   put(out, h.stage_id);
   put(out, h.n_tokens);
   put(out, h.n_embd);
   put(out, static_cast<uint8_t>(h.dtype));
-  put(out, rows_out ? kForwardRowsOut : uint8_t{0});
+  put(out, static_cast<uint8_t>((rows_out ? kForwardRowsOut : 0) | (logits ? kForwardLogits : 0)));
   put(out, static_cast<uint16_t>(route.size()));
   for (int32_t p : positions) put(out, p);
   for (int32_t s : seq_ids) put(out, s);
@@ -93,7 +96,10 @@ ForwardView decode_forward(std::span<const uint8_t> payload, std::vector<int32_t
   const uint8_t flags = r.get<uint8_t>();
   const uint16_t n_route = r.get<uint16_t>();
   check_shape(v.header.n_tokens, v.header.n_embd, dtype);
-  if (flags & ~kForwardRowsOut) throw ProtocolError(ErrorCode::Malformed, "FORWARD has unknown flags");
+  if (flags & ~(kForwardRowsOut | kForwardLogits))
+    throw ProtocolError(ErrorCode::Malformed, "FORWARD has unknown flags");
+  if ((flags & kForwardLogits) && !(flags & kForwardRowsOut))
+    throw ProtocolError(ErrorCode::Malformed, "FORWARD asks for logits without listing its rows out");
   if (n_route > kMaxRoute) throw ProtocolError(ErrorCode::Malformed, "FORWARD chain route is too long");
   v.header.dtype = static_cast<WireDType>(dtype);
   const size_t n = v.header.n_tokens;
@@ -102,6 +108,7 @@ ForwardView decode_forward(std::span<const uint8_t> payload, std::vector<int32_t
   v.positions = positions;
   v.seq_ids = seq_ids;
   v.has_rows_out = flags & kForwardRowsOut;
+  v.logits = flags & kForwardLogits;
   rows_out.clear();
   if (v.has_rows_out) {
     const uint32_t n_out = r.get<uint32_t>();
@@ -150,7 +157,7 @@ ResultView decode_result(std::span<const uint8_t> payload) {
   const uint8_t dtype = r.get<uint8_t>();
   r.get<uint8_t>();
   r.get<uint16_t>();
-  check_shape(v.n_tokens, v.n_embd, dtype, 0);
+  check_shape(v.n_tokens, v.n_embd, dtype, 0, kMaxResultWidth);
   v.dtype = static_cast<WireDType>(dtype);
   size_t expected;
   try {

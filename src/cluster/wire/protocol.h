@@ -19,7 +19,7 @@ constexpr uint16_t kProtocolVersion = 11;  // v2: HEARTBEAT, deadlines; v3: AEAD
                                           // v8: LOAD_STAGE gives each layer's kind (attention or DeltaNet)
                                           // v9: LOAD_STAGE gives latent attention, leading dense layers, the router
                                           // v10: tensor groups (LOAD_STAGE's group, TENSOR_LINK, TENSOR_SHARE)
-                                          // v11: GROUP_LINK: a group's members link at load, not at its first step
+                                          // v11: GROUP_LINK (a group links at load), group weights, the head on a stage
 constexpr size_t kHeaderBytes = 32;
 constexpr uint64_t kDefaultMaxPayload = 256ull << 20;  // refused before any allocation
 constexpr int kHandshakeTimeoutMs = 5000;

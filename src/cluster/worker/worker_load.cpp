@@ -166,8 +166,14 @@ void WorkerSession::load_stage(const wire::Frame& request) {
                                                                "workers", group->members[r]));
   }
 
-  // The tensors must be exactly those the layer range needs.
-  const BindRange range{begin, end, false};
+  // The output head too, when asked (a tensor group that ends the model runs it): its norm and matrix.
+  const bool head = body.value("head", false);
+  if (head && end != c.n_layer)
+    throw ProtocolError(ErrorCode::BadRequest, fmt::format("LOAD_STAGE asks for the output head with layers {}-{} "
+                                                           "of {}: only a stage that ends the model runs it",
+                                                           begin, end - 1, c.n_layer));
+  // The tensors must be exactly those the layer range (and head) needs.
+  const BindRange range{begin, end, head, false};
   const std::vector<std::string> expected = tensor_names_for(c, range);
   const auto& listed = body.at("tensors");
   if (!listed.is_array() || listed.size() != expected.size())
@@ -344,6 +350,7 @@ void WorkerSession::load_stage(const wire::Frame& request) {
     return it == refs.end() ? nullptr : &it->second;
   };
   stage->weights = bind_weights(lookup, "LOAD_STAGE", c, range);
+  stage->head = head;
   try {
     stage->backend = make_layer_backend(s_.device_choice_, *s_.pool_, max_tokens, c.max_activation_width());
     if (group) {

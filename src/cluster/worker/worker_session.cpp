@@ -5,6 +5,7 @@
 #include <atomic>
 
 #include "cluster/wire/handshake.h"
+#include "engine/output_head.h"
 #include "util/log.h"
 
 namespace shoal {
@@ -220,6 +221,9 @@ void WorkerSession::forward(const wire::Frame& request) {
       throw ProtocolError(ErrorCode::BadRequest,
                           fmt::format("FORWARD lists rows out, but stage {} (layers {}-{}) does not end the model",
                                       stage->id, stage->stage->layer_begin(), stage->stage->layer_end() - 1));
+    if (view.logits && (!stage->head || !view.route.empty()))
+      throw ProtocolError(ErrorCode::BadRequest,
+                          fmt::format("FORWARD asks for logits, but stage {} does not hold the output head", stage->id));
     hidden_.resize(static_cast<size_t>(n) * width);
     wire::decode_activations(view.header.dtype, view.activations.data(), n, width, hidden_.data());
     // A row "wants logits" when it is read after the model's last layer:
@@ -231,6 +235,7 @@ void WorkerSession::forward(const wire::Frame& request) {
       std::lock_guard<std::mutex> run(stage->run_mutex);
       std::lock_guard<std::mutex> compute(s_.compute_mutex_);
       stage->stage->forward(batch_, hidden_.data());
+      if (view.logits) run_head(*stage, view.rows_out);  // a group's members all run it: its matmul trades rows
     }
     ++s_.stats_.forwards;
     s_.stats_.forward_rows += n;
@@ -252,6 +257,15 @@ void WorkerSession::send_on(uint64_t request_id, const wire::ForwardView& view,
                             const std::shared_ptr<WorkerStage>& stage) {
   // A tensor group's members all hold the result: the first answers for them.
   if (stage->exchange && stage->exchange->group().rank != 0) return;
+  if (view.logits) {  // the rows out's logits, straight back to the primary that asked (checked in forward)
+    const int n_out = static_cast<int>(view.rows_out.size());
+    wire::encode_result_prefix(n_out, stage->config.n_vocab, wire::WireDType::F32, prefix_);
+    const std::span<const uint8_t> parts[] = {
+        prefix_, {reinterpret_cast<const uint8_t*>(logits_.data()), logits_.size() * sizeof(float)}};
+    conn_->send(MessageType::ForwardResult, request_id, parts);
+    s_.stats_.result_rows += n_out;
+    return;
+  }
   int n = static_cast<int>(view.header.n_tokens);
   const int width = stage->config.n_embd;
   if (view.route.empty() && view.has_rows_out) {  // only the listed rows were finished, and only they go back
@@ -357,6 +371,37 @@ void WorkerSession::tensor_link(const wire::Frame& request) {
   exchange->accept_link(rank, conn_);
   handed_over_ = true;
   spdlog::info("tensor group {}: member {} ({}) linked", group, rank, conn_->peer());
+}
+
+void WorkerSession::run_head(WorkerStage& stage, std::span<const int32_t> rows_out) {
+  const ModelConfig& c = stage.config;
+  const int m = static_cast<int>(rows_out.size());
+  logits_.resize(static_cast<size_t>(m) * c.n_vocab);
+  if (m == 0) return;
+  wire::pack_rows(hidden_.data(), c.n_embd, rows_out);
+  head_positions_.clear();
+  head_seq_ids_.clear();
+  for (int32_t t : rows_out) {
+    head_positions_.push_back(positions_[static_cast<size_t>(t)]);
+    head_seq_ids_.push_back(seq_ids_[static_cast<size_t>(t)]);
+  }
+  Backend& be = *stage.backend;
+  auto room = [&](std::unique_ptr<Buffer>& b, size_t bytes) {
+    if (!b || b->bytes() < bytes) b = be.allocate(bytes);
+    return DevicePtr{b.get(), 0};
+  };
+  const size_t row_bytes = static_cast<size_t>(m) * c.n_embd * sizeof(float);
+  const DevicePtr rows = room(stage.head_rows, row_bytes), logits = room(stage.head_logits, logits_.size() * sizeof(float));
+  be.begin_step(head_seq_ids_.data(), head_positions_.data(), m);
+  try {
+    be.upload(rows, hidden_.data(), row_bytes);
+    run_output_head(be, stage.weights, c, rows, logits, m);
+    be.download(logits_.data(), logits, logits_.size() * sizeof(float));
+    be.finish_step();
+  } catch (...) {
+    be.abandon_step();
+    throw;
+  }
 }
 
 void WorkerSession::group_link(const wire::Frame& request) {

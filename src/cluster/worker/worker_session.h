@@ -29,6 +29,9 @@ class WorkerSession {
   // TENSOR_LINK: this connection becomes a tensor group member's link in.
   void tensor_link(const wire::Frame& request);
   void group_link(const wire::Frame& request);
+  // The output head on the rows out of the step just run (hidden_): their
+  // logits into logits_.
+  void run_head(WorkerStage& stage, std::span<const int32_t> rows_out);
   void release_stages();
   std::shared_ptr<WorkerStage> find_stage(uint32_t id);
   // Sends the activations in hidden_ on to the next hop, or back as the result.
@@ -42,7 +45,8 @@ class WorkerSession {
   std::vector<uint32_t> owned_;
   // Reused across FORWARDs: no allocation in the steady token loop.
   std::vector<int32_t> positions_, seq_ids_, rows_out_;
-  std::vector<float> hidden_;
+  std::vector<int32_t> head_positions_, head_seq_ids_;  // of the rows out, for the head's step
+  std::vector<float> hidden_, logits_;
   std::vector<uint8_t> prefix_, encoded_;
   Batch batch_;
 };

@@ -30,6 +30,8 @@ struct WorkerStage {
   uint64_t weight_bytes = 0;
   uint64_t kv_bytes = 0;
   uint64_t grouped_bytes = 0;  // weights copied into groups of eight rows for the matmul
+  bool head = false;           // it holds the output head too (LOAD_STAGE "head"): FORWARD may ask for logits
+  std::unique_ptr<Buffer> head_rows, head_logits;  // on its backend, grown to the largest step's
   std::mutex run_mutex;  // one forward or KV operation at a time
 };
 

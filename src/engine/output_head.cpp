@@ -1,0 +1,13 @@
+#include "engine/output_head.h"
+
+namespace shoal {
+
+void run_output_head(Backend& backend, const ModelWeights& weights, const ModelConfig& config, DevicePtr rows,
+                     DevicePtr logits, int m) {
+  backend.rmsnorm(rows, weights.output_norm, rows, m, config.n_embd, config.norm_eps);
+  backend.matmul(weights.output, rows, logits, m);
+  if (config.logit_softcap > 0.0f)
+    backend.softcap(logits, config.logit_softcap, static_cast<int64_t>(m) * config.n_vocab);
+}
+
+}  // namespace shoal
