@@ -108,7 +108,7 @@ uint64_t RowSplitBackend::prepare_weights(std::span<const WeightToPrepare> weigh
       inner.push_back({&split->share, 0, false});
     }
   }
-  return inner_->prepare_weights(inner, keep);
+  return copy_shares_ ? inner_->prepare_weights(inner, keep) : 0;
 }
 
 uint64_t RowSplitBackend::prepared_bytes(std::span<const WeightToPrepare> weights) const {

@@ -101,6 +101,11 @@ class RowSplitBackend : public Backend {
   // matrix) and hands the shares to the inner backend; stacked slices
   // (experts, latent heads) and rows-only tensors go through whole.
   uint64_t prepare_weights(std::span<const WeightToPrepare> weights, PreparedMemory& keep) override;
+  // Whether prepare_weights has the inner backend prepare (on the CPU: copy
+  // into groups of eight rows, faster and the same bits) or only notes the
+  // shares, the inner backend then reading the held rows where they are: a
+  // worker whose lent memory cannot take the copy says false.
+  void set_copy_shares(bool copy) { copy_shares_ = copy; }
   uint64_t prepared_bytes(std::span<const WeightToPrepare> weights) const override;
   void begin_step(const int32_t* seq_ids, const int32_t* positions, int n_tokens) override {
     inner_->begin_step(seq_ids, positions, n_tokens);
@@ -172,6 +177,7 @@ class RowSplitBackend : public Backend {
   std::shared_ptr<RowExchange> exchange_;
   int rank_, size_;
   ShareWeights weights_;
+  bool copy_shares_ = true;
   // By the whole matrix's data: the layer code passes the matrices it was
   // bound to, untouched (their shares are what the inner backend prepared).
   std::unordered_map<const uint8_t*, std::unique_ptr<Split>> splits_;

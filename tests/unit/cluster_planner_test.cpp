@@ -610,16 +610,16 @@ TEST(TensorSplitCost, SharesFollowTheMembersSpeed) {
   // Within 1.5x of each other the members share evenly (probe noise is that large).
   in.devices[1].matvec_gbps = 28.0;
   EXPECT_EQ(tensor_group_weights(in, {{1, 2}}), (std::vector<std::vector<int>>{{1, 1}}));
-  // --tensor-split names the shares (local first; a 0 is the least share).
+  // --tensor-split names the shares (local first; in thousandths; a 0 is weight 1).
   in.tensor_split = {1, 3, 1};
-  EXPECT_EQ(tensor_group_weights(in, {{1, 2}}), (std::vector<std::vector<int>>{{20, 7}}));
+  EXPECT_EQ(tensor_group_weights(in, {{1, 2}}), (std::vector<std::vector<int>>{{1000, 333}}));
   in.tensor_split = {0, 1, 0};
-  EXPECT_EQ(tensor_group_weights(in, {{1, 2}}), (std::vector<std::vector<int>>{{20, 1}}));
+  EXPECT_EQ(tensor_group_weights(in, {{1, 2}}), (std::vector<std::vector<int>>{{1000, 1}}));
   // A member's memory is checked against its own share.
   in.tensor_split = {1, 3, 1};
   in.layer_kv_bytes.assign(24, 0);
-  in.devices[1].free_memory = 200 * MiB;  // 20/27 of 24 x 14 MiB is 249
-  EXPECT_NE(tensor_group_misfit(in, {{1, 2}}).find("a:1 would hold 249 MiB"), std::string::npos)
+  in.devices[1].free_memory = 200 * MiB;  // 1000/1333 of 24 x 14 MiB is 252
+  EXPECT_NE(tensor_group_misfit(in, {{1, 2}}).find("a:1 would hold 252 MiB"), std::string::npos)
       << tensor_group_misfit(in, {{1, 2}});
 }
 

@@ -63,6 +63,9 @@ class ThreadGroupStage : public Stage {
       m->backend = std::make_unique<RowSplitBackend>(
           std::make_unique<CpuBackend>(*m->pool, e.n_batch(), c.max_activation_width()),
           std::make_shared<MemoryExchange::Member>(hub_, r), r, weights);
+      // With three members, the middle one reads its shares where they are (no copy in groups of eight:
+      // a worker whose lent memory cannot take it): the same bits.
+      if (weights.size() == 3 && r == 1) m->backend->set_copy_shares(false);
       m->weights = bind_weights(e.file(), c, range);
       prepare_weights(*m->backend, m->weights, c, range);
       m->stage = std::make_unique<LocalStage>(*m->backend, c, m->weights, 0, c.n_layer, e.options().n_seq, e.n_ctx(),

@@ -104,12 +104,14 @@ TensorGroupPrediction predict_tensor_groups(const PlanInput& input, const std::v
                                             int prefill_tokens = 512, int n_batch = 0,
                                             int exchanges_per_layer = kTensorExchangesPerLayer);
 // Each group's members' share weights (row_split_backend.h's ShareWeights),
-// by rank: --tensor-split's entries for them when it is given (0 counts as
-// the least share, one unit of each matrix), else their measured decode
-// speeds (matvec GB/s) in steps of 1/20 of the fastest, so that a fast and
-// a slow member finish their shares together. Members within 1.5x of each
-// other share evenly: a probe on a busy machine varies by a third between
-// runs, and identical machines should not get uneven shares from noise.
+// by rank: --tensor-split's entries for them when it is given, in
+// thousandths of the largest (a 0 is weight 1: the one unit every member
+// takes and a thousandth of the rest), else their measured decode speeds
+// (matvec GB/s; a GPU's is not measured and counts as the default) in
+// twentieths of the fastest, so that a fast and a slow member finish their
+// shares together. Members within 1.5x of each other share evenly: a probe
+// on a busy machine varies by a third between runs, and identical machines
+// should not get uneven shares from noise.
 std::vector<std::vector<int>> tensor_group_weights(const PlanInput& input,
                                                    const std::vector<std::vector<int>>& groups);
 // Why the groups cannot hold their layers (a member whose share of the

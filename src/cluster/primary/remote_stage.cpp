@@ -80,6 +80,7 @@ void RemoteStage::submit(const Batch& batch, float* hidden) {
     const bool rows_out = sends_rows_out_ && batch.logit_rows(rows_out_);
     // The logits instead, when asked for this step and the members hold the head.
     float* logits = rows_out && runs_head() ? wanted_logits : nullptr;
+    if (wanted_logits && !logits) fail("internal: {} was asked for logits it cannot give", describe());
     std::span<const uint8_t> activations;
     if (dtype_ == wire::WireDType::F32) {
       activations = {reinterpret_cast<const uint8_t*>(hidden), static_cast<size_t>(n) * n_embd_ * sizeof(float)};

@@ -40,8 +40,10 @@ class GroupUnlinked : public Error {
 };
 
 // GROUP_LINK to every member at once (each waits for the others' links).
-// The primary's own link failing is that worker's loss (LinkError); a
-// member that could not link with another is GroupUnlinked.
+// A member the primary lost meanwhile is that worker's loss (its
+// LinkError, first: nothing is said of the group); a member that could not
+// link with another (its ERROR Timeout) is GroupUnlinked; anything else is
+// rethrown as it is.
 void link_group(const std::vector<RemoteMember>& members) {
   std::vector<std::exception_ptr> failed(members.size());
   std::vector<std::thread> threads;
@@ -54,6 +56,14 @@ void link_group(const std::vector<RemoteMember>& members) {
       }
     });
   for (auto& t : threads) t.join();
+  for (const auto& f : failed) {
+    try {
+      if (f) std::rethrow_exception(f);
+    } catch (const wire::LinkError&) {
+      throw;
+    } catch (...) {
+    }
+  }
   std::vector<std::string> addresses;
   for (const RemoteMember& m : members) addresses.push_back(m.client->address());
   std::sort(addresses.begin(), addresses.end());
@@ -62,6 +72,7 @@ void link_group(const std::vector<RemoteMember>& members) {
     try {
       std::rethrow_exception(f);
     } catch (const wire::ProtocolError& e) {
+      if (e.code() != wire::ErrorCode::Timeout) throw;
       throw GroupUnlinked(addresses, fmt::format("the tensor group {} could not link: {}",
                                                  fmt::join(addresses, " + "), e.what()));
     }
@@ -322,14 +333,16 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::rebuild(Engine& engine, c
   throw StagesUnavailable(fmt::format("the cluster could not be rebuilt: {}", last_failure));
 }
 
-void ClusterSupervisor::warn_if_mixed(const Plan& plan, const PlanInput& input) {
+void ClusterSupervisor::warn_if_mixed(const std::vector<int>& computing, const PlanInput& input) {
   // Bits match a local run only when every device with layers computes as
-  // the primary does: the same backend, the same SIMD target or GPU.
+  // the primary does: the same backend, the same SIMD target or GPU. A
+  // tensor group's members compute rows of the same matrices, so one
+  // member unlike the primary changes them too.
   if (warned_mixed_) return;
   const DeviceInfo& local = input.devices.front();
-  for (const StageAssignment& a : plan.stages) {
-    const DeviceInfo& d = input.devices.at(static_cast<size_t>(a.device));
-    if (a.layer_begin == a.layer_end || a.device == 0) continue;
+  for (int device : computing) {
+    const DeviceInfo& d = input.devices.at(static_cast<size_t>(device));
+    if (device == 0) continue;
     const bool same = d.kind == local.kind && (d.kind == "cpu" ? d.simd == local.simd || d.simd.empty()
                                                                : d.backend == local.backend);
     if (same) continue;
@@ -407,6 +420,9 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_stages(Engine& engi
     if (choice.mode == SplitMode::tensor && unlinked(usable, choice.groups)) {
       spdlog::warn("the members of a tensor group could not link to each other when it was loaded: the layer split");
     } else if (choice.mode == SplitMode::tensor) {
+      std::vector<int> computing;
+      for (const std::vector<int>& group : choice.groups) computing.insert(computing.end(), group.begin(), group.end());
+      warn_if_mixed(computing, input);
       try {
         return build_tensor_groups(engine, usable, choice.groups, choice.weights);
       } catch (const GroupUnlinked& e) {
@@ -418,7 +434,10 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_stages(Engine& engi
     }
   }
   std::fprintf(stderr, "%s", format_plan(plan, input).c_str());
-  warn_if_mixed(plan, input);
+  std::vector<int> computing;
+  for (const StageAssignment& a : plan.stages)
+    if (a.layer_end > a.layer_begin) computing.push_back(a.device);
+  warn_if_mixed(computing, input);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     predicted_.clear();
@@ -468,7 +487,9 @@ bool ClusterSupervisor::unlinked(const Usable& usable, const std::vector<std::ve
     std::vector<std::string> addresses;
     for (int d : group) addresses.push_back(usable.at(static_cast<size_t>(d - 1)).second->address());
     std::sort(addresses.begin(), addresses.end());
-    if (std::find(unlinked_.begin(), unlinked_.end(), addresses) != unlinked_.end()) return true;
+    // A group holding every member of one that could not link holds its unreachable pair too.
+    for (const std::vector<std::string>& failed : unlinked_)
+      if (std::includes(addresses.begin(), addresses.end(), failed.begin(), failed.end())) return true;
   }
   return false;
 }
@@ -521,8 +542,11 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_tensor_groups(
     std::vector<std::string> addresses;
     for (int d : groups[g]) addresses.push_back(usable.at(static_cast<size_t>(d - 1)).second->address());
     const int k = static_cast<int>(addresses.size());
-    // The last group runs the output head too, each member its share of the vocabulary's rows.
-    const bool head = k > 1 && end == config.n_layer;
+    // The last group runs the output head too, each member its share of the vocabulary's rows; not
+    // when the primary's head is a GPU (the local run's logits are that GPU's) or the logits are wider
+    // than a FORWARD_RESULT may be.
+    const bool head = k > 1 && end == config.n_layer && engine.head_backend().kind() == "cpu" &&
+                      config.n_vocab <= static_cast<int>(wire::kMaxResultWidth);
     std::fprintf(stderr, "split: tensor, layers %d-%d on %s%s\n", begin, end - 1,
                  fmt::format("{}", fmt::join(addresses, " + ")).c_str(),
                  k > 1 ? fmt::format(" ({}-way: a share of every matmul's rows, in proportion {})", k,
@@ -556,7 +580,9 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_tensor_groups(
   try {
     for (const std::vector<RemoteMember>& members : group_members)
       if (members.size() > 1) link_group(members);
-  } catch (const GroupUnlinked&) {
+  } catch (...) {
+    // Nothing of this plan stands: every stage it loaded goes (on the
+    // workers still here), or they would hold their KV caches unused.
     for (const std::vector<RemoteMember>& members : group_members)
       for (const RemoteMember& m : members) {
         try {

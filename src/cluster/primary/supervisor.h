@@ -93,7 +93,7 @@ class ClusterSupervisor : public StageSupervisor {
                                                           const std::vector<std::vector<int>>& weights);
   // A group whose members could not link to each other at load (the
   // members' addresses, sorted): -sm tensor/auto plans the layers instead
-  // whenever the same members would form a group again.
+  // whenever a group would hold all of them again.
   bool unlinked(const Usable& usable, const std::vector<std::vector<int>>& groups) const;
   std::vector<std::vector<std::string>> unlinked_;
   // LOAD_STAGE on one worker, its progress drawn; a refusal is StageRefused.
@@ -102,8 +102,9 @@ class ClusterSupervisor : public StageSupervisor {
                           const nlohmann::json& group, bool head = false);
   // The loaded stages become the members' current ones; the old ones are unloaded.
   void commit_stages(const Usable& usable, const Loaded& loaded);
-  // Once: a device with layers computes differently from the primary.
-  void warn_if_mixed(const Plan& plan, const PlanInput& input);
+  // Once: a device with layers (`computing`: indices into input.devices)
+  // computes differently from the primary.
+  void warn_if_mixed(const std::vector<int>& computing, const PlanInput& input);
   void keeper_loop();
   void rejoin_loop();
   void wake();

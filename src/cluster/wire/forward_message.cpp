@@ -9,7 +9,6 @@ namespace {
 
 constexpr uint32_t kMaxTokens = 1u << 16;
 constexpr uint32_t kMaxWidth = 1u << 16;
-constexpr uint32_t kMaxResultWidth = 1u << 20;  // logits: a vocabulary
 constexpr uint16_t kMaxRoute = 64;
 
 template <typename T>

@@ -24,6 +24,9 @@ struct ForwardHeader {
   WireDType dtype = WireDType::F32;
 };
 
+// The widest FORWARD_RESULT rows: logits (a vocabulary).
+constexpr uint32_t kMaxResultWidth = 1u << 20;
+
 // FORWARD's flags.
 constexpr uint8_t kForwardRowsOut = 1;  // the rows read after the model's last layer are listed
 constexpr uint8_t kForwardLogits = 2;   // with rows out: the stage runs the output head on them and returns logits

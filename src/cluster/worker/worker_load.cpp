@@ -234,8 +234,11 @@ void WorkerSession::load_stage(const wire::Frame& request) {
   // Memory: what --mem lends, less what other stages hold.
   stage->kv_bytes = KvCache::bytes_for(c, begin, end, n_seq, n_ctx, max_tokens, kv_types) +
                     RecurrentState::bytes_for(c, begin, end, n_seq);
+  // The head's buffers hold a step's logits a few times over (the result, the device's, the group's
+  // gathered ones): counted for a row per sequence, what decoding asks.
+  const uint64_t head_scratch = head ? 4ull * n_seq * c.n_vocab * sizeof(float) : 0;
   const uint64_t scratch = LayerScratch::bytes_for(c, max_tokens) +
-                           CpuBackend::scratch_bytes(max_tokens, c.max_activation_width());
+                           CpuBackend::scratch_bytes(max_tokens, c.max_activation_width()) + head_scratch;
   const uint64_t need = stage->weight_bytes - shared_bytes + stage->kv_bytes + scratch;
   const uint64_t used = s_.memory_in_use(), lent = s_.device_.free_memory;
   if (need + used > lent)
@@ -357,8 +360,14 @@ void WorkerSession::load_stage(const wire::Frame& request) {
       // Each member prepares (and, on the CPU, copies) only its share of the rows.
       stage->exchange = std::make_shared<PeerExchange>(
           *group, PeerLinkOptions{s_.options_.key, s_.options_.timeout_ms, s_.options_.plain_frames});
-      stage->backend = std::make_unique<RowSplitBackend>(std::move(stage->backend), stage->exchange, group->rank,
-                                                         group->weights);
+      auto split = std::make_unique<RowSplitBackend>(std::move(stage->backend), stage->exchange, group->rank,
+                                                     group->weights);
+      // The CPU's copy of the share in groups of eight rows only when it fits in what this worker lends
+      // (a GPU's copy is the one it computes on).
+      if (!s_.device_choice_.vulkan)
+        split->set_copy_shares(s_.memory_in_use() + need + prepared_bytes(*split, stage->weights, c, range) <=
+                               s_.device_.free_memory);
+      stage->backend = std::move(split);
       std::lock_guard<std::mutex> compute(s_.compute_mutex_);
       stage->grouped_bytes = prepare_weights(*stage->backend, stage->weights, c, range);
     } else if (s_.device_choice_.vulkan) {

@@ -6,6 +6,7 @@
 
 #include "cluster/wire/handshake.h"
 #include "engine/output_head.h"
+#include "engine/pipeline.h"
 #include "util/log.h"
 
 namespace shoal {
@@ -224,6 +225,10 @@ void WorkerSession::forward(const wire::Frame& request) {
     if (view.logits && (!stage->head || !view.route.empty()))
       throw ProtocolError(ErrorCode::BadRequest,
                           fmt::format("FORWARD asks for logits, but stage {} does not hold the output head", stage->id));
+    if (view.logits && view.rows_out.size() * stage->config.n_vocab * sizeof(float) > Pipeline::kMaxStageLogitsBytes)
+      throw ProtocolError(ErrorCode::BadRequest,
+                          fmt::format("FORWARD asks for the logits of {} rows: over {} MiB", view.rows_out.size(),
+                                      Pipeline::kMaxStageLogitsBytes >> 20));
     hidden_.resize(static_cast<size_t>(n) * width);
     wire::decode_activations(view.header.dtype, view.activations.data(), n, width, hidden_.data());
     // A row "wants logits" when it is read after the model's last layer:
