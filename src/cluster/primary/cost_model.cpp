@@ -189,6 +189,23 @@ double member_fraction(const std::vector<int>& weights, size_t rank) {
   for (int w : weights) total += w;
   return total > 0 ? weights.at(rank) / total : 1.0;
 }
+
+// What a group's all-gathers cost per call: the slowest member's round
+// trip and link, and the largest part any member takes in (the others'
+// shares).
+struct GroupLinks {
+  double rtt_ms = 0, bytes_per_s = 1e30, taken_in = 0;
+};
+GroupLinks group_links(const PlanInput& in, const std::vector<int>& members, const std::vector<int>& weights) {
+  GroupLinks g;
+  for (size_t rank = 0; rank < members.size(); ++rank) {
+    const DeviceInfo& dev = in.devices.at(members[rank]);
+    g.rtt_ms = std::max(g.rtt_ms, dev.rtt_ms);
+    g.bytes_per_s = std::min(g.bytes_per_s, known(dev.link_gbps, kUnknownLinkGbps) * 1e9);
+    g.taken_in = std::max(g.taken_in, 1.0 - member_fraction(weights, rank));
+  }
+  return g;
+}
 }  // namespace
 
 std::string tensor_group_misfit(const PlanInput& in, const std::vector<std::vector<int>>& groups) {
@@ -242,7 +259,7 @@ TensorGroupPrediction predict_tensor_groups(const PlanInput& in, const std::vect
     const uint64_t read = decode_read_bytes(in, begin, end), divided = sum(in.layer_split_bytes, begin, end);
     const double flops = layer_flops(in, begin, end);
     const double values = static_cast<double>(sum(in.layer_exchange_values, begin, end));
-    double compute = 0, rtt = 0, link = 1e30, per_token = 0, fixed = 0, taken_in = 0;
+    double compute = 0, per_token = 0, fixed = 0;
     for (size_t rank = 0; rank < members.size(); ++rank) {
       const DeviceInfo& dev = in.devices.at(members[rank]);
       const double f = grouped ? member_fraction(weights[g], rank) : 1.0;
@@ -252,13 +269,13 @@ TensorGroupPrediction predict_tensor_groups(const PlanInput& in, const std::vect
                                       dev.step_overhead_ms + recurrent_layers(in, begin, end) * dev.recurrent_layer_ms);
       per_token = std::max(per_token, flops * share / (known(dev.matmul_gflops, kUnknownMatmulGflops) * 1e9) * 1e3);
       fixed = std::max(fixed, dev.step_overhead_ms);
-      rtt = std::max(rtt, dev.rtt_ms);
-      link = std::min(link, known(dev.link_gbps, kUnknownLinkGbps) * 1e9);
-      taken_in = std::max(taken_in, 1.0 - f);
     }
+    const GroupLinks links = group_links(in, members, weights[g]);
     // What a member takes in a step of `tokens`: the others' shares of every exchange value, f32.
     auto exchanges = [&](int tokens) {
-      return !grouped ? 0.0 : (end - begin) * exchanges_per_layer * rtt / 2 + values * 4.0 * tokens * taken_in / link * 1e3;
+      return !grouped ? 0.0
+                      : (end - begin) * exchanges_per_layer * links.rtt_ms / 2 +
+                            values * 4.0 * tokens * links.taken_in / links.bytes_per_s * 1e3;
     };
     const DeviceInfo& first = in.devices.at(members.front());
     p.compute_ms += compute;
@@ -275,16 +292,12 @@ TensorGroupPrediction predict_tensor_groups(const PlanInput& in, const std::vect
   if (const std::vector<int>& last = groups.back(); last.size() > 1 && in.logit_bytes > 0) {
     // The last group runs it: each member its share of the rows, an all-gather of the logits, and
     // the logits (not a row) back to the primary.
-    double read = 0, rtt = 0, link = 1e30, taken_in = 0;
-    for (size_t rank = 0; rank < last.size(); ++rank) {
-      const DeviceInfo& dev = in.devices.at(last[rank]);
-      const double f = member_fraction(weights.back(), rank);
-      read = std::max(read, head * f / (known(dev.matvec_gbps, kUnknownMatvecGbps) * 1e9) * 1e3);
-      rtt = std::max(rtt, dev.rtt_ms);
-      link = std::min(link, known(dev.link_gbps, kUnknownLinkGbps) * 1e9);
-      taken_in = std::max(taken_in, 1.0 - f);
-    }
-    p.head_ms = read + rtt / 2 + in.logit_bytes * (1.0 + taken_in) / link * 1e3;
+    double read = 0;
+    for (size_t rank = 0; rank < last.size(); ++rank)
+      read = std::max(read, head * member_fraction(weights.back(), rank) /
+                                (known(in.devices.at(last[rank]).matvec_gbps, kUnknownMatvecGbps) * 1e9) * 1e3);
+    const GroupLinks links = group_links(in, last, weights.back());
+    p.head_ms = read + links.rtt_ms / 2 + in.logit_bytes * (1.0 + links.taken_in) / links.bytes_per_s * 1e3;
     p.head_on_group = true;
   }
   p.token_ms = p.compute_ms + p.exchange_ms + p.hop_ms + p.head_ms;

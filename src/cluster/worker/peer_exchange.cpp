@@ -66,6 +66,12 @@ void PeerExchange::accept_link(int rank, std::shared_ptr<wire::Connection> conn)
 }
 
 void PeerExchange::link() {
+  connect_all();
+  for (int p = 0; p < group_.size(); ++p)
+    if (p != group_.rank) inbound(p);
+}
+
+void PeerExchange::connect_all() {
   for (int p = 0; p < group_.size(); ++p) {
     if (p == group_.rank || out_[p]) continue;
     try {
@@ -75,8 +81,6 @@ void PeerExchange::link() {
                             fmt::format("could not link to tensor group member {}: {}", group_.members[p], e.what()));
     }
   }
-  for (int p = 0; p < group_.size(); ++p)
-    if (p != group_.rank) inbound(p);
 }
 
 void PeerExchange::connect_out(int peer) {
@@ -152,8 +156,7 @@ void PeerExchange::all_gather(std::span<const float> mine, std::span<const std::
   if (!broken_.empty()) fail("{}", broken_);
   try {
     ++round_;
-    for (int p = 0; p < group_.size(); ++p)
-      if (p != group_.rank && !out_[p]) connect_out(p);
+    connect_all();  // made at load (link()); a no-op then
     const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(mine.data()), mine.size_bytes());
     std::exception_ptr send_failed;
     std::thread sender;

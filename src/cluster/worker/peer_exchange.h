@@ -57,6 +57,9 @@ class PeerExchange : public RowExchange {
 
  private:
   void connect_out(int peer);
+  // This member's links to the others it has not linked to yet (a
+  // failure names the member it could not reach).
+  void connect_all();
   std::shared_ptr<wire::Connection> inbound(int peer);
   // Member `peer`'s share of this round, in one frame or several.
   void receive_share(int peer, std::span<float> into);
