@@ -386,6 +386,11 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_stages(Engine& engi
   input.split = options_.split;
   input.relay = options_.relay();
   input.devices.push_back(local_);
+  // The last tensor group may run the output head (the cost model decides), but not when the
+  // primary's head is a GPU (the local run's logits are that GPU's) or the logits are wider than a
+  // FORWARD_RESULT may be.
+  if (engine.head_backend().kind() != "cpu" || config.n_vocab > static_cast<int>(wire::kMaxResultWidth))
+    input.logit_bytes = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     n_members = members_.size();
@@ -424,7 +429,7 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_stages(Engine& engi
       for (const std::vector<int>& group : choice.groups) computing.insert(computing.end(), group.begin(), group.end());
       warn_if_mixed(computing, input);
       try {
-        return build_tensor_groups(engine, usable, choice.groups, choice.weights);
+        return build_tensor_groups(engine, usable, choice);
       } catch (const GroupUnlinked& e) {
         spdlog::warn("{}; the layer split instead", e.what());
         unlinked_.push_back(e.members);
@@ -521,8 +526,9 @@ StageLoadReport ClusterSupervisor::load_on(Engine& engine, TensorHashes& hashes,
 }
 
 std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_tensor_groups(
-    Engine& engine, const Usable& usable, const std::vector<std::vector<int>>& groups,
-    const std::vector<std::vector<int>>& weights) {
+    Engine& engine, const Usable& usable, const SplitChoice& choice) {
+  const std::vector<std::vector<int>>& groups = choice.groups;
+  const std::vector<std::vector<int>>& weights = choice.weights;
   const ModelConfig& config = engine.config();
   const wire::WireDType dtype = wire::parse_wire_dtype(options_.wire_dtype);
   std::vector<std::string> all;
@@ -542,11 +548,9 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_tensor_groups(
     std::vector<std::string> addresses;
     for (int d : groups[g]) addresses.push_back(usable.at(static_cast<size_t>(d - 1)).second->address());
     const int k = static_cast<int>(addresses.size());
-    // The last group runs the output head too, each member its share of the vocabulary's rows; not
-    // when the primary's head is a GPU (the local run's logits are that GPU's) or the logits are wider
-    // than a FORWARD_RESULT may be.
-    const bool head = k > 1 && end == config.n_layer && engine.head_backend().kind() == "cpu" &&
-                      config.n_vocab <= static_cast<int>(wire::kMaxResultWidth);
+    // The last group runs the output head too when the prediction has it there, each member its
+    // share of the vocabulary's rows.
+    const bool head = choice.tensor.head_on_group && g + 1 == groups.size();
     std::fprintf(stderr, "split: tensor, layers %d-%d on %s%s\n", begin, end - 1,
                  fmt::format("{}", fmt::join(addresses, " + ")).c_str(),
                  k > 1 ? fmt::format(" ({}-way: a share of every matmul's rows, in proportion {})", k,

@@ -23,6 +23,7 @@
 #include "cluster/device_info.h"
 #include "cluster/primary/cluster_stages.h"
 #include "cluster/primary/discovery.h"
+#include "cluster/primary/split_choice.h"
 #include "cluster/primary/worker_client.h"
 #include "engine/stage_supervisor.h"
 
@@ -87,10 +88,9 @@ class ClusterSupervisor : public StageSupervisor {
   using Usable = std::vector<std::pair<Member*, std::shared_ptr<WorkerClient>>>;
   using Loaded = std::vector<std::tuple<Member*, const WorkerClient*, uint32_t>>;
   // -sm tensor: the layers evenly over the groups (indices into usable, from 1), each group one stage.
-  // weights: per group, its members' share weights.
+  // choice: its groups, their members' share weights and whether the last runs the head.
   std::vector<std::unique_ptr<Stage>> build_tensor_groups(Engine& engine, const Usable& usable,
-                                                          const std::vector<std::vector<int>>& groups,
-                                                          const std::vector<std::vector<int>>& weights);
+                                                          const SplitChoice& choice);
   // A group whose members could not link to each other at load (the
   // members' addresses, sorted): -sm tensor/auto plans the layers instead
   // whenever a group would hold all of them again.
