@@ -31,11 +31,25 @@ namespace shoal {
 // a matmul's weight, read row by row as stored (an embedding not shared
 // with the output, by get_rows; norms, biases, a convolution's taps), which
 // the CPU reads where it lies and a GPU holds beside the rest.
+// Attention's heads, for a tensor group that divides them
+// (backend/row_split_backend.h): n_head query heads of head_dim values
+// (q_head_rows rows of the Q projection each: 2 head_dim with an output
+// gate beside each query), n_head_kv key and value heads.
+struct AttentionHeads {
+  int n_head = 0, n_head_kv = 0, head_dim = 0, q_head_rows = 0;
+  bool any() const { return n_head > 0 && n_head_kv > 0 && n_head % n_head_kv == 0; }
+  bool operator==(const AttentionHeads&) const = default;
+};
+// Which of attention's projections a weight is: its rows are heads.
+enum class HeadRows : uint8_t { None, Query, KeyValue };
+
 struct WeightToPrepare {
   Matrix* matrix = nullptr;
   int64_t slice_rows = 0;
   bool rows_only = false;
   bool experts = false;  // the slices are a mixture's experts (slice e: expert e)
+  HeadRows head_rows = HeadRows::None;
+  AttentionHeads heads{};  // with head_rows: the layer's heads
 };
 // Host memory a backend made while preparing weights; whoever holds the
 // weights keeps it as long as they are used.
@@ -194,6 +208,9 @@ class Backend {
   // Throws shoal::Error when this backend cannot hold KV rows of these sizes
   // (before any memory is allocated for them).
   virtual void check_kv_rows(size_t k_row_bytes, size_t v_row_bytes) const {}
+  // How many of a layer's n_head_kv KV heads this backend caches: all,
+  // except in a tensor group that divides attention by heads.
+  virtual int kv_heads_held(int n_head_kv) const { return n_head_kv; }
 
   // Once, after binding: makes these matrices ready for this backend's ops
   // (the CPU may regroup rows into memory it appends to `keep` and point the

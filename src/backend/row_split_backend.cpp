@@ -76,9 +76,49 @@ RowShare expert_rows(const WeightToPrepare& w, int rank, const ShareWeights& wei
   return {e.begin * w.slice_rows, e.end * w.slice_rows};
 }
 
+bool head_split(const AttentionHeads& h, int size) {
+  // Shares in whole groups of eight rows (a head's rows are a multiple of eight).
+  return size > 1 && h.any() && h.n_head >= size && h.head_dim % 8 == 0 && h.q_head_rows % 8 == 0;
+}
+
+HeadShare head_share(const AttentionHeads& h, int rank, const ShareWeights& weights) {
+  const int group = h.n_head / h.n_head_kv, size = static_cast<int>(weights.size());
+  auto edge = [&](int units, int r) { return static_cast<int>(share_edge(units, r, weights)); };
+  HeadShare s;
+  if (h.n_head_kv >= size) {  // whole KV heads, each with its query heads
+    s.kv_begin = edge(h.n_head_kv, rank);
+    s.kv_end = edge(h.n_head_kv, rank + 1);
+    s.q_begin = s.kv_begin * group;
+    s.q_end = s.kv_end * group;
+  } else {  // query heads, and every KV head they read
+    s.q_begin = edge(h.n_head, rank);
+    s.q_end = edge(h.n_head, rank + 1);
+    s.kv_begin = s.q_begin / group;
+    s.kv_end = (s.q_end - 1) / group + 1;
+  }
+  return s;
+}
+
+namespace {
+bool head_split_weight(const WeightToPrepare& w, int size) {
+  if (w.head_rows == HeadRows::None || !head_split(w.heads, size)) return false;
+  const AttentionHeads& h = w.heads;
+  return w.matrix->rows == (w.head_rows == HeadRows::Query ? int64_t{h.n_head} * h.q_head_rows
+                                                           : int64_t{h.n_head_kv} * h.head_dim);
+}
+}  // namespace
+
+RowShare head_rows(const WeightToPrepare& w, int rank, const ShareWeights& weights) {
+  const HeadShare s = head_share(w.heads, rank, weights);
+  if (w.head_rows == HeadRows::Query)
+    return {int64_t{s.q_begin} * w.heads.q_head_rows, int64_t{s.q_end} * w.heads.q_head_rows};
+  return {int64_t{s.kv_begin} * w.heads.head_dim, int64_t{s.kv_end} * w.heads.head_dim};
+}
+
 std::optional<RowShare> kept_rows(const WeightToPrepare& w, int rank, const ShareWeights& weights) {
   const int size = static_cast<int>(weights.size());
   if (expert_split_weight(w, size)) return expert_rows(w, rank, weights);
+  if (head_split_weight(w, size)) return head_rows(w, rank, weights);
   if (row_split_weight(w, size)) return row_share(w.matrix->rows, rank, weights);
   return std::nullopt;
 }
@@ -102,13 +142,23 @@ uint64_t RowSplitBackend::prepare_weights(std::span<const WeightToPrepare> weigh
           Stack{m.data, m.bytes(), w.slice_rows, static_cast<int>(kept->begin / w.slice_rows), share});
       inner.push_back({&stack->share, w.slice_rows, false, true});
     } else {
+      const bool by_heads = head_split_weight(w, size_);
+      if (by_heads) {
+        if (heads_ && *heads_ != w.heads) fail("internal: a stage's layers with different attention heads");
+        heads_ = w.heads;
+        head_share_ = head_share(w.heads, rank_, weights_);
+      }
       auto& split = splits_[m.data];
       if (split) continue;
-      split = std::make_unique<Split>(Split{m.rows, share});
+      split = std::make_unique<Split>(Split{m.rows, share, kept->begin, by_heads});
       inner.push_back({&split->share, 0, false});
     }
   }
   return copy_shares_ ? inner_->prepare_weights(inner, keep) : 0;
+}
+
+int RowSplitBackend::kv_heads_held(int n_head_kv) const {
+  return divides_heads() && n_head_kv == heads_->n_head_kv ? head_share_.kv_heads() : n_head_kv;
 }
 
 uint64_t RowSplitBackend::prepared_bytes(std::span<const WeightToPrepare> weights) const {
@@ -158,6 +208,7 @@ bool RowSplitBackend::holds_expert(int expert, int n_expert) const {
 
 void RowSplitBackend::share_expert_rows(float* slots, const int* slot_expert, size_t n_slots, int width,
                                         int n_expert) {
+  settle();
   if (!expert_split(n_expert, size_)) return;
   auto owner = [&](int expert) {
     for (int p = 0; p < size_; ++p)
@@ -198,23 +249,40 @@ void RowSplitBackend::matmul(const Matrix& w, DevicePtr x, DevicePtr y, int n_to
   matmuls({&one, 1}, x, n_tokens);
 }
 
+template <class ShareOf>
+void RowSplitBackend::place_shares(DevicePtr y, int64_t n, int64_t whole, ShareOf share_of) {
+  const std::span<float> rows = at_least(whole_, static_cast<size_t>(n * whole));
+  for (int p = 0; p < size_; ++p) {
+    const RowShare share = share_of(p);
+    const float* src = (p == rank_ ? mine_.data() : theirs_[p].data()) + offset_[p];
+    for (int64_t t = 0; t < n; ++t)
+      std::memcpy(rows.data() + t * whole + share.begin, src + t * share.rows(), share.rows() * sizeof(float));
+    offset_[p] += n * share.rows();
+  }
+  inner_->upload(y, rows.data(), rows.size_bytes());
+}
+
 void RowSplitBackend::matmuls(std::span<const MatmulOutput> outputs, DevicePtr x, int n_tokens) {
+  settle();
   split_of_.clear();
   inner_outputs_.clear();
   expert_views_.resize(outputs.size());
-  int64_t mine_width = 0;  // floats per token of this member's shares, all outputs together
+  int64_t held_width = 0;  // floats per token of this member's shares, all outputs together
+  int64_t mine_width = 0;  // of those, the rows it all-gathers (not a head's)
   for (size_t i = 0; i < outputs.size(); ++i) {
-    split_of_.push_back(find(*outputs[i].w));
-    if (split_of_.back()) mine_width += split_of_.back()->share.rows;
+    const Split* split = find(*outputs[i].w);
+    split_of_.push_back(split);
+    if (split) held_width += split->share.rows;
+    if (split && !split->by_heads) mine_width += split->share.rows;
     inner_outputs_.push_back({held_expert(*outputs[i].w, expert_views_[i]), outputs[i].y});
   }
-  if (std::none_of(split_of_.begin(), split_of_.end(), [](const Split* s) { return s != nullptr; })) {
+  if (held_width == 0) {
     inner_->matmuls(inner_outputs_, x, n_tokens);
     return;
   }
   // This member's rows of each split output, [n][share] one after another in the scratch.
   const int64_t n = n_tokens;
-  const DevicePtr shares = scratch(static_cast<size_t>(n * std::max<int64_t>(mine_width, 1)) * sizeof(float));
+  const DevicePtr shares = scratch(static_cast<size_t>(n * held_width) * sizeof(float));
   int64_t at = 0;
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (!split_of_[i]) continue;  // run whole (or as a held expert), straight into its output
@@ -223,14 +291,38 @@ void RowSplitBackend::matmuls(std::span<const MatmulOutput> outputs, DevicePtr x
   }
   inner_->matmuls(inner_outputs_, x, n_tokens);
 
+  // A head's rows stay here: into their columns of the output, the others' left as they were.
+  at = 0;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Split* s = split_of_[i];
+    if (!s) continue;
+    if (s->by_heads)
+      inner_->copy_rows(outputs[i].y + s->at, s->rows, shares + at, s->share.rows, s->share.rows, n);
+    at += n * s->share.rows;
+  }
+  if (mine_width == 0) return;
+
   // Trade: each member's shares in output order, as it computed them.
   const std::span<float> mine = at_least(mine_, static_cast<size_t>(n * mine_width));
-  inner_->download(mine.data(), shares, mine.size_bytes());
+  if (mine_width == held_width) {
+    inner_->download(mine.data(), shares, mine.size_bytes());
+  } else {
+    int64_t sent = 0;
+    at = 0;
+    for (const Split* s : split_of_) {
+      if (!s) continue;
+      if (!s->by_heads) {
+        inner_->download(mine.data() + sent, shares + at, static_cast<size_t>(n * s->share.rows) * sizeof(float));
+        sent += n * s->share.rows;
+      }
+      at += n * s->share.rows;
+    }
+  }
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
     int64_t width = 0;
     for (const Split* s : split_of_)
-      if (s) width += row_share(s->rows, p, weights_).rows();
+      if (s && !s->by_heads) width += row_share(s->rows, p, weights_).rows();
     from_[p] = at_least(theirs_[p], static_cast<size_t>(n * width));
   }
   exchange_->all_gather(mine, from_);
@@ -240,17 +332,111 @@ void RowSplitBackend::matmuls(std::span<const MatmulOutput> outputs, DevicePtr x
   offset_.assign(size_, 0);
   for (size_t i = 0; i < outputs.size(); ++i) {
     const Split* s = split_of_[i];
-    if (!s) continue;
-    const std::span<float> whole = at_least(whole_, static_cast<size_t>(n * s->rows));
-    for (int p = 0; p < size_; ++p) {
-      const RowShare share = row_share(s->rows, p, weights_);
-      const float* src = (p == rank_ ? mine.data() : theirs_[p].data()) + offset_[p];
-      for (int64_t t = 0; t < n; ++t)
-        std::memcpy(whole.data() + t * s->rows + share.begin, src + t * share.rows(), share.rows() * sizeof(float));
-      offset_[p] += n * share.rows();
-    }
-    inner_->upload(outputs[i].y, whole.data(), whole.size_bytes());
+    if (!s || s->by_heads) continue;
+    place_shares(outputs[i].y, n, s->rows, [&](int p) { return row_share(s->rows, p, weights_); });
   }
+}
+
+
+void RowSplitBackend::sigmoid_mul(DevicePtr x, DevicePtr gate, int64_t n) {
+  // An output gate on attention's heads: each member gates its own heads' columns before they are gathered.
+  if (!pending_ || !(x == pending_->out)) settle();
+  inner_->sigmoid_mul(x, gate, n);
+}
+
+DevicePtr RowSplitBackend::head_scratch(int n_tokens) {
+  // Room for every copy a step of n_tokens makes (the KV heads stored, the
+  // queries and outputs attended, the part gathered), taken at the step's
+  // first: a GPU may not have run what reads the old buffer yet.
+  const int64_t d = heads_->head_dim, per_token = 2 * d * (head_share_.kv_heads() + head_share_.q_heads());
+  const size_t bytes = static_cast<size_t>(n_tokens * per_token) * sizeof(float);
+  if (bytes > head_scratch_bytes_) {
+    head_scratch_ = inner_->allocate(bytes);
+    head_scratch_bytes_ = bytes;
+  }
+  return DevicePtr{head_scratch_.get(), 0};
+}
+
+void RowSplitBackend::kv_store(const KvLayer& kv, DevicePtr k, DevicePtr v, int n_tokens) {
+  settle();
+  if (!divides_heads()) {
+    inner_->kv_store(kv, k, v, n_tokens);
+    return;
+  }
+  // This member's KV heads, side by side, as its narrower cache holds them.
+  const int64_t d = heads_->head_dim, n = n_tokens, whole = d * heads_->n_head_kv, held = d * head_share_.kv_heads();
+  if (kv.width != held || kv.v_in_k)
+    fail("internal: a cache of {} values a row where this member holds {} of {}", kv.width, held, whole);
+  const DevicePtr k_held = head_scratch(n_tokens), v_held = k_held + n * held;
+  const int64_t at = d * head_share_.kv_begin;
+  inner_->copy_rows(k_held, held, k + at, whole, held, n);
+  inner_->copy_rows(v_held, held, v + at, whole, held, n);
+  inner_->kv_store(kv, k_held, v_held, n_tokens);
+}
+
+void RowSplitBackend::attention(DevicePtr q, const KvLayer& kv, int n_tokens, const AttentionShape& shape,
+                                DevicePtr out) {
+  settle();
+  if (!divides_heads()) {
+    inner_->attention(q, kv, n_tokens, shape, out);
+    return;
+  }
+  const AttentionHeads& h = *heads_;
+  const HeadShare& mine = head_share_;
+  if (shape.n_head != h.n_head || shape.n_head_kv != h.n_head_kv || shape.head_dim != h.head_dim ||
+      shape.v_dim() != h.head_dim)
+    fail("internal: attention over {}/{} heads of {} where the weights gave {}/{} of {}", shape.n_head,
+         shape.n_head_kv, shape.head_dim, h.n_head, h.n_head_kv, h.head_dim);
+  const int group = h.n_head / h.n_head_kv;
+  const int64_t n = n_tokens, d = h.head_dim, dv = shape.v_dim();
+  // Query heads over the KV heads they read: in one go when the share is
+  // whole KV heads, else one KV head (and its queries here) at a time.
+  const bool whole_kv_heads = mine.q_begin == mine.kv_begin * group && mine.q_end == mine.kv_end * group;
+  for (int j0 = mine.kv_begin; j0 < mine.kv_end;) {
+    const int j1 = whole_kv_heads ? mine.kv_end : j0 + 1;
+    const int q0 = std::max(mine.q_begin, j0 * group), q1 = std::min(mine.q_end, j1 * group), nq = q1 - q0;
+    const DevicePtr q_held = head_scratch(n_tokens);
+    const DevicePtr out_held = q_held + n * nq * d;
+    inner_->copy_rows(q_held, nq * d, q + q0 * d, h.n_head * d, nq * d, n);
+    KvLayer heads = kv;  // KV heads [j0, j1) of the held ones
+    heads.k = kv.k.bytes(row_bytes(kv.k_type, (j0 - mine.kv_begin) * d));
+    heads.v = kv.v.bytes(row_bytes(kv.v_type, (j0 - mine.kv_begin) * dv));
+    heads.width = static_cast<int>((j1 - j0) * d);
+    AttentionShape part = shape;
+    part.n_head = nq;
+    part.n_head_kv = j1 - j0;
+    if (shape.sinks) {
+      sinks_view_ = Matrix{DType::F32, shape.sinks->data + q0 * sizeof(float), 1, nq};
+      part.sinks = &sinks_view_;
+    }
+    inner_->attention(q_held, heads, n_tokens, part, out_held);
+    inner_->copy_rows(out + q0 * dv, h.n_head * dv, out_held, nq * dv, nq * dv, n);
+    j0 = j1;
+  }
+  pending_ = PendingHeads{out, n_tokens, static_cast<int>(dv)};
+}
+
+void RowSplitBackend::settle() {
+  if (!pending_) return;
+  const PendingHeads p = *pending_;
+  pending_.reset();
+  const AttentionHeads& h = *heads_;
+  const int64_t n = p.n_tokens, whole = int64_t{h.n_head} * p.v_dim;
+  auto columns = [&](int member) {
+    const HeadShare s = head_share(h, member, weights_);
+    return RowShare{int64_t{s.q_begin} * p.v_dim, int64_t{s.q_end} * p.v_dim};
+  };
+  const RowShare own = columns(rank_);
+  const std::span<float> mine = at_least(mine_, static_cast<size_t>(n * own.rows()));
+  const DevicePtr held = head_scratch(p.n_tokens);
+  inner_->copy_rows(held, own.rows(), p.out + own.begin, whole, own.rows(), n);
+  inner_->download(mine.data(), held, mine.size_bytes());
+  for (int m = 0; m < size_; ++m)
+    if (m != rank_) from_[m] = at_least(theirs_[m], static_cast<size_t>(n * columns(m).rows()));
+  exchange_->all_gather(mine, from_);
+  ++exchanges_;
+  offset_.assign(size_, 0);
+  place_shares(p.out, n, whole, columns);
 }
 
 }  // namespace shoal

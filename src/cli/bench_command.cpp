@@ -150,10 +150,10 @@ int bench(BenchOptions& o) {
   engine.pipeline().clear_stage_times();
 
   std::vector<BenchRow> rows;
-  if (o.n_prompt > 0) rows.push_back({o.n_prompt, 0, {}});
+  if (o.n_prompt > 0) rows.push_back({o.n_prompt, 0, {}, {}, {}});
   // With speculative decoding the generation test runs on real text, with
   // and without guesses (below): random tokens say nothing about guessing.
-  if (o.n_gen > 0 && !engine.drafter()) rows.push_back({0, o.n_gen, {}});
+  if (o.n_gen > 0 && !engine.drafter()) rows.push_back({0, o.n_gen, {}, {}, {}});
   Backend* gpu = engine.gpu_backend();
   for (auto& row : rows) {
     if (gpu) row.device_before = gpu->device_counters();

@@ -52,10 +52,12 @@ int KvCache::max_rollback(const ModelConfig& c, int n_ctx, int max_tokens) {
 }
 
 size_t KvCache::bytes_for(const ModelConfig& c, int begin, int end, int n_seq, int n_ctx, int max_tokens,
-                          KvTypes types) {
+                          KvTypes types, int kv_heads) {
   size_t positions = 0;
   for (int l = begin; l < end; ++l) positions += static_cast<size_t>(positions_for(c, l, n_ctx, max_tokens));
-  return positions * n_seq * (row_bytes(types.k, c.kv_width()) + row_bytes(types.v, c.kv_v_width()));
+  const int held = kv_heads > 0 ? kv_heads : c.n_head_kv;
+  return positions * n_seq *
+         (row_bytes(types.k, c.kv_width() / c.n_head_kv * held) + row_bytes(types.v, c.kv_v_width() / c.n_head_kv * held));
 }
 
 KvCache::KvCache(Backend& backend, const ModelConfig& config, int begin, int end, int n_seq, int n_ctx,
@@ -63,7 +65,8 @@ KvCache::KvCache(Backend& backend, const ModelConfig& config, int begin, int end
     : backend_(backend),
       n_seq_(n_seq),
       n_ctx_(n_ctx),
-      width_(config.kv_width()),
+      // A tensor group member that divides attention by heads caches only its heads.
+      width_(config.kv_width() / config.n_head_kv * backend.kv_heads_held(config.n_head_kv)),
       rollback_(max_rollback(config, n_ctx, max_tokens)),
       recurrent_(config.has_recurrent_layers()),
       v_in_k_(config.latent_attention()),
@@ -75,7 +78,7 @@ KvCache::KvCache(Backend& backend, const ModelConfig& config, int begin, int end
     fail("bad layer range [{}, {}) for a model of {} layers", begin, end, config.n_layer);
   check_kv_types(types, config);
   k_row_bytes_ = row_bytes(types.k, width_);
-  v_row_bytes_ = row_bytes(types.v, config.kv_v_width());
+  v_row_bytes_ = row_bytes(types.v, config.kv_v_width() / config.n_head_kv * backend.kv_heads_held(config.n_head_kv));
   backend.check_kv_rows(k_row_bytes_, v_row_bytes_);
   for (int l = begin; l < end; ++l) {
     const int positions = positions_for(config, l, n_ctx, max_tokens);

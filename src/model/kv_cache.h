@@ -42,8 +42,9 @@ class KvCache {
   int n_seq() const { return n_seq_; }
   int n_ctx() const { return n_ctx_; }
   size_t bytes() const { return total_positions_ * (k_row_bytes_ + v_row_bytes_); }
+  // kv_heads: how many of each layer's KV heads are held (0: all).
   static size_t bytes_for(const ModelConfig& config, int begin, int end, int n_seq, int n_ctx, int max_tokens,
-                          KvTypes types);
+                          KvTypes types, int kv_heads = 0);
   // Positions per sequence that layer `layer` of the model keeps.
   static int positions_for(const ModelConfig& config, int layer, int n_ctx, int max_tokens);
   // How many positions a sequence may be cut back by (truncate) and still

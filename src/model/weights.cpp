@@ -81,10 +81,16 @@ namespace {
 // How a layer's tensor of kind k is read: the rows of one slice of a
 // stacked tensor (an expert, a latent head's matrix), 0 when read whole;
 // float tensors (norms, biases, a convolution's taps) as stored, row by row.
+// Attention's Q, K and V projections are heads a tensor group may divide.
 WeightToPrepare prepare_kind(const ModelConfig& c, TensorKind k, Matrix* m) {
   const TensorSpec& spec = tensor_spec(k);
   const bool stacked = c.dim(spec.dims[2]) > 1;
-  return {m, stacked ? c.dim(spec.dims[1]) : 0, spec.f32_only, stacked && spec.dims[2] == Dim::Experts};
+  const HeadRows heads = k == TensorKind::AttnQ                               ? HeadRows::Query
+                         : k == TensorKind::AttnK || k == TensorKind::AttnV ? HeadRows::KeyValue
+                                                                             : HeadRows::None;
+  const AttentionHeads shape = attention_heads(c);
+  return {m, stacked ? c.dim(spec.dims[1]) : 0, spec.f32_only, stacked && spec.dims[2] == Dim::Experts,
+          shape.any() ? heads : HeadRows::None, shape};
 }
 
 // Every matrix the range runs on, with the rows of one expert's slice for
@@ -108,6 +114,17 @@ std::vector<WeightToPrepare> weights_to_prepare(ModelWeights& w, const ModelConf
 }
 
 }  // namespace
+
+AttentionHeads attention_heads(const ModelConfig& c) {
+  if (c.latent_attention()) return {};  // its heads are read through the latent: attention stays whole
+  return {c.n_head, c.n_head_kv, c.head_dim, c.q_proj_width() / c.n_head};
+}
+
+int kv_heads_held(const ModelConfig& c, int rank, const ShareWeights& weights) {
+  const AttentionHeads heads = attention_heads(c);
+  return head_split(heads, static_cast<int>(weights.size())) ? head_share(heads, rank, weights).kv_heads()
+                                                              : c.n_head_kv;
+}
 
 std::vector<std::optional<RowShare>> tensor_shares(const ModelConfig& c, const BindRange& r, int rank,
                                                    const ShareWeights& weights) {

@@ -71,6 +71,13 @@ std::vector<std::string> tensor_names_for(const ModelConfig& config, const BindR
 std::vector<std::optional<RowShare>> tensor_shares(const ModelConfig& config, const BindRange& range, int rank,
                                                    const ShareWeights& weights);
 
+// Attention's heads as a tensor group would divide them; none for latent
+// attention (its heads are read through the latent, and stay whole).
+AttentionHeads attention_heads(const ModelConfig& config);
+// How many KV heads member `rank` of a group shared by `weights` caches
+// (all of them where the group does not divide attention by heads).
+int kv_heads_held(const ModelConfig& config, int rank, const ShareWeights& weights);
+
 // Binds every tensor the range needs; throws naming a missing tensor or a
 // wrong shape. `source` names the origin in messages (a file path).
 ModelWeights bind_weights(const TensorLookup& lookup, const std::string& source, const ModelConfig& config,

@@ -118,6 +118,22 @@ def test_every_architecture_over_a_group_of_two(shoal_bin, workers, name):
     assert r.stdout == plain.stdout
 
 
+def test_each_member_caches_only_its_kv_heads(serve_cluster, workers):
+    """SmolLM2's 9 query heads read 3 KV heads: on two members the first
+    computes attention for 3 query heads over KV head 0, the second for 6 over
+    KV heads 1-2, and each caches only those, so the two hold one machine's KV
+    cache between them (a layer split's, here), not two."""
+    ws = workers(2)
+    tensor = serve_cluster(ws, "-sm", "tensor")
+    expected = complete(tensor)
+    kv = {d["address"]: d["kv_bytes"] for d in cluster(tensor)["devices"]}
+    tensor.stop()
+    layer = serve_cluster(ws, "-sm", "layer")
+    assert complete(layer) == expected
+    whole = sum(d["kv_bytes"] for d in cluster(layer)["devices"])
+    assert kv[ws[1].address] == 2 * kv[ws[0].address] and kv[ws[0].address] + kv[ws[1].address] == whole, (kv, whole)
+
+
 def test_bad_split_settings_are_refused_by_name(shoal_bin, smollm2, workers):
     ws = workers(2)
     rpc = ",".join(w.address for w in ws)

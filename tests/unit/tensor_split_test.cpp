@@ -13,7 +13,11 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/row_split_backend.h"
+#include "backend/vulkan/vulkan_devices.h"
 #include "engine/local_stage.h"
+#include "model/kv_cache.h"
+#include "model/recurrent_state.h"
+#include "model/weights.h"
 #include "model_test_support.h"
 
 namespace shoal::testing {
@@ -53,7 +57,7 @@ class MemoryExchange {
 // with the same rows, and member 0's are the stage's.
 class ThreadGroupStage : public Stage {
  public:
-  ThreadGroupStage(Engine& e, const ShareWeights& weights)
+  ThreadGroupStage(Engine& e, const ShareWeights& weights, bool vulkan = false)
       : hub_(static_cast<int>(weights.size())), n_layer_(e.config().n_layer), n_embd_(e.config().n_embd) {
     const ModelConfig& c = e.config();
     const BindRange range{0, c.n_layer, false};
@@ -61,11 +65,12 @@ class ThreadGroupStage : public Stage {
       auto m = std::make_unique<MemberState>();
       m->pool = std::make_unique<ThreadPool>(r % 2 + 1);  // thread counts differ too
       m->backend = std::make_unique<RowSplitBackend>(
-          std::make_unique<CpuBackend>(*m->pool, e.n_batch(), c.max_activation_width()),
+          vulkan ? make_vulkan_backend(0, e.n_batch())
+                 : std::make_unique<CpuBackend>(*m->pool, e.n_batch(), c.max_activation_width()),
           std::make_shared<MemoryExchange::Member>(hub_, r), r, weights);
       // With three members, the middle one reads its shares where they are (no copy in groups of eight:
       // a worker whose lent memory cannot take it): the same bits.
-      if (weights.size() == 3 && r == 1) m->backend->set_copy_shares(false);
+      if (weights.size() == 3 && r == 1 && !vulkan) m->backend->set_copy_shares(false);
       m->weights = bind_weights(e.file(), c, range);
       prepare_weights(*m->backend, m->weights, c, range);
       m->stage = std::make_unique<LocalStage>(*m->backend, c, m->weights, 0, c.n_layer, e.options().n_seq, e.n_ctx(),
@@ -87,11 +92,13 @@ class ThreadGroupStage : public Stage {
     for (auto& t : threads) t.join();
     // Only the rows that want logits are finished (Stage::forward).
     for (int t = 0; t < batch.size(); ++t)
-      if (batch.logits[t])
-        for (size_t r = 1; r < members_.size(); ++r)
+      if (batch.logits[t]) {
+        for (size_t r = 1; r < members_.size(); ++r) {
           EXPECT_EQ(0, std::memcmp(rows[0].data() + t * n_embd_, rows[r].data() + t * n_embd_,
                                    n_embd_ * sizeof(float)))
               << "member " << r << " row " << t;
+        }
+      }
     std::copy(rows[0].begin(), rows[0].end(), hidden);
   }
   void truncate_sequence(int seq, int n_pos) override {
@@ -100,6 +107,7 @@ class ThreadGroupStage : public Stage {
   uint64_t exchanges() const { return members_[0]->backend->exchanges(); }
   // Whether the last member runs expert 0 of n (it does not when the experts are divided).
   bool last_holds_expert_0(int n_expert) const { return members_.back()->backend->holds_expert(0, n_expert); }
+  size_t kv_bytes(int rank) const { return members_.at(rank)->stage->kv_bytes(); }
 
  private:
   struct MemberState {
@@ -121,6 +129,44 @@ std::vector<std::string> models() {
   return m;
 }
 
+// Every query head is one member's, with the KV heads it reads; whole KV
+// heads each where there are enough, so none is held twice.
+TEST(HeadShare, EveryQueryHeadOnceWithTheKvHeadsItReads) {
+  for (const AttentionHeads& h : {AttentionHeads{9, 3, 64, 64}, AttentionHeads{14, 2, 64, 64},
+                                  AttentionHeads{4, 1, 256, 256}, AttentionHeads{32, 8, 128, 256},
+                                  AttentionHeads{64, 8, 64, 64}})
+    for (const ShareWeights& weights : {even_shares(2), even_shares(3), even_shares(4), ShareWeights{1, 4, 2},
+                                        ShareWeights{20, 1}}) {
+      const int size = static_cast<int>(weights.size());
+      SCOPED_TRACE(fmt::format("{}/{} heads, {}", h.n_head, h.n_head_kv, fmt::join(weights, ":")));
+      ASSERT_TRUE(head_split(h, size));
+      const int group = h.n_head / h.n_head_kv;
+      int next_q = 0, next_kv = 0;
+      for (int r = 0; r < size; ++r) {
+        const HeadShare s = head_share(h, r, weights);
+        EXPECT_EQ(s.q_begin, next_q);
+        EXPECT_GE(s.q_heads(), 1);
+        EXPECT_EQ(s.kv_begin, s.q_begin / group);
+        EXPECT_EQ(s.kv_end, (s.q_end - 1) / group + 1);
+        if (h.n_head_kv >= size) {  // whole KV heads: none twice
+          EXPECT_EQ(s.kv_begin, next_kv);
+          EXPECT_EQ(s.q_begin, s.kv_begin * group);
+          next_kv = s.kv_end;
+        }
+        next_q = s.q_end;
+      }
+      EXPECT_EQ(next_q, h.n_head);
+    }
+  // SmolLM2's 9/3 heads on 4 members: query heads 0-1, 2-3, 4-5, 6-8 (even), KV heads 0, 0-1, 1, 2.
+  const HeadShare second = head_share({9, 3, 64, 64}, 1, even_shares(4));
+  EXPECT_EQ(second.q_begin, 2);
+  EXPECT_EQ(second.q_end, 4);
+  EXPECT_EQ(second.kv_begin, 0);
+  EXPECT_EQ(second.kv_end, 2);
+  EXPECT_FALSE(head_split({3, 1, 64, 64}, 4));   // a query head for each member, or attention stays whole
+  EXPECT_FALSE(head_split({8, 8, 36, 36}, 2));   // a head's rows in whole groups of eight
+}
+
 TEST(RowShare, SharesCoverTheRowsInWholeUnits) {
   for (int64_t rows : {48, 100, 128, 576, 896, 4864, 151936})
     for (const ShareWeights& weights : {ShareWeights{1}, ShareWeights{1, 1}, ShareWeights{1, 1, 1},
@@ -134,7 +180,9 @@ TEST(RowShare, SharesCoverTheRowsInWholeUnits) {
       for (int r = 0; r < size; ++r) {
         const RowShare s = row_share(rows, r, weights);
         EXPECT_EQ(s.begin, next);
-        if (r + 1 < size) EXPECT_EQ(s.end % kRowShareUnit, 0);
+        if (r + 1 < size) {
+          EXPECT_EQ(s.end % kRowShareUnit, 0);
+        }
         // Every member at least one unit (the last one's may be cut short by the matrix's end).
         EXPECT_GE(s.rows(), r + 1 == size ? 1 : kRowShareUnit);
         // One unit and its weight's part of the rest, to within a unit.
@@ -204,7 +252,68 @@ TEST(TensorSplit, GroupsGiveTheLocalBits) {
       EXPECT_GT(group->exchanges(), 0u);
       // A mixture's experts are divided among the members (by expert) when there are enough of them.
       const int n_expert = local->config().n_expert;
-      if (n_expert > 0) EXPECT_EQ(group->last_holds_expert_0(n_expert), n_expert < size) << n_expert;
+      if (n_expert > 0) {
+        EXPECT_EQ(group->last_holds_expert_0(n_expert), n_expert < size) << n_expert;
+      }
+      // Attention divided by heads: each member caches only the KV heads its query heads read.
+      const ModelConfig& c = local->config();
+      const AttentionHeads heads = attention_heads(c);
+      size_t members_kv = 0;
+      for (int r = 0; r < size; ++r) {
+        const int held = head_split(heads, size) ? head_share(heads, r, weights).kv_heads() : c.n_head_kv;
+        EXPECT_EQ(group->kv_bytes(r), KvCache::bytes_for(c, 0, c.n_layer, o.n_seq, split.n_ctx(), split.n_batch(),
+                                                         o.kv_types, held) +
+                                          RecurrentState::bytes_for(c, 0, c.n_layer, o.n_seq));
+        members_kv += group->kv_bytes(r);
+      }
+      const size_t local_kv = KvCache::bytes_for(c, 0, c.n_layer, o.n_seq, split.n_ctx(), split.n_batch(), o.kv_types);
+      // With a KV head for each member, no KV head is held twice.
+      if (head_split(heads, size) && c.n_head_kv >= size && !c.has_recurrent_layers()) {
+        EXPECT_EQ(members_kv, local_kv);
+      }
+    }
+  }
+}
+
+// Members on a GPU (lavapipe here) give the bits of one machine on that
+// GPU: a member runs the same shaders on its rows and its heads (SmolLM2's
+// 9/3 heads on 4 members: a member's query heads read two KV heads, one at a
+// time, the second at an offset into its cache's rows).
+TEST(TensorSplit, GpuMembersGiveTheLocalGpuBits) {
+  if (!vulkan_tests_run()) GTEST_SKIP() << "no Vulkan device (scripts/setup installs mesa-vulkan-drivers)";
+  std::vector<std::string> paths = {test_data_dir() + "/models/stories260K.gguf"};
+  for (const std::string& path : random_model_paths())
+    if (path.find("random-gemma3") != std::string::npos) paths.push_back(path);
+  if (file_exists(models_dir() + "/SmolLM2-135M-Instruct.F32.gguf"))
+    paths.push_back(models_dir() + "/SmolLM2-135M-Instruct.F32.gguf");
+  for (const std::string& path : paths) {
+    SCOPED_TRACE(path);
+    auto local = load_engine(path, 2, 64, 1, 128, {}, "vulkan");
+    const std::vector<TokenId> tokens =
+        local->tokenizer().encode("Once upon a time, there was a little girl named Lily.", true, false);
+    const std::vector<TokenId> prompt(tokens.begin(), tokens.end() - 2);
+    auto run = [&](Engine& e) {
+      std::vector<float> logits = all_logits(e, prompt, 64);
+      for (int t = static_cast<int>(prompt.size()); t < static_cast<int>(tokens.size()); ++t) {
+        Batch b;
+        b.add(tokens[t], t, 0, true);
+        const float* l = e.pipeline().forward(b);
+        logits.insert(logits.end(), l, l + e.config().n_vocab);
+      }
+      return logits;
+    };
+    const std::vector<float> expected = run(*local);
+    // SmolLM2 (lavapipe's slowest here) on the 4 members that need the offset only.
+    const bool smollm2 = path.find("SmolLM2") != std::string::npos;
+    for (const ShareWeights& weights : smollm2 ? std::vector<ShareWeights>{even_shares(4)}
+                                               : std::vector<ShareWeights>{even_shares(2), even_shares(4), {1, 4, 2}}) {
+      SCOPED_TRACE(fmt::format("{}", fmt::join(weights, ":")));
+      Engine split(local->options(), [&](Engine& e) {
+        std::vector<std::unique_ptr<Stage>> stages;
+        stages.push_back(std::make_unique<ThreadGroupStage>(e, weights, true));
+        return stages;
+      });
+      EXPECT_TRUE(same_bits(expected, run(split)));
     }
   }
 }

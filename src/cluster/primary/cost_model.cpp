@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "backend/row_split_backend.h"
+
 namespace shoal {
 namespace {
 
@@ -215,16 +217,25 @@ std::string tensor_group_misfit(const PlanInput& in, const std::vector<std::vect
     const auto [begin, end] = tensor_group_layers(n_layer, static_cast<int>(groups.size()), static_cast<int>(g));
     for (size_t rank = 0; rank < groups[g].size(); ++rank) {
       const double f = groups[g].size() > 1 ? member_fraction(weights[g], rank) : 1.0;
+      // Its KV heads' part of an attention layer's cache, where the group divides the heads.
+      const AttentionHeads& heads = in.attention_heads;
+      const int size = static_cast<int>(groups[g].size());
+      const double kv = head_split(heads, size) ? static_cast<double>(head_share(heads, static_cast<int>(rank),
+                                                                                 weights[g]).kv_heads()) /
+                                                      heads.n_head_kv
+                                                : 1.0;
       double need = 0;
       for (int l = begin; l < end; ++l) {
         // What it holds of the layer: its share of what the group divides (in
-        // the proportion of a step's reads), the rest whole, the KV cache whole.
+        // the proportion of a step's reads), the rest whole, its part of the KV cache.
         const double read = static_cast<double>(decode_read_bytes(in, l, l + 1));
         const double divided = read > 0 && l < static_cast<int>(in.layer_split_bytes.size())
                                    ? std::min(1.0, in.layer_split_bytes[l] / read)
                                    : 0.0;
         need += in.layer_bytes[l] * (1.0 - divided * (1.0 - f));
-        if (l < static_cast<int>(in.layer_kv_bytes.size())) need += static_cast<double>(in.layer_kv_bytes[l]);
+        const bool recurrent = l < static_cast<int>(in.layer_recurrent.size()) && in.layer_recurrent[l];
+        if (l < static_cast<int>(in.layer_kv_bytes.size()))
+          need += static_cast<double>(in.layer_kv_bytes[l]) * (recurrent ? 1.0 : kv);
       }
       // The last group of two or more holds its share of the output head too.
       if (g + 1 == groups.size() && groups[g].size() > 1 && in.logit_bytes > 0)

@@ -14,6 +14,7 @@
 #include "model/recurrent_state.h"
 #include "model/transformer_layer.h"
 #include "model/tensor_names.h"
+#include "model/weights.h"
 #include "tensor/random_weights.h"
 
 namespace shoal {
@@ -88,6 +89,8 @@ PlanInput plan_input_for_model(const gguf::File& file, const ModelConfig& config
   in.layer_flops.assign(config.n_layer, 0.0);
   in.layer_split_bytes.assign(config.n_layer, 0);
   in.layer_exchange_values.assign(config.n_layer, 0);
+  const AttentionHeads heads = attention_heads(config);
+  in.attention_heads = heads;
   // A decode step reads only the routed experts' rows of an expert tensor.
   const double routed = config.n_expert > 0 ? static_cast<double>(config.n_expert_used) / config.n_expert : 1.0;
   for (const gguf::TensorInfo& t : file.tensors()) {
@@ -102,7 +105,14 @@ PlanInput plan_input_for_model(const gguf::File& file, const ModelConfig& config
     // What a tensor group divides (backend/row_split_backend.h): a matrix
     // that is not a stack, whose rows it all-gathers; and a mixture's
     // experts, whose routed rows it trades once (at the down projection).
-    if (t.shape.size() == 2 && share == 1.0 && t.n_rows() >= 2 * kRowShareUnit) {
+    // Attention's Q, K and V are divided by heads, and what is all-gathered
+    // is attention's output, not their rows.
+    const bool q = t.name.find(".attn_q.") != std::string::npos;
+    const bool kv = t.name.find(".attn_k.") != std::string::npos || t.name.find(".attn_v.") != std::string::npos;
+    if (t.shape.size() == 2 && (q || kv) && heads.any()) {
+      in.layer_split_bytes[layer] += t.bytes;
+      if (q) in.layer_exchange_values[layer] += static_cast<uint64_t>(config.attn_out_width());
+    } else if (t.shape.size() == 2 && share == 1.0 && t.n_rows() >= 2 * kRowShareUnit) {
       in.layer_split_bytes[layer] += t.bytes;
       in.layer_exchange_values[layer] += static_cast<uint64_t>(t.n_rows());
     } else if (t.shape.size() == 3 && share < 1.0) {

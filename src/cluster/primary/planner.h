@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"
 #include "cluster/device_info.h"
 
 namespace shoal {
@@ -42,6 +43,10 @@ struct PlanInput {
   // outputs). Empty: no tensor split predicted.
   std::vector<uint64_t> layer_split_bytes;
   std::vector<uint64_t> layer_exchange_values;
+  // Attention's heads: a group divides them (and each member caches its KV
+  // heads only) where it has a query head for each member; none: unknown,
+  // every member holding the whole KV cache.
+  AttentionHeads attention_heads;
   uint64_t primary_bytes = 0;         // embedding + output head + buffers, on device 0
   uint64_t reserve_bytes = 0;         // kept free on every device
   uint64_t activation_bytes = 0;      // bytes of one token's hidden state on the wire

@@ -232,7 +232,9 @@ void WorkerSession::load_stage(const wire::Frame& request) {
   }
 
   // Memory: what --mem lends, less what other stages hold.
-  stage->kv_bytes = KvCache::bytes_for(c, begin, end, n_seq, n_ctx, max_tokens, kv_types) +
+  // (a tensor group member that divides attention by heads caches its heads only)
+  stage->kv_bytes = KvCache::bytes_for(c, begin, end, n_seq, n_ctx, max_tokens, kv_types,
+                                       group ? kv_heads_held(c, group->rank, group->weights) : 0) +
                     RecurrentState::bytes_for(c, begin, end, n_seq);
   // The head's buffers hold a step's logits a few times over (the result, the device's, the group's
   // gathered ones): counted for a row per sequence, what decoding asks.
