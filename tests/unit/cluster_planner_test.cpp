@@ -645,6 +645,25 @@ TEST(TensorSplitCost, TheLastGroupRunsTheHead) {
       << tensor_group_misfit(in, {{1, 2}});
 }
 
+// A member holds its KV heads' part of an attention layer's cache, where
+// the group divides the heads: Qwen2.5-0.5B's 2 KV heads, one each.
+TEST(TensorSplitCost, EachMemberHoldsItsKvHeadsPartOfTheCache) {
+  PlanInput in = tensor_input(0.1);
+  in.layer_kv_bytes.assign(24, 8 * MiB);
+  in.devices[1].free_memory = 320 * MiB;  // half of 24 x 14 MiB is 168; the whole cache 192 more, half of it 96
+  EXPECT_NE(tensor_group_misfit(in, {{1, 2}}).find("a:1 would hold 360 MiB"), std::string::npos)
+      << tensor_group_misfit(in, {{1, 2}});
+  in.attention_heads = {14, 2, 64, 64};
+  EXPECT_EQ(tensor_group_misfit(in, {{1, 2}}), "");
+  // A DeltaNet layer's state is not divided.
+  in.layer_recurrent.assign(24, true);
+  EXPECT_NE(tensor_group_misfit(in, {{1, 2}}).find("a:1 would hold 360 MiB"), std::string::npos);
+  // Nor is the cache with more members than query heads (attention stays whole).
+  in.layer_recurrent.clear();
+  in.attention_heads = {1, 1, 64, 64};
+  EXPECT_NE(tensor_group_misfit(in, {{1, 2}}).find("a:1 would hold 360 MiB"), std::string::npos);
+}
+
 TEST(TensorSplitCost, AutoTakesTheTensorSplitOnFastLinksAndTheLayersOnSlowOnes) {
   for (double rtt : {0.05, 1.0, 5.0}) {
     SCOPED_TRACE(rtt);

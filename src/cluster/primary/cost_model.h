@@ -115,7 +115,7 @@ TensorGroupPrediction predict_tensor_groups(const PlanInput& input, const std::v
 std::vector<std::vector<int>> tensor_group_weights(const PlanInput& input,
                                                    const std::vector<std::vector<int>>& groups);
 // Why the groups cannot hold their layers (a member whose share of the
-// weights, the undivided rest and the whole KV cache exceed what it lends),
+// weights, the undivided rest and its KV heads' part of the cache exceed what it lends),
 // or "" when every member fits.
 std::string tensor_group_misfit(const PlanInput& input, const std::vector<std::vector<int>>& groups);
 // Group `group` of n_groups holds layers [begin, end) of n_layer.
