@@ -94,7 +94,7 @@ struct KvView {
   size_t v_row_bytes = 0;
   size_t k_seq_stride = 0;  // bytes between sequences
   size_t v_seq_stride = 0;
-  int width = 0;            // n_head_kv * head_dim
+  int width = 0;            // n_head_kv * head_dim (a tensor group member's: its KV heads')
   int ring = 0;             // > 0: a sliding-window layer keeps its positions in a ring of this many
   // Latent attention: V is each K row's leading values and has no storage
   // of its own (v, v_type, strides repeat K's); kv_store writes K only.
@@ -209,7 +209,8 @@ class Backend {
   // (before any memory is allocated for them).
   virtual void check_kv_rows(size_t k_row_bytes, size_t v_row_bytes) const {}
   // How many of a layer's n_head_kv KV heads this backend caches: all,
-  // except in a tensor group that divides attention by heads.
+  // except in a tensor group that divides attention by heads (known once
+  // prepare_weights has seen the Q, K and V weights: a cache is made after).
   virtual int kv_heads_held(int n_head_kv) const { return n_head_kv; }
 
   // Once, after binding: makes these matrices ready for this backend's ops

@@ -99,6 +99,11 @@ HeadShare head_share(const AttentionHeads& h, int rank, const ShareWeights& weig
   return s;
 }
 
+size_t head_scratch_bytes(const AttentionHeads& h, const HeadShare& share, int n_tokens) {
+  const int64_t per_token = 2 * int64_t{h.head_dim} * (share.kv_heads() + share.q_heads());
+  return static_cast<size_t>(n_tokens * per_token) * sizeof(float);
+}
+
 namespace {
 bool head_split_weight(const WeightToPrepare& w, int size) {
   if (w.head_rows == HeadRows::None || !head_split(w.heads, size)) return false;
@@ -346,10 +351,9 @@ void RowSplitBackend::sigmoid_mul(DevicePtr x, DevicePtr gate, int64_t n) {
 
 DevicePtr RowSplitBackend::head_scratch(int n_tokens) {
   // Room for every copy a step of n_tokens makes (the KV heads stored, the
-  // queries and outputs attended, the part gathered), taken at the step's
-  // first: a GPU may not have run what reads the old buffer yet.
-  const int64_t d = heads_->head_dim, per_token = 2 * d * (head_share_.kv_heads() + head_share_.q_heads());
-  const size_t bytes = static_cast<size_t>(n_tokens * per_token) * sizeof(float);
+  // queries and outputs attended, the part gathered): the same size for
+  // each call of a step, so it grows at a step's first call only.
+  const size_t bytes = head_scratch_bytes(*heads_, head_share_, n_tokens);
   if (bytes > head_scratch_bytes_) {
     head_scratch_ = inner_->allocate(bytes);
     head_scratch_bytes_ = bytes;

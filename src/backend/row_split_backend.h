@@ -36,7 +36,10 @@ class RowExchange {
 
 // Shares are whole units of this many rows: a multiple of the CPU matmul's
 // row unit (24: whole groups of eight, whole tiles of three float rows), so
-// a share's rows fall in the same tiles as in the whole matrix.
+// a share's rows fall in the same tiles as in the whole matrix. (Attention's
+// head shares are whole heads, a multiple of 8 rows: those rest on the
+// kernels computing a row alike in any tile, which the tensor split tests
+// check.)
 inline constexpr int64_t kRowShareUnit = 24;
 
 struct RowShare {
@@ -86,6 +89,9 @@ struct HeadShare {
 };
 bool head_split(const AttentionHeads& heads, int size);
 HeadShare head_share(const AttentionHeads& heads, int rank, const ShareWeights& weights);
+// The device memory a member dividing heads copies them through in a step
+// of n_tokens (its KV heads stored, its queries and outputs attended).
+size_t head_scratch_bytes(const AttentionHeads& heads, const HeadShare& share, int n_tokens);
 // The rows of a Q, K or V projection member `rank` keeps (head_rows set).
 RowShare head_rows(const WeightToPrepare& w, int rank, const ShareWeights& weights);
 

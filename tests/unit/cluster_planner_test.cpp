@@ -662,6 +662,17 @@ TEST(TensorSplitCost, EachMemberHoldsItsKvHeadsPartOfTheCache) {
   in.layer_recurrent.clear();
   in.attention_heads = {1, 1, 64, 64};
   EXPECT_NE(tensor_group_misfit(in, {{1, 2}}).find("a:1 would hold 360 MiB"), std::string::npos);
+  // SmolLM2's 9/3 heads: the second member holds 2 of the 3 KV heads, so 6/9 of Q (2 MiB a layer) and
+  // 2/3 of K and V (1 MiB), where its share weight gives half: 168 + 24 x (2/3 - 1/2) x 3 = 180 MiB of
+  // weights, and 2/3 of the cache, 128 MiB. It reads those bytes a step too.
+  in.attention_heads = {9, 3, 64, 64};
+  in.layer_q_bytes.assign(24, 2 * MiB);
+  in.layer_kv_proj_bytes.assign(24, 1 * MiB);
+  in.devices[1].free_memory = 4096 * MiB;
+  in.devices[2].free_memory = 300 * MiB;
+  EXPECT_NE(tensor_group_misfit(in, {{1, 2}}).find("b:1 would hold 308 MiB"), std::string::npos)
+      << tensor_group_misfit(in, {{1, 2}});
+  EXPECT_NEAR(predict_tensor_groups(in, {{1, 2}}).compute_ms, 180 * MiB / 20e9 * 1e3, 1e-9);
 }
 
 TEST(TensorSplitCost, AutoTakesTheTensorSplitOnFastLinksAndTheLayersOnSlowOnes) {

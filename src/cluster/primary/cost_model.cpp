@@ -208,6 +208,25 @@ GroupLinks group_links(const PlanInput& in, const std::vector<int>& members, con
   }
   return g;
 }
+
+// Where a group divides attention's heads, a member's part of Q and of K and
+// V is whole heads (coarser than rows: SmolLM2's 9/3 heads on two members
+// give 3/9 and 6/9), and with fewer KV heads than members a KV head two
+// members read is held by both. The bytes of layers [begin, end) member
+// `rank` holds (and reads a step) beyond what its share fraction f gives.
+double head_bytes_beyond_share(const PlanInput& in, int begin, int end, const std::vector<int>& weights,
+                               size_t rank, double f) {
+  const AttentionHeads& h = in.attention_heads;
+  if (!head_split(h, static_cast<int>(weights.size()))) return 0.0;
+  const HeadShare s = head_share(h, static_cast<int>(rank), weights);
+  const double q = static_cast<double>(s.q_heads()) / h.n_head, kv = static_cast<double>(s.kv_heads()) / h.n_head_kv;
+  double extra = 0;
+  for (int l = begin; l < end; ++l) {
+    if (l < static_cast<int>(in.layer_q_bytes.size())) extra += in.layer_q_bytes[l] * (q - f);
+    if (l < static_cast<int>(in.layer_kv_proj_bytes.size())) extra += in.layer_kv_proj_bytes[l] * (kv - f);
+  }
+  return extra;
+}
 }  // namespace
 
 std::string tensor_group_misfit(const PlanInput& in, const std::vector<std::vector<int>>& groups) {
@@ -237,6 +256,7 @@ std::string tensor_group_misfit(const PlanInput& in, const std::vector<std::vect
         if (l < static_cast<int>(in.layer_kv_bytes.size()))
           need += static_cast<double>(in.layer_kv_bytes[l]) * (recurrent ? 1.0 : kv);
       }
+      if (groups[g].size() > 1) need += head_bytes_beyond_share(in, begin, end, weights[g], rank, f);
       // The last group of two or more holds its share of the output head too.
       if (g + 1 == groups.size() && groups[g].size() > 1 && in.logit_bytes > 0)
         need += static_cast<double>(in.head_bytes) * f;
@@ -269,12 +289,17 @@ TensorGroupPrediction predict_tensor_groups(const PlanInput& in, const std::vect
     const bool grouped = members.size() > 1;
     const uint64_t read = decode_read_bytes(in, begin, end), divided = sum(in.layer_split_bytes, begin, end);
     const double flops = layer_flops(in, begin, end);
-    const double values = static_cast<double>(sum(in.layer_exchange_values, begin, end));
+    // Q, K and V's rows are all-gathered where the group does not divide the heads.
+    const bool by_heads = head_split(in.attention_heads, static_cast<int>(members.size()));
+    const double values = static_cast<double>(sum(in.layer_exchange_values, begin, end)) +
+                          (by_heads ? 0.0 : static_cast<double>(in.head_exchange_extra) * (end - begin));
     double compute = 0, per_token = 0, fixed = 0;
     for (size_t rank = 0; rank < members.size(); ++rank) {
       const DeviceInfo& dev = in.devices.at(members[rank]);
       const double f = grouped ? member_fraction(weights[g], rank) : 1.0;
-      const double each = std::max(0.0, read - divided * (1.0 - f));  // bytes this member reads a step
+      // Bytes this member reads a step.
+      const double each = std::max(
+          0.0, read - divided * (1.0 - f) + (grouped ? head_bytes_beyond_share(in, begin, end, weights[g], rank, f) : 0));
       const double share = read > 0 ? each / read : 1.0;
       compute = std::max(compute, each / (known(dev.matvec_gbps, kUnknownMatvecGbps) * 1e9) * 1e3 +
                                       dev.step_overhead_ms + recurrent_layers(in, begin, end) * dev.recurrent_layer_ms);

@@ -116,13 +116,15 @@ PlanInput plan_input_for_catalogue_model(const CatalogueModel& m, int n_ctx, int
   in.head_flops = 2.0 * embd;
   in.logit_bytes = static_cast<uint64_t>(m.n_vocab) * sizeof(float);
   in.activation_bytes = static_cast<uint64_t>(m.n_embd) * sizeof(float);
-  // A tensor group divides a layer's reads, and all-gathers attention's
-  // output (taken as n_embd wide), the output projection's rows, gate and
-  // up, down. The catalogue gives no FFN width: it is what is left of a
-  // layer's weights after attention, over three matrices of n_embd.
+  // A tensor group divides a layer's reads, and all-gathers the rows of its
+  // matrices: Q (taken as n_embd wide), K and V, the output projection,
+  // gate and up, down (the catalogue gives no head counts: attention is
+  // counted undivided, its cache whole on every member). The catalogue
+  // gives no FFN width: it is what is left of a layer's weights after
+  // attention, over three matrices of n_embd.
   in.layer_split_bytes = in.layer_read_bytes;
   const double ff = std::max(0.0, (per_layer / m.n_embd - 2.0 * m.n_embd - 2.0 * m.kv_width) / 3.0);
-  in.layer_exchange_values.assign(m.n_layer, static_cast<uint64_t>(3.0 * m.n_embd + 2.0 * ff));
+  in.layer_exchange_values.assign(m.n_layer, static_cast<uint64_t>(3.0 * m.n_embd + 2.0 * m.kv_width + 2.0 * ff));
   return in;
 }
 

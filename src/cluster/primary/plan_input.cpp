@@ -91,6 +91,10 @@ PlanInput plan_input_for_model(const gguf::File& file, const ModelConfig& config
   in.layer_exchange_values.assign(config.n_layer, 0);
   const AttentionHeads heads = attention_heads(config);
   in.attention_heads = heads;
+  in.layer_q_bytes.assign(config.n_layer, 0);
+  in.layer_kv_proj_bytes.assign(config.n_layer, 0);
+  if (heads.any())
+    in.head_exchange_extra = static_cast<uint64_t>(config.q_proj_width() + 2 * config.kv_width() - config.attn_out_width());
   // A decode step reads only the routed experts' rows of an expert tensor.
   const double routed = config.n_expert > 0 ? static_cast<double>(config.n_expert_used) / config.n_expert : 1.0;
   for (const gguf::TensorInfo& t : file.tensors()) {
@@ -111,6 +115,7 @@ PlanInput plan_input_for_model(const gguf::File& file, const ModelConfig& config
     const bool kv = t.name.find(".attn_k.") != std::string::npos || t.name.find(".attn_v.") != std::string::npos;
     if (t.shape.size() == 2 && (q || kv) && heads.any()) {
       in.layer_split_bytes[layer] += t.bytes;
+      (q ? in.layer_q_bytes : in.layer_kv_proj_bytes)[layer] += t.bytes;
       if (q) in.layer_exchange_values[layer] += static_cast<uint64_t>(config.attn_out_width());
     } else if (t.shape.size() == 2 && share == 1.0 && t.n_rows() >= 2 * kRowShareUnit) {
       in.layer_split_bytes[layer] += t.bytes;

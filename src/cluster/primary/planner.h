@@ -45,8 +45,14 @@ struct PlanInput {
   std::vector<uint64_t> layer_exchange_values;
   // Attention's heads: a group divides them (and each member caches its KV
   // heads only) where it has a query head for each member; none: unknown,
-  // every member holding the whole KV cache.
+  // every member holding the whole KV cache. layer_exchange_values then
+  // counts attention's output for Q, K and V; with heads that a group does
+  // not divide, their rows count instead: head_exchange_extra more values a
+  // layer. A member holds (and reads) whole heads of Q, K and V: the bytes
+  // of each layer's Q and of its K and V, for its part of them.
   AttentionHeads attention_heads;
+  std::vector<uint64_t> layer_q_bytes, layer_kv_proj_bytes;
+  uint64_t head_exchange_extra = 0;
   uint64_t primary_bytes = 0;         // embedding + output head + buffers, on device 0
   uint64_t reserve_bytes = 0;         // kept free on every device
   uint64_t activation_bytes = 0;      // bytes of one token's hidden state on the wire

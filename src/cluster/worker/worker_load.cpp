@@ -239,8 +239,15 @@ void WorkerSession::load_stage(const wire::Frame& request) {
   // The head's buffers hold a step's logits a few times over (the result, the device's, the group's
   // gathered ones): counted for a row per sequence, what decoding asks.
   const uint64_t head_scratch = head ? 4ull * n_seq * c.n_vocab * sizeof(float) : 0;
+  // A member dividing attention by heads copies them through a buffer of its own.
+  const AttentionHeads heads = attention_heads(c);
+  const uint64_t heads_scratch = group && head_split(heads, static_cast<int>(group->weights.size()))
+                                     ? head_scratch_bytes(heads, head_share(heads, group->rank, group->weights),
+                                                          max_tokens)
+                                     : 0;
   const uint64_t scratch = LayerScratch::bytes_for(c, max_tokens) +
-                           CpuBackend::scratch_bytes(max_tokens, c.max_activation_width()) + head_scratch;
+                           CpuBackend::scratch_bytes(max_tokens, c.max_activation_width()) + head_scratch +
+                           heads_scratch;
   const uint64_t need = stage->weight_bytes - shared_bytes + stage->kv_bytes + scratch;
   const uint64_t used = s_.memory_in_use(), lent = s_.device_.free_memory;
   if (need + used > lent)
