@@ -275,6 +275,7 @@ TEST(TensorSplit, GroupsGiveTheLocalBits) {
   }
 }
 
+#ifndef SHOAL_NO_VULKAN  // a build without the Vulkan backend has no GPU member to run
 // Members on a GPU (lavapipe here) give the bits of one machine on that
 // GPU: a member runs the same shaders on its rows and its heads (SmolLM2's
 // 9/3 heads on 4 members: a member's query heads read two KV heads, one at a
@@ -317,6 +318,7 @@ TEST(TensorSplit, GpuMembersGiveTheLocalGpuBits) {
     }
   }
 }
+#endif
 
 }  // namespace
 }  // namespace shoal::testing
