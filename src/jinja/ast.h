@@ -31,6 +31,7 @@ struct Expr {
   };
   Kind kind;
   int line;
+  int depth = 1;  // levels of expressions under and including this one (the parser bounds it)
   Value literal;
   std::string name;
   bool negated = false;

@@ -6,15 +6,18 @@
 #include "jinja/builtins.h"
 #include "jinja/error.h"
 #include "jinja/interpreter.h"
+#include "jinja/render_budget.h"
 
 namespace shoal::jinja {
 namespace {
 
 std::string lower(std::string s) {
+  charge_work(s.size() / 256);
   for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
 }
 std::string upper(std::string s) {
+  charge_work(s.size() / 256);
   for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   return s;
 }
@@ -65,32 +68,40 @@ Value select(Interpreter& in, const Value& input, const Arguments& a, bool by_at
   return Value::from(std::move(out));
 }
 
-std::string indent(const std::string& s0, const Value* width, bool first, bool blank) {
-  std::string pad = width ? (width->is_string() ? width->text : std::string(static_cast<size_t>(width->integer), ' '))
-                          : std::string(4, ' ');
-  std::string s = s0 + "\n";
-  std::vector<std::string> lines;
-  size_t start = 0;
-  for (size_t i = 0; i < s.size(); ++i)
-    if (s[i] == '\n') {
-      lines.push_back(s.substr(start, i - start));
-      start = i + 1;
-    }
-  std::string out;
-  if (blank) {
-    for (size_t i = 0; i < lines.size(); ++i) out += (i ? "\n" + pad : "") + lines[i];
-  } else {
-    out = lines.empty() ? "" : lines[0];
-    for (size_t i = 1; i < lines.size(); ++i) out += "\n" + (lines[i].empty() ? "" : pad + lines[i]);
+std::string indent(const std::string& s, const Value* width, bool first, bool blank) {
+  std::string pad(4, ' ');
+  if (width && width->is_string()) {
+    pad = width->text();
+  } else if (width) {
+    if (width->integer < 0) fault("indent width must not be negative");
+    check_length(static_cast<uint64_t>(width->integer));
+    pad.assign(static_cast<size_t>(width->integer), ' ');
   }
-  return first ? pad + out : out;
+  // The pad is the template's to choose, once a line: the result is
+  // checked as it grows, not once it is whole.
+  std::string out = first ? pad : "";
+  size_t start = 0;
+  for (size_t line = 0;; ++line) {
+    const size_t end = std::min(s.find('\n', start), s.size());
+    if (line > 0) {
+      out += '\n';
+      if (blank || end > start) out += pad;
+    }
+    out.append(s, start, end - start);
+    check_length(out.size());
+    if (end == s.size()) break;
+    start = end + 1;
+  }
+  return out;
 }
 
 }  // namespace
 
 std::string html_escape(const std::string& s) {
   std::string out;
-  for (char c : s) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    if ((i & 4095) == 0) check_length(out.size());  // an entity is up to five times its character
+    const char c = s[i];
     switch (c) {
       case '&': out += "&amp;"; break;
       case '<': out += "&lt;"; break;
@@ -123,12 +134,13 @@ std::string percent_format(const std::string& f, const Arguments& a) {
     if (!v) fault("not enough arguments for format string");
     if (spec == 'd' || spec == 'i') out += std::to_string(static_cast<int64_t>(v->as_double()));
     else out += to_str(*v);
+    check_length(out.size());
   }
   return out;
 }
 
 bool sort_less(const Value& a, const Value& b, bool case_sensitive) {
-  if (!case_sensitive && a.is_string() && b.is_string()) return lower(a.text) < lower(b.text);
+  if (!case_sensitive && a.is_string() && b.is_string()) return lower(a.text()) < lower(b.text());
   return less(a, b);
 }
 
@@ -197,7 +209,7 @@ Value apply_named_filter(Interpreter& in, const std::string& name, const Value& 
   }
   if (name == "reverse") {
     if (v.is_string()) {
-      auto cps = code_points(v.text);
+      auto cps = code_points(v.text());
       std::string out;
       for (auto it = cps.rbegin(); it != cps.rend(); ++it) out += *it;
       return Value::from(std::move(out));
@@ -244,7 +256,7 @@ Value apply_named_filter(Interpreter& in, const std::string& name, const Value& 
     List out;
     std::vector<Value> seen;
     for (const auto& item : iterate(v)) {
-      Value key = (!sensitive && item.is_string()) ? Value::from(lower(item.text)) : item;
+      Value key = (!sensitive && item.is_string()) ? Value::from(lower(item.text())) : item;
       if (std::none_of(seen.begin(), seen.end(), [&](const Value& s) { return equal(s, key); })) {
         seen.push_back(key);
         out.push_back(item);
@@ -292,7 +304,7 @@ Value apply_named_filter(Interpreter& in, const std::string& name, const Value& 
     if (v.is_string()) {
       try {
         size_t used = 0;
-        double d = std::stod(v.text, &used);
+        double d = std::stod(v.text(), &used);
         return Value::from(static_cast<int64_t>(d));
       } catch (const std::exception&) {
       }
@@ -304,7 +316,7 @@ Value apply_named_filter(Interpreter& in, const std::string& name, const Value& 
     if (v.is_number()) return Value::from(v.as_double());
     if (v.is_string()) {
       try {
-        return Value::from(std::stod(v.text));
+        return Value::from(std::stod(v.text()));
       } catch (const std::exception&) {
       }
     }
@@ -383,8 +395,8 @@ bool apply_test(Interpreter& in, const std::string& name, const Value& v, const 
   if (name == "le" || name == "<=") return !less(arg(), v);
   if (name == "ge" || name == ">=") return !less(v, arg());
   if (name == "in") return binary_op(in, "in", v, arg()).boolean;
-  if (name == "lower") return v.is_string() && lower(v.text) == v.text;
-  if (name == "upper") return v.is_string() && upper(v.text) == v.text;
+  if (name == "lower") return v.is_string() && lower(v.text()) == v.text();
+  if (name == "upper") return v.is_string() && upper(v.text()) == v.text();
   if (name == "escaped") return false;
   fault("no test named '{}'", name);
 }

@@ -6,7 +6,7 @@
 namespace shoal::jinja {
 
 Interpreter::Interpreter(const Limits& limits, std::unordered_map<std::string, Value> globals)
-    : limits_(limits) {
+    : limits_(limits), budget_(limits_) {
   root_ = std::make_shared<Scope>();
   root_->vars = builtin_globals();
   for (auto& [k, v] : globals) root_->vars[k] = std::move(v);
@@ -18,41 +18,43 @@ Interpreter::~Interpreter() {
 }
 
 std::string Interpreter::render(const Body& body) {
-  deadline_ = std::chrono::steady_clock::now() +
-              std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                  std::chrono::duration<double>(limits_.max_seconds));
   std::string out;
   out_ = &out;
   exec(body);
   return out;
 }
 
-void Interpreter::check_size(size_t bytes) const {
-  if (bytes > limits_.max_output_bytes)
-    fault("output over {} bytes: the template was stopped", limits_.max_output_bytes);
-}
-
-void Interpreter::step() {
-  if ((++steps_ & 1023) == 0 && std::chrono::steady_clock::now() > deadline_)
-    fault("rendering took over {} s: the template was stopped", limits_.max_seconds);
-}
+void Interpreter::check_size(size_t bytes) const { budget_.check_length(bytes); }
 
 void Interpreter::write(const std::string& text) {
   check_size(out_->size() + text.size());
+  step(text.size() / 256);
+  if (capture_held_) {  // a buffer a macro or a block fills is memory the template holds
+    budget_.hold(text.size());
+    *capture_held_ += text.size();
+  }
   *out_ += text;
 }
 
 std::string Interpreter::capture(const Body& body) {
   std::string buffer;
+  uint64_t held = 0;
   std::string* saved = out_;
+  uint64_t* saved_held = capture_held_;
   out_ = &buffer;
+  capture_held_ = &held;
+  auto restore = [&] {
+    out_ = saved;
+    capture_held_ = saved_held;
+    budget_.release(held);
+  };
   try {
     exec(body);
   } catch (...) {
-    out_ = saved;
+    restore();
     throw;
   }
-  out_ = saved;
+  restore();
   return buffer;
 }
 
@@ -71,6 +73,7 @@ Interpreter::Flow Interpreter::exec(const Body& body) {
 
 Interpreter::Flow Interpreter::exec_node(const Node& node) {
   step();
+  budget_.check_stack();
   switch (node.kind) {
     case Node::Kind::Text: write(node.text); break;
     case Node::Kind::Output: write(to_str(eval(*node.expr))); break;
@@ -241,7 +244,7 @@ Arguments Interpreter::eval_args(const Expr& e, size_t first) {
 
 Value Interpreter::call(const Value& callee, const Arguments& args) {
   if (callee.kind != Value::Kind::Function) {
-    if (callee.is_undefined()) fault("'{}' is undefined", callee.text);
+    if (callee.is_undefined()) fault("'{}' is undefined", callee.text());
     fault("'{}' object is not callable", callee.type_name());
   }
   return (*callee.function)(*this, args);
@@ -253,6 +256,7 @@ Value Interpreter::apply_filter(const std::string& name, const Value& input, con
 
 Value Interpreter::eval(const Expr& e) {
   step();
+  budget_.check_stack();
   switch (e.kind) {
     case Expr::Kind::Literal: return e.literal;
     case Expr::Kind::Name: return lookup(e.name);

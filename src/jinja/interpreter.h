@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "jinja/ast.h"
+#include "jinja/render_budget.h"
 #include "jinja/value.h"
 
 namespace shoal::jinja {
@@ -15,6 +16,7 @@ namespace shoal::jinja {
 struct Limits {
   double max_seconds = 5;
   size_t max_output_bytes = 16u << 20;  // also the longest string a template may build
+  size_t max_memory_bytes = 32u << 20;  // strings, lists and dicts the template made, alive at once
   int max_call_depth = 100;              // macro calls within macro calls
   size_t max_range = 1u << 20;           // range()'s longest list
 };
@@ -33,8 +35,8 @@ class Interpreter {
   // For builtins (filters, methods, globals).
   const Limits& limits() const { return limits_; }
   void check_size(size_t bytes) const;
-  // Counts a step; every so often, checks the clock.
-  void step();
+  // Counts a step of work (render_budget.h).
+  void step(uint64_t units = 1) { budget_.work(units); }
   Value call(const Value& callee, const Arguments& args);
   Value apply_filter(const std::string& name, const Value& input, const Arguments& args);
   // namespace() registers what it makes, for the destructor.
@@ -48,12 +50,14 @@ class Interpreter {
   };
 
   Limits limits_;
-  std::chrono::steady_clock::time_point deadline_;
-  uint64_t steps_ = 0;
+  // First, so that it is gone last: every value made in the render gives
+  // its bytes back to it as it goes.
+  RenderBudget budget_;
   int call_depth_ = 0;
   std::shared_ptr<Scope> root_;
   std::shared_ptr<Scope> scope_;
   std::string* out_ = nullptr;
+  uint64_t* capture_held_ = nullptr;  // bytes in the buffer capture() fills, counted as held
   std::vector<std::shared_ptr<Dict>> namespaces_;
 
   Flow exec(const Body& body);

@@ -1,5 +1,7 @@
 // Attributes, items, slices, operators, Python's str and dict methods, and
 // the globals: the parts of Python a template reaches through jinja2.
+#include <string.h>  // memmem
+
 #include <algorithm>
 #include <cmath>
 #include <ctime>
@@ -11,15 +13,40 @@
 namespace shoal::jinja {
 namespace {
 
+// Reading a string's bytes is work in proportion (render_budget.h).
+void touch(const std::string& s) { charge_work(s.size() / 256); }
+
+// Where `needle` first occurs in `hay` at or after `from` (npos: nowhere).
+// glibc's memmem is linear in both lengths (two-way), where
+// std::string::find may take their product: a template chooses both.
+size_t find_text(const std::string& hay, const std::string& needle, size_t from = 0) {
+  if (from > hay.size()) return std::string::npos;
+  charge_work((hay.size() - from + needle.size()) / 256);
+  const void* at = memmem(hay.data() + from, hay.size() - from, needle.data(), needle.size());
+  return at ? static_cast<size_t>(static_cast<const char*>(at) - hay.data()) : std::string::npos;
+}
+
+// The last occurrence: the first of the reversed needle in the reversed hay.
+size_t rfind_text(const std::string& hay, const std::string& needle) {
+  if (needle.size() > hay.size()) return std::string::npos;
+  reserve_bytes(hay.size() + needle.size());
+  const std::string rhay(hay.rbegin(), hay.rend()), rneedle(needle.rbegin(), needle.rend());
+  const size_t p = find_text(rhay, rneedle);
+  return p == std::string::npos ? p : hay.size() - p - needle.size();
+}
+
 bool is_py_space(const std::string& c) { return c.size() == 1 && std::string(" \t\n\r\f\v").find(c[0]) != std::string::npos; }
 
 std::string strip(const std::string& s, const Value* chars, bool left, bool right) {
   std::vector<std::string> cps = code_points(s);
   std::vector<std::string> set;
   bool whitespace = !chars || chars->is_none() || chars->is_undefined();
-  if (!whitespace) set = code_points(to_str(*chars));
+  if (!whitespace) {
+    set = code_points(to_str(*chars));
+    std::sort(set.begin(), set.end());
+  }
   auto strip_it = [&](const std::string& c) {
-    return whitespace ? is_py_space(c) : std::find(set.begin(), set.end(), c) != set.end();
+    return whitespace ? is_py_space(c) : std::binary_search(set.begin(), set.end(), c);
   };
   size_t b = 0, e = cps.size();
   if (left)
@@ -56,7 +83,7 @@ Value split(const std::string& s, const Value* sep, const Value* maxsplit) {
   if (d.empty()) fault("empty separator");
   size_t start = 0;
   while (true) {
-    size_t p = s.find(d, start);
+    size_t p = find_text(s, d, start);
     if (p == std::string::npos || (limit >= 0 && static_cast<int64_t>(parts.size()) == limit)) {
       parts.push_back(Value::from(s.substr(start)));
       break;
@@ -88,7 +115,7 @@ std::string replace_all(Interpreter& in, const std::string& s, const std::string
   size_t start = 0;
   int64_t done = 0;
   while (count < 0 || done < count) {
-    size_t p = s.find(from, start);
+    size_t p = find_text(s, from, start);
     if (p == std::string::npos) break;
     out.append(s, start, p - start);
     out += to;
@@ -111,10 +138,11 @@ bool starts_or_ends(const std::string& s, const Value& what, bool start) {
     return false;
   }
   if (!what.is_string()) fault("startswith/endswith takes a string or a tuple of strings");
-  return one(what.text);
+  return one(what.text());
 }
 
 std::string title_case(const std::string& s) {
+  touch(s);
   std::string out;
   bool prev_cased = false;
   for (char ch : s) {
@@ -147,6 +175,7 @@ std::string format_string(const std::string& s, const Arguments& a) {
       else v = a.get(SIZE_MAX, field.c_str());
       if (!v) fault("format: no argument for '{{{}}}'", field);
       out += to_str(*v);
+      check_length(out.size());
       i = e;
     } else {
       out += s[i];
@@ -157,18 +186,26 @@ std::string format_string(const std::string& s, const Arguments& a) {
 
 Value bound(Function f) { return Value::from(std::move(f)); }
 
-Value string_method(Interpreter& in, const std::string& s, const std::string& name) {
+// A method of a string: the closure keeps the value (shared), never a copy
+// of its text.
+Value string_method(Interpreter& in, const Value& self, const std::string& name) {
   if (name == "strip" || name == "lstrip" || name == "rstrip") {
     bool left = name != "rstrip", right = name != "lstrip";
-    return bound([s, left, right](Interpreter&, const Arguments& a) {
+    return bound([self, left, right](Interpreter&, const Arguments& a) {
+      const std::string& s = self.text();
       return Value::from(strip(s, a.get(0, "chars"), left, right));
     });
   }
   if (name == "split")
-    return bound([s](Interpreter&, const Arguments& a) { return split(s, a.get(0, "sep"), a.get(1, "maxsplit")); });
+    return bound([self](Interpreter&, const Arguments& a) {
+      const std::string& s = self.text();
+      touch(s);
+      return split(s, a.get(0, "sep"), a.get(1, "maxsplit")); });
   if (name == "startswith" || name == "endswith") {
     bool start = name == "startswith";
-    return bound([s, start](Interpreter&, const Arguments& a) {
+    return bound([self, start](Interpreter&, const Arguments& a) {
+      const std::string& s = self.text();
+      touch(s);
       const Value* p = a.get(0, "prefix");
       if (!p) fault("startswith/endswith needs an argument");
       return Value::from(starts_or_ends(s, *p, start));
@@ -176,23 +213,32 @@ Value string_method(Interpreter& in, const std::string& s, const std::string& na
   }
   if (name == "upper" || name == "lower") {
     bool up = name == "upper";
-    return bound([s, up](Interpreter&, const Arguments&) {
+    return bound([self, up](Interpreter&, const Arguments&) {
+      const std::string& s = self.text();
+      touch(s);
       std::string r = s;
       for (auto& c : r) c = static_cast<char>(up ? std::toupper(static_cast<unsigned char>(c)) : std::tolower(static_cast<unsigned char>(c)));
       return Value::from(std::move(r));
     });
   }
   if (name == "title")
-    return bound([s](Interpreter&, const Arguments&) { return Value::from(title_case(s)); });
+    return bound([self](Interpreter&, const Arguments&) {
+      const std::string& s = self.text();
+      touch(s);
+      return Value::from(title_case(s)); });
   if (name == "capitalize")
-    return bound([s](Interpreter&, const Arguments&) {
+    return bound([self](Interpreter&, const Arguments&) {
+      const std::string& s = self.text();
+      touch(s);
       std::string r = s;
       for (auto& c : r) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
       if (!r.empty()) r[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(r[0])));
       return Value::from(std::move(r));
     });
   if (name == "replace")
-    return bound([s](Interpreter& in2, const Arguments& a) {
+    return bound([self](Interpreter& in2, const Arguments& a) {
+      const std::string& s = self.text();
+      touch(s);
       const Value* from = a.get(0, "old");
       const Value* to = a.get(1, "new");
       const Value* count = a.get(2, "count");
@@ -200,17 +246,19 @@ Value string_method(Interpreter& in, const std::string& s, const std::string& na
       return Value::from(replace_all(in2, s, to_str(*from), to_str(*to), count ? count->integer : -1));
     });
   if (name == "find" || name == "rfind" || name == "count" || name == "index") {
-    return bound([s, name](Interpreter&, const Arguments& a) {
+    return bound([self, name](Interpreter&, const Arguments& a) {
+      const std::string& s = self.text();
+      touch(s);
       const Value* sub = a.get(0, "sub");
       if (!sub) fault("{}() needs an argument", name);
       std::string t = to_str(*sub);
       if (name == "count") {
         if (t.empty()) return Value::from(static_cast<int64_t>(code_point_count(s) + 1));
         int64_t n = 0;
-        for (size_t p = s.find(t); p != std::string::npos; p = s.find(t, p + t.size())) ++n;
+        for (size_t p = find_text(s, t); p != std::string::npos; p = find_text(s, t, p + t.size())) ++n;
         return Value::from(n);
       }
-      size_t p = name == "rfind" ? s.rfind(t) : s.find(t);
+      size_t p = name == "rfind" ? rfind_text(s, t) : find_text(s, t);
       if (p == std::string::npos) {
         if (name == "index") fault("substring not found");
         return Value::from(int64_t{-1});
@@ -219,9 +267,14 @@ Value string_method(Interpreter& in, const std::string& s, const std::string& na
     });
   }
   if (name == "format")
-    return bound([s](Interpreter&, const Arguments& a) { return Value::from(format_string(s, a)); });
+    return bound([self](Interpreter&, const Arguments& a) {
+      const std::string& s = self.text();
+      touch(s);
+      return Value::from(format_string(s, a)); });
   if (name == "join")
-    return bound([s](Interpreter& in2, const Arguments& a) {
+    return bound([self](Interpreter& in2, const Arguments& a) {
+      const std::string& s = self.text();
+      touch(s);
       const Value* items = a.get(0, "iterable");
       if (!items) fault("join() needs an argument");
       std::string out;
@@ -230,13 +283,15 @@ Value string_method(Interpreter& in, const std::string& s, const std::string& na
         if (!first) out += s;
         first = false;
         if (!v.is_string()) fault("sequence item: expected str instance, {} found", v.type_name());
-        out += v.text;
+        out += v.text();
         in2.check_size(out.size());
       }
       return Value::from(std::move(out));
     });
   if (name == "splitlines")
-    return bound([s](Interpreter&, const Arguments&) {
+    return bound([self](Interpreter&, const Arguments&) {
+      const std::string& s = self.text();
+      touch(s);
       List lines;
       size_t start = 0;
       for (size_t i = 0; i < s.size(); ++i) {
@@ -250,7 +305,9 @@ Value string_method(Interpreter& in, const std::string& s, const std::string& na
       return Value::from(std::move(lines));
     });
   if (name == "isdigit" || name == "isalpha" || name == "isspace" || name == "isalnum") {
-    return bound([s, name](Interpreter&, const Arguments&) {
+    return bound([self, name](Interpreter&, const Arguments&) {
+      const std::string& s = self.text();
+      touch(s);
       if (s.empty()) return Value::from(false);
       for (unsigned char c : s) {
         bool ok = name == "isdigit" ? std::isdigit(c) : name == "isalpha" ? std::isalpha(c)
@@ -272,8 +329,8 @@ const char* kMutators[] = {"append", "extend", "insert", "pop", "remove", "clear
 Value get_attribute(Interpreter& in, const Value& object, const std::string& name) {
   switch (object.kind) {
     case Value::Kind::Undefined:
-      fault("'{}' is undefined", object.text.empty() ? name : object.text);
-    case Value::Kind::String: return string_method(in, object.text, name);
+      fault("'{}' is undefined", object.text().empty() ? name : object.text());
+    case Value::Kind::String: return string_method(in, object, name);
     case Value::Kind::Namespace: {
       const Value* v = object.dict->find(name);
       return v ? *v : Value::undefined(name);
@@ -314,7 +371,7 @@ Value get_attribute(Interpreter& in, const Value& object, const std::string& nam
 
 Value get_item(Interpreter& in, const Value& object, const Value& key) {
   switch (object.kind) {
-    case Value::Kind::Undefined: fault("'{}' is undefined", object.text);
+    case Value::Kind::Undefined: fault("'{}' is undefined", object.text());
     case Value::Kind::List:
       if (key.kind == Value::Kind::Int) {
         int64_t n = static_cast<int64_t>(object.list->size()), i = key.integer < 0 ? key.integer + n : key.integer;
@@ -323,7 +380,7 @@ Value get_item(Interpreter& in, const Value& object, const Value& key) {
       return Value::undefined();
     case Value::Kind::String:
       if (key.kind == Value::Kind::Int) {
-        auto cps = code_points(object.text);
+        auto cps = code_points(object.text());
         int64_t n = static_cast<int64_t>(cps.size()), i = key.integer < 0 ? key.integer + n : key.integer;
         if (i >= 0 && i < n) return Value::from(cps[static_cast<size_t>(i)]);
         return Value::undefined();
@@ -336,17 +393,18 @@ Value get_item(Interpreter& in, const Value& object, const Value& key) {
     }
     default: break;
   }
-  if (key.is_string()) return get_attribute(in, object, key.text);
+  if (key.is_string()) return get_attribute(in, object, key.text());
   return Value::undefined();
 }
 
 Value get_slice(const Value& object, const Value& start, const Value& stop, const Value& step) {
   int64_t st = step.is_none() ? 1 : step.integer;
   if (st == 0) fault("slice step cannot be zero");
-  std::vector<Value> items;
+  static const List kNoItems;
+  const List& items = object.is_list() ? *object.list : kNoItems;
   std::vector<std::string> cps;
-  if (object.is_list()) items = *object.list;
-  else if (object.is_string()) cps = code_points(object.text);
+  if (object.is_list()) reserve_list(items.size());
+  else if (object.is_string()) cps = code_points(object.text());
   else fault("'{}' object is not subscriptable", object.type_name());
   int64_t n = static_cast<int64_t>(object.is_list() ? items.size() : cps.size());
   auto clamp = [&](const Value& v, int64_t dflt) {
@@ -369,15 +427,16 @@ Value get_slice(const Value& object, const Value& start, const Value& stop, cons
 List iterate(const Value& v) {
   switch (v.kind) {
     case Value::Kind::Undefined: return {};
-    case Value::Kind::List: return *v.list;
+    case Value::Kind::List: reserve_list(v.list->size()); return *v.list;
     case Value::Kind::Dict: {
+      reserve_list(v.dict->items.size());
       List keys;
       for (size_t i = 0; i < v.dict->items.size(); ++i) keys.push_back(v.dict->key(i));
       return keys;
     }
     case Value::Kind::String: {
       List chars;
-      for (auto& c : code_points(v.text)) chars.push_back(Value::from(std::move(c)));
+      for (auto& c : code_points(v.text())) chars.push_back(Value::from(std::move(c)));
       return chars;
     }
     default: fault("'{}' object is not iterable", v.type_name());
@@ -387,7 +446,7 @@ List iterate(const Value& v) {
 size_t length_of(const Value& v) {
   switch (v.kind) {
     case Value::Kind::Undefined: return 0;
-    case Value::Kind::String: return code_point_count(v.text);
+    case Value::Kind::String: return code_point_count(v.text());
     case Value::Kind::List: return v.list->size();
     case Value::Kind::Dict:
     case Value::Kind::Namespace: return v.dict->items.size();
@@ -398,9 +457,10 @@ size_t length_of(const Value& v) {
 Value binary_op(Interpreter& in, const std::string& op, const Value& a, const Value& b) {
   if (op == "~") {
     std::string s = to_str(a);
-    std::string t = to_str(b);
+    const std::string t = to_str(b);
     in.check_size(s.size() + t.size());
-    return Value::from(s + t);
+    s += t;
+    return Value::from(std::move(s));
   }
   if (op == "==") return Value::from(equal(a, b));
   if (op == "!=") return Value::from(!equal(a, b));
@@ -412,11 +472,11 @@ Value binary_op(Interpreter& in, const std::string& op, const Value& a, const Va
     bool found = false;
     if (b.is_string()) {
       if (!a.is_string()) fault("'in <string>' requires string as left operand, not {}", a.type_name());
-      found = b.text.find(a.text) != std::string::npos;
+      found = find_text(b.text(), a.text()) != std::string::npos;
     } else if (b.is_mapping()) {
-      found = a.is_string() && b.dict->find(a.text);
+      found = a.is_string() && b.dict->find(a.text());
     } else if (b.is_list()) {
-      for (const auto& item : *b.list)
+      for (const auto& item : *b.list)  // equal() counts each comparison as work
         if (equal(item, a)) {
           found = true;
           break;
@@ -427,24 +487,26 @@ Value binary_op(Interpreter& in, const std::string& op, const Value& a, const Va
     return Value::from(op == "in" ? found : !found);
   }
   if (a.is_undefined() || b.is_undefined())
-    fault("'{}' is undefined", a.is_undefined() ? a.text : b.text);
+    fault("'{}' is undefined", a.is_undefined() ? a.text() : b.text());
   if (op == "+") {
     if (a.is_string() && b.is_string()) {
-      in.check_size(a.text.size() + b.text.size());
+      in.check_size(a.text().size() + b.text().size());
       if (a.markup == b.markup) {
-        Value r = Value::from(a.text + b.text);
+        Value r = Value::from(a.text() + b.text());
         r.markup = a.markup;
         return r;
       }
       // Markup + str escapes the plain side (markupsafe), as Python's jinja2 does.
-      Value r = Value::from(a.markup ? a.text + html_escape(b.text) : html_escape(a.text) + b.text);
+      Value r = Value::from(a.markup ? a.text() + html_escape(b.text()) : html_escape(a.text()) + b.text());
       r.markup = true;
       return r;
     }
     if (a.is_list() && b.is_list()) {
-      List out = *a.list;
+      reserve_list(a.list->size() + b.list->size());
+      List out;
+      out.reserve(a.list->size() + b.list->size());
+      out.insert(out.end(), a.list->begin(), a.list->end());
       out.insert(out.end(), b.list->begin(), b.list->end());
-      in.check_size(out.size());
       return Value::from(std::move(out));
     }
   }
@@ -453,16 +515,25 @@ Value binary_op(Interpreter& in, const std::string& op, const Value& a, const Va
     const Value& times = &seq == &a ? b : a;
     if (times.kind != Value::Kind::Int && times.kind != Value::Kind::Bool)
       fault("can't multiply sequence by non-int of type '{}'", times.type_name());
-    int64_t n = std::max<int64_t>(0, times.kind == Value::Kind::Bool ? times.boolean : times.integer);
-    size_t unit = seq.is_string() ? seq.text.size() : seq.list->size();
-    if (unit && static_cast<uint64_t>(n) > in.limits().max_output_bytes / unit) in.check_size(SIZE_MAX);
+    const uint64_t n = static_cast<uint64_t>(
+        std::max<int64_t>(0, times.kind == Value::Kind::Bool ? times.boolean : times.integer));
+    // The result's size is known before it is built: a string within the
+    // longest a template may make, a list's slots within its memory (the
+    // items are the same values, shared, not copies).
+    const uint64_t unit = seq.is_string() ? seq.text().size() : seq.list->size();
+    if (unit != 0 && n > (uint64_t{1} << 40) / unit) in.check_size(SIZE_MAX);
     if (seq.is_string()) {
+      in.check_size(n * unit);
+      reserve_bytes(n * unit);
       std::string out;
-      for (int64_t i = 0; i < n; ++i) out += seq.text;
+      out.reserve(n * unit);
+      for (uint64_t i = 0; i < n; ++i) out += seq.text();
       return Value::from(std::move(out));
     }
+    reserve_list(n * unit);
     List out;
-    for (int64_t i = 0; i < n; ++i) out.insert(out.end(), seq.list->begin(), seq.list->end());
+    out.reserve(n * unit);
+    for (uint64_t i = 0; i < n; ++i) out.insert(out.end(), seq.list->begin(), seq.list->end());
     return Value::from(std::move(out));
   }
   if (!a.is_number() || !b.is_number())
@@ -518,12 +589,16 @@ std::unordered_map<std::string, Value> builtin_globals() {
       if (a.positional.size() == 3) step = arg(2);
     } else fault("range() takes 1 to 3 arguments");
     if (step == 0) fault("range() arg 3 must not be zero");
+    // How many items, in 128 bits: stop - start may not fit in 64.
+    const __int128 span = step > 0 ? static_cast<__int128>(stop) - start : static_cast<__int128>(start) - stop;
+    const __int128 stride = step > 0 ? static_cast<__int128>(step) : -static_cast<__int128>(step);
+    const __int128 count = span > 0 ? (span + stride - 1) / stride : 0;
+    if (count > static_cast<__int128>(in.limits().max_range))
+      fault("range() over {} items: the template was stopped", in.limits().max_range);
+    reserve_list(static_cast<uint64_t>(count));
     List out;
-    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
-      in.step();  // a million items take a while: the clock is looked at as they are made
-      if (out.size() >= in.limits().max_range) fault("range() over {} items: the template was stopped", in.limits().max_range);
-      out.push_back(Value::from(i));
-    }
+    out.reserve(static_cast<size_t>(count));
+    for (__int128 k = 0; k < count; ++k) out.push_back(Value::from(static_cast<int64_t>(start + k * step)));
     return Value::from(std::move(out));
   }));
   g["dict"] = Value::from(Function([](Interpreter&, const Arguments& a) {
@@ -551,7 +626,7 @@ std::unordered_map<std::string, Value> builtin_globals() {
     std::tm local{};
     localtime_r(&now, &local);
     char buf[256];
-    size_t n = std::strftime(buf, sizeof buf, f->text.c_str(), &local);
+    size_t n = std::strftime(buf, sizeof buf, f->text().c_str(), &local);
     return Value::from(std::string(buf, n));
   }));
   return g;

@@ -10,6 +10,11 @@ namespace {
 
 // Deeper nesting than any real template, shallow enough for the stack.
 constexpr int kMaxNesting = 200;
+// How deep one expression's tree may go. Chains (a + b + …, x|f|g…, a.b.c…,
+// p and q and …) are parsed in loops but make a tree as deep as they are
+// long, which evaluating and freeing walk recursively: 10,000 terms would
+// take the stack. Real templates stay under 40.
+constexpr int kMaxExpressionDepth = 256;
 
 class Parser {
  public:
@@ -244,6 +249,21 @@ class Parser {
     return n;
   }
 
+  // An expression's depth from its parts, refused past the bound before
+  // the tree can grow deeper.
+  ExprPtr sealed(ExprPtr e) {
+    int deepest = 0;
+    for (const auto& a : e->args)
+      if (a) deepest = std::max(deepest, a->depth);
+    for (const auto& [k, a] : e->kwargs)
+      if (a) deepest = std::max(deepest, a->depth);
+    e->depth = deepest + 1;
+    if (e->depth > kMaxExpressionDepth)
+      throw TemplateError("template line " + std::to_string(e->line) + ": an expression nested or chained deeper than " +
+                          std::to_string(kMaxExpressionDepth));
+    return e;
+  }
+
   ExprPtr make(Expr::Kind kind, int line) {
     auto e = std::make_unique<Expr>();
     e->kind = kind;
@@ -262,7 +282,7 @@ class Parser {
       if (cur().kind == Token::Kind::BlockEnd || cur().kind == Token::Kind::VarEnd || is_op(")")) break;
       list->args.push_back(with_condexpr ? parse_expression() : parse_or());
     }
-    return list;
+    return sealed(std::move(list));
   }
 
   ExprPtr parse_expression() {
@@ -274,7 +294,7 @@ class Parser {
       c->args.push_back(std::move(expr));
       c->args.push_back(parse_or());
       c->args.push_back(skip_name("else") ? parse_expression() : nullptr);
-      expr = std::move(c);
+      expr = sealed(std::move(c));
     }
     return expr;
   }
@@ -284,7 +304,7 @@ class Parser {
     b->name = op;
     b->args.push_back(std::move(left));
     b->args.push_back(std::move(right));
-    return b;
+    return sealed(std::move(b));
   }
 
   ExprPtr parse_or() {
@@ -306,7 +326,7 @@ class Parser {
       ++i_;
       u->name = "not";
       u->args.push_back(parse_not());
-      return u;
+      return sealed(std::move(u));
     }
     return parse_compare();
   }
@@ -369,6 +389,7 @@ class Parser {
       node = make(Expr::Kind::Unary, cur().line);
       node->name = t_[i_++].text;
       node->args.push_back(parse_unary(false));
+      node = sealed(std::move(node));
     } else {
       node = parse_primary();
     }
@@ -431,7 +452,7 @@ class Parser {
         if (!skip_op(",")) break;
       }
       expect_op("]");
-      return e;
+      return sealed(std::move(e));
     }
     if (skip_op("{")) {
       auto e = make(Expr::Kind::DictLit, line);
@@ -442,7 +463,7 @@ class Parser {
         if (!skip_op(",")) break;
       }
       expect_op("}");
-      return e;
+      return sealed(std::move(e));
     }
     error("unexpected '" + describe() + "'");
   }
@@ -477,14 +498,14 @@ class Parser {
           e->name = expect_name();
           e->args.push_back(std::move(node));
         }
-        node = std::move(e);
+        node = sealed(std::move(e));
       } else if (skip_op("[")) {
         node = parse_subscript(std::move(node), line);
       } else if (is_op("(")) {
         auto call = make(Expr::Kind::Call, line);
         call->args.push_back(std::move(node));
         parse_call_args(*call);
-        node = std::move(call);
+        node = sealed(std::move(call));
       } else {
         return node;
       }
@@ -509,7 +530,7 @@ class Parser {
       for (auto& p : parts) e->args.push_back(std::move(p));
     else
       e->args.push_back(std::move(parts[0]));
-    return e;
+    return sealed(std::move(e));
   }
 
   ExprPtr parse_filter_call(ExprPtr input) {
@@ -518,7 +539,7 @@ class Parser {
     while (skip_op(".")) f->name += "." + expect_name();
     f->args.push_back(std::move(input));
     if (is_op("(")) parse_call_args(*f);
-    return f;
+    return sealed(std::move(f));
   }
 
   ExprPtr parse_filters(ExprPtr node) {
@@ -539,12 +560,12 @@ class Parser {
                    !is_name("else") && !is_name("or") && !is_name("and")) {
           t->args.push_back(parse_postfix(parse_primary()));  // "is divisibleby 3"
         }
-        node = std::move(t);
+        node = sealed(std::move(t));
       } else if (is_op("(")) {
         auto call = make(Expr::Kind::Call, cur().line);
         call->args.push_back(std::move(node));
         parse_call_args(*call);
-        node = std::move(call);
+        node = sealed(std::move(call));
       } else {
         return node;
       }

@@ -7,16 +7,52 @@
 #include <fmt/format.h>
 
 #include "jinja/error.h"
+#include "jinja/render_budget.h"
 
 namespace shoal::jinja {
+namespace {
+
+// A string, list or dict made during a render is counted against its
+// budget while any copy of the value holds it (render_budget.h).
+template <typename T>
+std::shared_ptr<T> held(T object, uint64_t bytes) {
+  struct Holder {
+    T object;
+    RenderBudget* budget;
+    uint64_t bytes;
+    Holder(T o, RenderBudget* b, uint64_t n) : object(std::move(o)), budget(b), bytes(n) {}
+    Holder(const Holder&) = delete;
+    Holder& operator=(const Holder&) = delete;
+    ~Holder() {
+      if (budget) budget->release(bytes);
+    }
+  };
+  RenderBudget* budget = RenderBudget::active();
+  if (budget) budget->hold(bytes);
+  auto holder = std::make_shared<Holder>(std::move(object), budget, budget ? bytes : 0);
+  return std::shared_ptr<T>(holder, &holder->object);
+}
+
+// What a value's heap block costs beyond its contents (the control block,
+// the holder).
+constexpr uint64_t kBlockBytes = 64;
+
+std::shared_ptr<const std::string> held_string(std::string s) {
+  const uint64_t bytes = s.capacity() + kBlockBytes;
+  return held<std::string>(std::move(s), bytes);
+}
+
+}  // namespace
 
 const Value* Dict::find(const std::string& key) const {
+  charge_work(items.size() / 16);  // a linear search: insertion order is kept, lookups are few
   for (const auto& [k, v] : items)
     if (k == key) return &v;
   return nullptr;
 }
 
 Value* Dict::find(const std::string& key) {
+  charge_work(items.size() / 16);
   for (auto& [k, v] : items)
     if (k == key) return &v;
   return nullptr;
@@ -51,7 +87,7 @@ const Value* Arguments::get(size_t index, const char* name) const {
 
 Value Value::undefined(std::string name) {
   Value v;
-  v.text = std::move(name);
+  if (!name.empty()) v.string = held_string(std::move(name));
   return v;
 }
 Value Value::none() {
@@ -80,7 +116,7 @@ Value Value::from(double d) {
 Value Value::from(std::string s) {
   Value v;
   v.kind = Kind::String;
-  v.text = std::move(s);
+  v.string = held_string(std::move(s));
   return v;
 }
 namespace {
@@ -95,7 +131,8 @@ Value Value::from(List l) {
   v.kind = Kind::List;
   v.depth = 1;
   for (const Value& item : l) v.depth = nested_depth(item, v.depth);
-  v.list = std::make_shared<List>(std::move(l));
+  const uint64_t bytes = l.capacity() * sizeof(Value) + kBlockBytes;
+  v.list = held<List>(std::move(l), bytes);
   return v;
 }
 Value Value::from(Dict d) {
@@ -103,7 +140,9 @@ Value Value::from(Dict d) {
   v.kind = Kind::Dict;
   v.depth = 1;
   for (const auto& [k, item] : d.items) v.depth = nested_depth(item, v.depth);
-  v.dict = std::make_shared<Dict>(std::move(d));
+  uint64_t bytes = kBlockBytes;
+  for (const auto& [k, item] : d.items) bytes += sizeof(std::pair<std::string, Value>) + k.capacity();
+  v.dict = held<Dict>(std::move(d), bytes);
   return v;
 }
 Value Value::namespace_of(Dict d) {
@@ -142,6 +181,18 @@ Value Value::from_json(const nlohmann::ordered_json& j, int depth) {
   }
 }
 
+void reserve_list(uint64_t n) {
+  if (RenderBudget* b = RenderBudget::active()) {
+    b->work(n);
+    b->reserve(n > (uint64_t{1} << 40) ? UINT64_MAX : n * sizeof(Value));
+  }
+}
+
+const std::string& Value::text() const {
+  static const std::string empty;
+  return string ? *string : empty;
+}
+
 bool Value::truthy() const {
   switch (kind) {
     case Kind::Undefined:
@@ -149,7 +200,7 @@ bool Value::truthy() const {
     case Kind::Bool: return boolean;
     case Kind::Int: return integer != 0;
     case Kind::Float: return number != 0;
-    case Kind::String: return !text.empty();
+    case Kind::String: return !text().empty();
     case Kind::List: return !list->empty();
     case Kind::Dict: return !dict->items.empty();
     default: return true;
@@ -219,6 +270,7 @@ std::string string_repr(const std::string& s) {
   char quote = (s.find('\'') != std::string::npos && s.find('"') == std::string::npos) ? '"' : '\'';
   std::string out(1, quote);
   for (size_t i = 0; i < s.size(); ++i) {
+    if ((i & 4095) == 0) check_length(out.size());  // escapes may make it four times longer
     unsigned char c = s[i];
     if (c == '\\') out += "\\\\";
     else if (c == static_cast<unsigned char>(quote)) out += std::string("\\") + quote;
@@ -236,7 +288,9 @@ std::string string_repr(const std::string& s) {
 
 void json_string(std::string& out, const std::string& s) {
   out += '"';
-  for (unsigned char c : s) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    if ((i & 4095) == 0) check_length(out.size());  // escapes may make it six times longer
+    const unsigned char c = s[i];
     switch (c) {
       case '"': out += "\\\""; break;
       case '\\': out += "\\\\"; break;
@@ -266,6 +320,8 @@ struct JsonWriter {
   }
 
   void write(const Value& v, int depth) {
+    charge_work(1);
+    check_length(out.size());
     switch (v.kind) {
       case Value::Kind::Undefined:
       case Value::Kind::None: out += "null"; break;
@@ -276,7 +332,7 @@ struct JsonWriter {
         else if (std::isinf(v.number)) out += v.number < 0 ? "-Infinity" : "Infinity";
         else out += float_repr(v.number);
         break;
-      case Value::Kind::String: json_string(out, v.text); break;
+      case Value::Kind::String: json_string(out, v.text()); break;
       case Value::Kind::List: {
         if (v.list->empty()) {
           out += "[]";
@@ -324,7 +380,7 @@ struct JsonWriter {
 std::string to_str(const Value& v) {
   switch (v.kind) {
     case Value::Kind::Undefined: return "";
-    case Value::Kind::String: return v.text;
+    case Value::Kind::String: charge_work(v.text().size() / 256); return v.text();
     default: return to_repr(v);
   }
 }
@@ -336,16 +392,23 @@ std::string to_repr(const Value& v) {
     case Value::Kind::Bool: return v.boolean ? "True" : "False";
     case Value::Kind::Int: return std::to_string(v.integer);
     case Value::Kind::Float: return float_repr(v.number);
-    case Value::Kind::String: return string_repr(v.text);
+    case Value::Kind::String: return string_repr(v.text());
     case Value::Kind::List: {
       std::string out = "[";
-      for (size_t i = 0; i < v.list->size(); ++i) out += (i ? ", " : "") + to_repr((*v.list)[i]);
+      for (size_t i = 0; i < v.list->size(); ++i) {
+        out += (i ? ", " : "") + to_repr((*v.list)[i]);
+        charge_work(1);
+        check_length(out.size());
+      }
       return out + "]";
     }
     case Value::Kind::Dict: {
       std::string out = "{";
-      for (size_t i = 0; i < v.dict->items.size(); ++i)
+      for (size_t i = 0; i < v.dict->items.size(); ++i) {
         out += (i ? ", " : "") + to_repr(v.dict->key(i)) + ": " + to_repr(v.dict->items[i].second);
+        charge_work(1);
+        check_length(out.size());
+      }
       return out + "}";
     }
     case Value::Kind::Namespace: return "<Namespace>";
@@ -365,6 +428,7 @@ nlohmann::ordered_json to_json_value(const Value& v) {
 }
 
 bool equal(const Value& a, const Value& b) {
+  charge_work(1);
   if (a.is_number() && b.is_number()) {
     if (a.kind != Value::Kind::Float && b.kind != Value::Kind::Float)
       return (a.kind == Value::Kind::Bool ? a.boolean : a.integer) ==
@@ -375,7 +439,7 @@ bool equal(const Value& a, const Value& b) {
   switch (a.kind) {
     case Value::Kind::Undefined:
     case Value::Kind::None: return true;
-    case Value::Kind::String: return a.text == b.text;
+    case Value::Kind::String: charge_work(a.text().size() / 256); return a.text() == b.text();
     case Value::Kind::List:
       if (a.list->size() != b.list->size()) return false;
       for (size_t i = 0; i < a.list->size(); ++i)
@@ -394,8 +458,12 @@ bool equal(const Value& a, const Value& b) {
 }
 
 bool less(const Value& a, const Value& b) {
+  charge_work(1);
   if (a.is_number() && b.is_number()) return a.as_double() < b.as_double();
-  if (a.is_string() && b.is_string()) return a.text < b.text;
+  if (a.is_string() && b.is_string()) {
+    charge_work(std::min(a.text().size(), b.text().size()) / 256);
+    return a.text() < b.text();
+  }
   if (a.is_list() && b.is_list()) {
     for (size_t i = 0; i < a.list->size() && i < b.list->size(); ++i) {
       if (less((*a.list)[i], (*b.list)[i])) return true;
@@ -407,7 +475,13 @@ bool less(const Value& a, const Value& b) {
 }
 
 std::vector<std::string> code_points(const std::string& s) {
+  const size_t n = code_point_count(s);
+  if (RenderBudget* b = RenderBudget::active()) {
+    b->work(n);
+    b->reserve(static_cast<uint64_t>(n) * sizeof(std::string));
+  }
   std::vector<std::string> out;
+  out.reserve(n);
   for (size_t i = 0; i < s.size();) {
     size_t n = 1;
     unsigned char c = s[i];
@@ -422,6 +496,7 @@ std::vector<std::string> code_points(const std::string& s) {
 }
 
 size_t code_point_count(const std::string& s) {
+  charge_work(s.size() / 256);
   size_t n = 0;
   for (unsigned char c : s) n += (c & 0xc0) != 0x80;
   return n;

@@ -54,7 +54,7 @@ struct Value {
   int depth = 0;        // how deep lists and dicts nest inside (printing and freeing recurse through it)
   int64_t integer = 0;
   double number = 0;
-  std::string text;  // the string; for Undefined, the name that was missing
+  std::shared_ptr<const std::string> string;  // the string; for Undefined, the name that was missing
   std::shared_ptr<List> list;
   std::shared_ptr<Dict> dict;  // also a namespace's attributes
   std::shared_ptr<Function> function;
@@ -79,6 +79,9 @@ struct Value {
   bool is_list() const { return kind == Kind::List; }
   bool is_mapping() const { return kind == Kind::Dict || kind == Kind::Namespace; }
 
+  // The string (shared: copying a Value never copies its text).
+  const std::string& text() const;
+
   bool truthy() const;
   double as_double() const;
   std::string type_name() const;  // Python's: 'str', 'int', 'dict', …
@@ -88,6 +91,11 @@ struct Value {
 // value recurse through it, and a template could otherwise build a value a
 // million levels deep (`{% set ns.x = [ns.x] %}` in a loop).
 constexpr int kMaxValueDepth = 256;
+
+// Before a list of `n` values is built from values already held (a copy, a
+// repetition, a slice): its slots count against the render's memory and
+// its elements as work (render_budget.h); fails when they would not fit.
+void reserve_list(uint64_t n);
 
 // Python's str() and repr() of a value; an Undefined prints as "".
 std::string to_str(const Value& v);

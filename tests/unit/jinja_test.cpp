@@ -95,6 +95,79 @@ TEST(JinjaBrokenTemplate, DeepValuesAndCyclesStopOrPrintSafely) {
   }
 }
 
+// The shapes an adversarial pass found: each stops within the limits,
+// whatever its size, here and in the sanitized build.
+TEST(JinjaBrokenTemplate, LongChainsAreRefusedAtParse) {
+  auto chain = [](const std::string& first, const std::string& link, int n) {
+    std::string s = "{{ " + first;
+    for (int i = 0; i < n; ++i) s += link;
+    return s + " }}";
+  };
+  for (const std::string& t : {chain("1", "+1", 10000), chain("1", "|string", 20000), chain("messages", ".x", 20000),
+                               chain("'a'", "~'a'", 20000), chain("1", " and 1", 20000), chain("1", "*1", 300),
+                               chain("x", "[0]", 20000), chain("f", "()", 20000), chain("x", "|default(1)", 300)})
+    expect_error(t, "chained deeper than 256");
+  // Real templates chain a few dozen; a long one still parses.
+  EXPECT_EQ(render(chain("1", "+1", 200)), "201");
+}
+
+TEST(JinjaBrokenTemplate, RepetitionAndCopiesStopAtTheMemoryLimit) {
+  Limits limits;
+  limits.max_seconds = 60;  // the memory limit stops these, long before the clock
+  expect_error("{% for i in range(60) %}{% set l = [0] * 4000000 %}{% endfor %}", "32 MiB", limits);
+  expect_error("{% set ns = namespace(l=[0] * 100000) %}{% for i in range(1000) %}{% set ns.l = ns.l + ns.l %}"
+               "{% endfor %}",
+               "32 MiB", limits);
+  expect_error("{% set s = 'x' * 16000000 %}{% for c in s %}{% endfor %}", "32 MiB", limits);
+  expect_error("{% set s = ',' * 16000000 %}{{ s.split(',') | length }}", "32 MiB", limits);
+  // A list that repeats one string shares it: slots only.
+  EXPECT_EQ(render("{% set s = 'x' * 1000000 %}{% set l = [s] * 20000 %}{{ l | length }}", limits), "20000");
+  // … but printing or joining it would make a 20 GB string.
+  expect_error("{% set s = 'x' * 1000000 %}{{ [s] * 3000 }}", "output over", limits);
+  expect_error("{% set s = 'x' * 1000000 %}{{ ([s] * 3000) | join }}", "output over", limits);
+  expect_error("{{ ('a\n' * 1000000) | indent(1000000) }}", "output over", limits);
+  expect_error("{{ '{0}' * 1000 | format }}", "template line 1", limits);
+  // Captured text is memory the template holds: macros filling buffers.
+  expect_error("{% macro f(n) %}{{ 'x' * 15000000 }}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "template line 1",
+               limits);
+}
+
+TEST(JinjaBrokenTemplate, WorkInsideOneOperationIsTimed) {
+  Limits limits;
+  limits.max_seconds = 0.2;
+  const auto start = std::chrono::steady_clock::now();
+  // Each step is one operation on a large value: the clock is read inside
+  // them, by the elements and bytes they touch.
+  expect_error("{% set l = [1] * 200000 %}{% for i in range(20000) %}{% if 2 in l %}{% endif %}{% endfor %}",
+               "took over", limits);
+  expect_error("{% set s = 'ab' * 4000000 %}{% for i in range(100000) %}{{ s.count('ba') }}{% endfor %}",
+               "template line 1", limits);
+  expect_error("{% set l = range(20000) | list %}{{ (l + l + l + l) | unique | length }}", "took over", limits);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
+}
+
+TEST(JinjaBrokenTemplate, DeepStatementsInRecursiveMacrosStopAtTheStackShare) {
+  std::string nest;
+  for (int i = 0; i < 150; ++i) nest += "{% for i in [1] %}";
+  nest += "{{ f(n + 1) }}";
+  for (int i = 0; i < 150; ++i) nest += "{% endfor %}";
+  expect_error("{% macro f(n) %}" + nest + "{% endmacro %}{{ f(0) }}", "nests too deeply");
+}
+
+TEST(JinjaBrokenTemplate, SearchIsLinearInBothLengths) {
+  // A needle that almost matches everywhere: quadratic for a naive search.
+  Limits limits;
+  limits.max_seconds = 60;
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(render("{% set h = 'a' * 8000000 %}{% set n = 'a' * 4000000 ~ 'b' %}{{ n in h }} {{ h.find(n) }} "
+                   "{{ h.rfind(n) }} {{ h.count(n) }}",
+                   limits),
+            "False -1 -1 0");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+  EXPECT_EQ(render("{{ 'abcabc'.rfind('bc') }} {{ 'abcabc'.find('c') }} {{ 'a,b,,c'.split(',') }}"),
+            "4 2 ['a', 'b', '', 'c']");
+}
+
 TEST(Jinja, PythonSemanticsTemplatesRelyOn) {
   EXPECT_EQ(render("{{ [1, 'a', none, true, 2.0, {'k': 1e20}] }}"), "[1, 'a', None, True, 2.0, {'k': 1e+20}]");
   EXPECT_EQ(render("{{ 7 // 2 }} {{ -7 // 2 }} {{ -7 % 3 }} {{ 7 / 2 }} {{ 2 ** 10 }}"), "3 -4 2 3.5 1024");
