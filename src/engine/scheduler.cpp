@@ -431,7 +431,7 @@ void Scheduler::step() {
     Slot& s = *sp;
     if (s.logits_row < 0) continue;
     if (!s.failure.empty()) {
-      finish(s, "error", s.failure);
+      finish(s, "error", s.failure, /*request_fault=*/true);  // only the sequence's own decoder throws here
     } else if (!call_on_text(s.request, s.decoder->text())) {
       finish(s, "cancelled");
     } else if (!s.more) {
@@ -479,11 +479,12 @@ void Scheduler::pool_rows(Slot& s, const float* normed) {
   s.embed_sum.clear();
 }
 
-void Scheduler::finish(Slot& s, const char* reason, const std::string& error) {
+void Scheduler::finish(Slot& s, const char* reason, const std::string& error, bool request_fault) {
   const auto now = Clock::now();
   RequestResult& r = s.result;
   r.finish_reason = reason;
   r.error = error;
+  r.request_fault = request_fault;
   if (s.decoder) {
     const std::string_view why(reason);
     // A normal end releases what the streams held back; a cancelled or

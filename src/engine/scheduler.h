@@ -37,6 +37,9 @@ struct RequestResult {
   std::vector<TokenId> tokens;  // generated, end token excluded
   std::string finish_reason;    // "stop", "length", "cancelled", "error" or "unavailable"
   std::string error;            // when finish_reason is "error" or "unavailable" (the cluster cannot hold the model)
+  // The error is the request's own (its grammar past the work bound, a
+  // logit_bias that bans every token): the engine is as sound as before.
+  bool request_fault = false;
   int n_prompt = 0;
   int n_reused = 0;             // prompt tokens whose KV the slot already held
   double queue_seconds = 0.0;
@@ -118,7 +121,7 @@ class Scheduler {
   // Speculative decoding: each slot in decode guesses its next tokens
   // (Slot::draft), all of them within `rows` rows with their last tokens.
   void make_drafts(int rows);
-  void finish(Slot& slot, const char* reason, const std::string& error = {});
+  void finish(Slot& slot, const char* reason, const std::string& error = {}, bool request_fault = false);
   void finish_unstarted(Queued& q, const char* reason);
   void fail_active(const std::string& message, const char* reason = "error");
   // A stage failed (cause) or the cluster changed (null): new stages with

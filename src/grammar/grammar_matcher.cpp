@@ -5,6 +5,7 @@
 #include <map>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "util/error.h"
 
@@ -17,54 +18,98 @@ constexpr uint32_t kLeast[] = {0, 0, 0x80, 0x800, 0x10000};
 // Readings of the text at once: a grammar that needs more is ambiguous past
 // use (each step costs time in proportion).
 constexpr size_t kMaxStacks = 4096;
-// Rule references followed before a character: a deeper chain is refused
-// rather than allowed to exhaust the thread's stack.
-constexpr int kMaxExpansion = 1000;
+// Positions on one stack: rule references followed before a character
+// (each leaves its continuation behind); a deeper chain is refused.
+constexpr size_t kMaxStackDepth = 1000;
+
+struct StackHash {
+  size_t operator()(const std::vector<uint32_t>& s) const {
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ s.size();
+    for (uint32_t x : s) h = (h ^ x) * 0x100000001B3ull;
+    return static_cast<size_t>(h ^ (h >> 29));
+  }
+};
 
 }  // namespace
 
+void GrammarMatcher::Work::charge(uint64_t steps) {
+  done_ += steps;
+  if (done_ > kWorkPerToken)
+    fail("the grammar is too costly to follow: over {} steps of expansion for one token (rules that branch into "
+         "the same rules many ways over)",
+         kWorkPerToken);
+}
+
+// Replaces the rule reference on top of each stack by each of its
+// alternatives, until every stack shows a character set (or is empty). A
+// stack met before in this expansion (the same positions reached another
+// way) is not expanded again: `a ::= b | b`, forty rules deep, is forty
+// steps, not 2^40. Left recursion was refused by the parser, so it ends.
+class GrammarMatcher::Expansion {
+ public:
+  Expansion(const Grammar& g, std::vector<Stack>& out, Work& work) : g_(g), out_(out), work_(work) {
+    for (const Stack& s : out_) seen_.insert(s);
+  }
+
+  void add(Stack stack) {
+    todo_.push_back(std::move(stack));
+    while (!todo_.empty()) {
+      Stack s = std::move(todo_.back());
+      todo_.pop_back();
+      work_.charge(1 + s.size() / 16);
+      if (!seen_.insert(s).second) continue;
+      if (s.empty() || g_.symbols[s.back()].kind != Symbol::Kind::Rule) {
+        if (out_.size() >= kMaxStacks)
+          fail("the grammar is too ambiguous: more than {} ways to read the text at once", kMaxStacks);
+        out_.push_back(std::move(s));
+        continue;
+      }
+      if (s.size() >= kMaxStackDepth)
+        fail("the grammar nests rules more than {} deep before a character", kMaxStackDepth);
+      const uint32_t at = s.back();
+      s.pop_back();
+      if (g_.symbols[at + 1].kind != Symbol::Kind::End) s.push_back(at + 1);
+      const auto& alts = g_.rules[g_.symbols[at].rule];
+      // In reverse, so that the first alternative is expanded first (the
+      // order of the stacks, and so of nothing a user sees, but kept stable).
+      for (auto alt = alts.rbegin(); alt != alts.rend(); ++alt) {
+        Stack next = s;
+        if (g_.symbols[*alt].kind != Symbol::Kind::End) next.push_back(*alt);
+        todo_.push_back(std::move(next));
+      }
+    }
+  }
+
+ private:
+  const Grammar& g_;
+  std::vector<Stack>& out_;
+  Work& work_;
+  std::vector<Stack> todo_;
+  std::unordered_set<Stack, StackHash> seen_;
+};
+
 GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar) : grammar_(std::move(grammar)) {
   const Grammar& g = *grammar_;
+  Work work;
+  Expansion expansion(g, state_.stacks, work);
   for (uint32_t alt : g.rules[g.root]) {
     Stack stack;
     if (g.symbols[alt].kind != Symbol::Kind::End) stack.push_back(alt);
-    expand(std::move(stack), state_.stacks);
+    expansion.add(std::move(stack));
   }
 }
 
-// Replaces a rule reference on top by each of its alternatives, until every
-// stack shows a character set (or is empty). Left recursion was refused by
-// the parser, so this ends.
-void GrammarMatcher::expand(Stack stack, std::vector<Stack>& out, int depth) const {
+void GrammarMatcher::advance_char(const std::vector<Stack>& from, uint32_t cp, std::vector<Stack>& to,
+                                  Work& work) const {
   const Grammar& g = *grammar_;
-  if (!stack.empty() && g.symbols[stack.back()].kind == Symbol::Kind::Rule) {
-    if (depth > kMaxExpansion)
-      fail("the grammar nests rules more than {} deep before a character", kMaxExpansion);
-    const uint32_t at = stack.back();
-    stack.pop_back();
-    if (g.symbols[at + 1].kind != Symbol::Kind::End) stack.push_back(at + 1);
-    for (uint32_t alt : g.rules[g.symbols[at].rule]) {
-      Stack next = stack;
-      if (g.symbols[alt].kind != Symbol::Kind::End) next.push_back(alt);
-      expand(std::move(next), out, depth + 1);
-    }
-    return;
-  }
-  if (std::find(out.begin(), out.end(), stack) != out.end()) return;
-  if (out.size() >= kMaxStacks)
-    fail("the grammar is too ambiguous: more than {} ways to read the text at once", kMaxStacks);
-  out.push_back(std::move(stack));
-}
-
-void GrammarMatcher::advance_char(const std::vector<Stack>& from, uint32_t cp, std::vector<Stack>& to) const {
-  const Grammar& g = *grammar_;
+  Expansion expansion(g, to, work);
   for (const Stack& stack : from) {
     if (stack.empty()) continue;
     const uint32_t at = stack.back();
     if (!g.matches(g.symbols[at], cp)) continue;
     Stack next(stack.begin(), stack.end() - 1);
     if (g.symbols[at + 1].kind != Symbol::Kind::End) next.push_back(at + 1);
-    expand(std::move(next), to);
+    expansion.add(std::move(next));
   }
 }
 
@@ -106,7 +151,7 @@ bool GrammarMatcher::may_continue(const std::vector<Stack>& stacks, const Utf8& 
   });
 }
 
-bool GrammarMatcher::advance(State& state, uint8_t byte) const {
+bool GrammarMatcher::advance(State& state, uint8_t byte, Work& work) const {
   uint32_t cp = 0;
   switch (utf8_step(state.utf8, byte, cp)) {
     case Utf8Step::kRefused: return false;
@@ -114,7 +159,7 @@ bool GrammarMatcher::advance(State& state, uint8_t byte) const {
     case Utf8Step::kComplete: break;
   }
   std::vector<Stack> next;
-  advance_char(state.stacks, cp, next);
+  advance_char(state.stacks, cp, next, work);
   if (next.empty()) return false;
   state.stacks = std::move(next);
   return true;
@@ -122,8 +167,9 @@ bool GrammarMatcher::advance(State& state, uint8_t byte) const {
 
 bool GrammarMatcher::accept(std::string_view bytes) {
   State next = state_;
+  Work work;
   for (char c : bytes) {
-    if (!advance(next, static_cast<uint8_t>(c))) return false;
+    if (!advance(next, static_cast<uint8_t>(c), work)) return false;
   }
   state_ = std::move(next);
   return true;
@@ -194,7 +240,7 @@ class GrammarMatcher::Walk {
       if (const auto it = wide_.find(wide_key); it != wide_.end()) return it->second;
     }
     std::vector<Stack> next;
-    matcher_.advance_char(set.stacks, cp, next);
+    matcher_.advance_char(set.stacks, cp, next, work_);
     const int32_t to = next.empty() ? kRefused : intern(std::move(next));
     if (cp < 128) {
       sets_[static_cast<size_t>(from)].ascii[cp] = to;  // re-indexed: intern may grow sets_
@@ -214,6 +260,7 @@ class GrammarMatcher::Walk {
       switch (utf8_step(u, child.byte, cp)) {
         case Utf8Step::kRefused: continue;
         case Utf8Step::kPending:
+          work_.charge(sets_[static_cast<size_t>(set)].stacks.size() / 64);  // a large set costs a scan
           if (!matcher_.may_continue(sets_[static_cast<size_t>(set)].stacks, u)) continue;
           break;
         case Utf8Step::kComplete:
@@ -228,6 +275,7 @@ class GrammarMatcher::Walk {
   }
 
   const GrammarMatcher& matcher_;
+  GrammarMatcher::Work work_;  // one mask is one token's work
   const ByteTrie& trie_;
   std::vector<uint8_t>& allowed_;
   std::vector<Set> sets_;

@@ -18,17 +18,25 @@ class GrammarMatcher {
  public:
   explicit GrammarMatcher(std::shared_ptr<const Grammar> grammar);
 
+  // Each operation below is bounded by construction: the stacks a character
+  // leads to are found once each (a rule reached twice by different paths
+  // is expanded once), and an operation that would do more than
+  // kWorkPerToken steps of expansion throws shoal::Error naming the grammar
+  // as too costly, so one request's grammar cannot hold a thread, or the
+  // batch it shares, for long (docs/server-api.md, "Constrained output").
+  static constexpr uint64_t kWorkPerToken = uint64_t{1} << 18;
+
   // Takes `bytes` if the grammar allows them (the state moves on) and
   // returns true; otherwise returns false and the state is unchanged.
   // Throws shoal::Error when the grammar is so ambiguous that the ways to
-  // read the text pass a bound.
+  // read the text pass a bound, or past the work bound.
   bool accept(std::string_view bytes);
   // The text so far is a whole match: generation may end here.
   bool accepting() const;
   // A whole match after which nothing may follow: generation must end.
   bool finished() const;
   // Sets allowed[id] = 1 for every token of the trie whose bytes may come
-  // next (and leaves the rest as they are).
+  // next (and leaves the rest as they are). Throws past the work bound.
   void allowed_tokens(const ByteTrie& trie, std::vector<uint8_t>& allowed) const;
 
  private:
@@ -45,14 +53,23 @@ class GrammarMatcher {
     Utf8 utf8;
   };
 
+  // Steps of expansion done in one operation, against kWorkPerToken.
+  class Work {
+   public:
+    void charge(uint64_t steps);
+
+   private:
+    uint64_t done_ = 0;
+  };
+  class Expansion;
+
   // One byte of UTF-8: refused (not UTF-8, overlong, a surrogate, beyond
   // U+10FFFF), pending (more bytes to come), or complete (`cp` is set).
   static Utf8Step utf8_step(Utf8& u, uint8_t byte, uint32_t& cp);
   // Whether some stack may take a character that starts as `u` does.
   bool may_continue(const std::vector<Stack>& stacks, const Utf8& u) const;
-  bool advance(State& state, uint8_t byte) const;
-  void advance_char(const std::vector<Stack>& from, uint32_t code_point, std::vector<Stack>& to) const;
-  void expand(Stack stack, std::vector<Stack>& out, int depth = 0) const;
+  bool advance(State& state, uint8_t byte, Work& work) const;
+  void advance_char(const std::vector<Stack>& from, uint32_t code_point, std::vector<Stack>& to, Work& work) const;
   class Walk;
 
   std::shared_ptr<const Grammar> grammar_;

@@ -64,6 +64,11 @@ std::vector<TokenId> build_prompt(Engine& engine, GenerationRequest& g) {
 }
 
 ApiError engine_error(const RequestResult& r) {
+  // What the request itself asked for stopped it (a grammar past its work
+  // bound): the client's to fix, and the server is fine.
+  if (r.request_fault)
+    return ApiError(400, "The request was stopped while generating: " + r.error, "invalid_request_error", "",
+                    "request_stopped");
   return ApiError(500, "The engine failed while generating: " + r.error, "server_error", "", "engine_error");
 }
 
@@ -279,6 +284,7 @@ void handle_generation(ServingContext& ctx, const httplib::Request& req, httplib
   GenerationRequest g = chat ? parse_chat_request(body, ctx.options.defaults, ordered)
                              : parse_completion_request(body, ctx.options.defaults, ordered);
   ctx.check_model(g.model);
+  resolve_logit_bias(g, engine.tokenizer());
   compile_output_constraint(g, engine.chat_template().source());
   if (!g.tool_names.empty()) {  // the families' markers must reach the tool-call parser
     const Tokenizer& tok = engine.tokenizer();
@@ -303,7 +309,7 @@ void handle_generation(ServingContext& ctx, const httplib::Request& req, httplib
     metrics.count_finished(r);
     // Prompts are checked above, so an error here is the engine's (a lost
     // worker, say): later requests are likely to fail the same way.
-    if (r.finish_reason == "error") state.set_degraded(r.error);
+    if (r.finish_reason == "error" && !r.request_fault) state.set_degraded(r.error);
   });
   std::optional<uint64_t> id = ctx.in_flight.submit(*ctx.scheduler.load(), std::move(request));
   if (!id) throw shutting_down();

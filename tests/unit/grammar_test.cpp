@@ -114,12 +114,52 @@ TEST(Gbnf, ErrorsNameTheLineAndTheRule) {
   EXPECT_NE(error_of("").find("empty"), std::string::npos);
 }
 
-TEST(Gbnf, ALongChainOfRulesIsRefusedNotAStackOverflow) {
+TEST(Gbnf, ALongChainOfRulesIsFollowedWithoutRecursion) {
+  // Each rule is the next: the stack never grows, and expansion is a loop.
   std::string chain = "root ::= r0\n";
   for (int i = 0; i < 50000; ++i) chain += fmt::format("r{} ::= r{}\n", i, i + 1);
   chain += "r50000 ::= \"x\"\n";
-  const auto g = compile(chain);  // parsed without recursion
-  EXPECT_THROW(GrammarMatcher{g}, shoal::Error);
+  GrammarMatcher m(compile(chain));  // parsed and expanded without recursion
+  EXPECT_TRUE(m.accept("x"));
+  EXPECT_TRUE(m.finished());
+  // Each rule leaves something behind it: the stack grows a position a
+  // rule, and a chain deeper than the bound is refused, not followed.
+  std::string growing = "root ::= r0\n";
+  for (int i = 0; i < 5000; ++i) growing += fmt::format("r{} ::= r{} \"y\"\n", i, i + 1);
+  growing += "r5000 ::= \"x\"\n";
+  EXPECT_THROW(GrammarMatcher{compile(growing)}, shoal::Error);
+}
+
+TEST(Gbnf, RulesReachedManyWaysAreExpandedOnce) {
+  // 872 bytes from an adversarial pass: each rule is its successor twice,
+  // forty deep. Expanding every path is 2^40 steps; each distinct stack
+  // once, forty.
+  std::string doubled = "root ::= r0\n";
+  for (int i = 0; i < 40; ++i) doubled += fmt::format("r{} ::= r{} | r{}\n", i, i + 1, i + 1);
+  doubled += "r40 ::= \"x\"\n";
+  GrammarMatcher m(compile(doubled));
+  EXPECT_TRUE(m.accept("x"));
+  EXPECT_TRUE(m.finished());
+  // Repeated, and mid-reply: the same each character.
+  std::string repeated = "root ::= r0*\n";
+  for (int i = 0; i < 20; ++i) repeated += fmt::format("r{} ::= r{} | r{}\n", i, i + 1, i + 1);
+  repeated += "r20 ::= \"x\"\n";
+  GrammarMatcher r(compile(repeated));
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE(r.accept("x"));
+}
+
+TEST(Gbnf, AGrammarPastTheWorkBoundIsStoppedByName) {
+  // Distinct stacks at every level (each path leaves a different letter
+  // behind), so nothing is shared: 2^40 readings of the first character.
+  std::string branching = "root ::= r0\n";
+  for (int i = 0; i < 40; ++i) branching += fmt::format("r{} ::= r{} \"a\" | r{} \"b\"\n", i, i + 1, i + 1);
+  branching += "r40 ::= \"x\"\n";
+  try {
+    GrammarMatcher m(compile(branching));
+    FAIL() << "expanded";
+  } catch (const shoal::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("grammar"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Gbnf, AnAmbiguousGrammarIsStoppedNotLeftToGrow) {
