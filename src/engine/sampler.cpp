@@ -54,19 +54,25 @@ Sampler::Sampler(const SamplingParams& params, int n_vocab)
   rng_.seed(static_cast<uint32_t>(seed_ ^ (seed_ >> 32)));
   candidates_.resize(static_cast<size_t>(n_vocab));
   counts_.assign(static_cast<size_t>(n_vocab), 0);
+  for (const auto& [id, bias] : params_.logit_bias)
+    if (id < 0 || id >= n_vocab) fail("logit_bias names token {}, outside the vocabulary of {}", id, n_vocab);
 }
 
 int32_t Sampler::sample(const float* logits, std::span<const int32_t> history) {
   const size_t n = candidates_.size();
   const bool penalized = penalizes(history);
+  const bool biased = !params_.logit_bias.empty();
   // Plain greedy reads the logits as they are (a serving step runs this
   // for every stream, while the other threads wait).
-  if (params_.temperature <= 0.0f && !penalized)
+  if (params_.temperature <= 0.0f && !penalized && !biased)
     return static_cast<int32_t>(argmax(n, [&](size_t i) { return logits[i]; }));
   Candidate* c = candidates_.data();
   for (size_t i = 0; i < n; ++i) c[i] = {logits[i], static_cast<int32_t>(i)};
+  for (const auto& [id, bias] : params_.logit_bias) c[id].logit += bias;
   if (penalized) apply_penalties(history);
   const auto logit_of = [&](size_t i) { return c[i].logit; };
+  if (biased && !(c[argmax(n, logit_of)].logit > -std::numeric_limits<float>::infinity()))
+    fail("logit_bias bans every token that could come next");
 
   if (params_.temperature <= 0.0f) {
     return c[argmax(n, logit_of)].id;

@@ -1,6 +1,6 @@
 #pragma once
 // Token sampling, in the order of llama.cpp's default chain:
-//   penalties → top-k → top-p → min-p → temperature → draw.
+//   logit bias → penalties → top-k → top-p → min-p → temperature → draw.
 // The cuts are made on the untempered distribution; temperature only reshapes
 // what is left. All buffers are sized at construction: sample() does not
 // allocate. It is O(n_vocab) plus a sort of what survives: a partial sort of
@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <random>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace shoal {
@@ -24,13 +25,17 @@ struct SamplingParams {
   float presence_penalty = 0.0f;   // OpenAI: logit -= presence if the token occurred
   float frequency_penalty = 0.0f;  // OpenAI: logit -= frequency * count
   uint64_t seed = 0xFFFFFFFF;   // default: a random seed each run (LLAMA_DEFAULT_SEED)
+  // Added to a token's logit before anything else (OpenAI's and
+  // llama-server's logit_bias); -inf bans the token.
+  std::vector<std::pair<int32_t, float>> logit_bias;
 };
 
 class Sampler {
  public:
   static constexpr uint64_t kRandomSeed = 0xFFFFFFFF;
 
-  // Throws shoal::Error if n_vocab < 1.
+  // Throws shoal::Error if n_vocab < 1 or a biased token is outside the
+  // vocabulary.
   Sampler(const SamplingParams& params, int n_vocab);
 
   // logits: n_vocab values for the next position. history: every previous

@@ -231,7 +231,9 @@ void HttpServer::add_routes() {
 
   add("GET", "/health", [&ctx](const httplib::Request&, httplib::Response& res) {
     const ServerStatus s = ctx.state.status();
-    json body = {{"status", phase_name(s.phase)}};
+    // llama-server's word for a server that answers: "ok" (its docs and
+    // load balancers' checks look for it); the others by phase.
+    json body = {{"status", s.phase == Phase::Ready ? "ok" : phase_name(s.phase)}};
     if (s.phase == Phase::Loading) {
       body["progress"] = s.progress ? json{{"device", s.progress->device}, {"sent_bytes", s.progress->sent_bytes},
                                            {"total_bytes", s.progress->total_bytes},

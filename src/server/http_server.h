@@ -8,7 +8,7 @@
 //   POST /v1/chat/completions, /v1/completions   generation (SSE with "stream")
 //   GET  /v1/models, /v1/models/{id}              the served model
 //   GET  /v1/cluster                              devices, layers, memory, RTT, throughput
-//   GET  /health                                  200 ready; 503 loading / degraded
+//   GET  /health                                  200 {"status": "ok"}; 503 loading / degraded
 //   GET  /metrics                                 Prometheus text
 //   GET  /, /cluster, /static/...                 the web UI
 // The /v1 routes also answer without the prefix. With an API key, /v1/*

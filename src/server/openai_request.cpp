@@ -3,9 +3,11 @@
 // names it (OpenAI's wording where it has one), so a client learns what to
 // fix instead of getting a silently different generation.
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <limits>
 #include <regex>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -141,6 +143,56 @@ void read_constraint(const nlohmann::ordered_json& body, GenerationRequest& r) {
   }
 }
 
+// logit_bias as OpenAI sends it ({"token id": bias}, bias in [-100, 100])
+// and as llama-server also takes it (keys that are texts; [[id or text,
+// bias], …]; false for a bias bans the token). Resolved against the
+// vocabulary by the route.
+void read_logit_bias(const json& body, GenerationRequest& r) {
+  const json* v = field(body, "logit_bias");
+  if (!v) return;
+  constexpr size_t kMaxEntries = 1024;
+  if (!v->is_object() && !v->is_array()) bad_type("logit_bias", "an object", *v);
+  if (v->size() > kMaxEntries)
+    bad_value("logit_bias", fmt::format("at most {} entries, but got {}.", kMaxEntries, v->size()));
+  auto bias_of = [](const json& b, const std::string& key) {
+    if (b.is_boolean() && !b.get<bool>()) return -std::numeric_limits<float>::infinity();
+    if (!b.is_number()) bad_type(key, "a number (or false, to ban the token)", b);
+    const double x = b.get<double>();
+    if (!std::isfinite(x) || x < -100 || x > 100)
+      bad_value(key, fmt::format("expected a value in [-100, 100], but got {} instead.", b.dump()));
+    return static_cast<float>(x);
+  };
+  auto add = [&](const json& key, const json& bias, const std::string& name) {
+    GenerationRequest::Bias entry;
+    entry.bias = bias_of(bias, name);
+    if (key.is_number_integer() || key.is_number_unsigned()) {
+      entry.token = key.is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(key.get<uint64_t>(), INT64_MAX))
+                                             : key.get<int64_t>();
+      if (entry.token < 0) bad_value(name, fmt::format("token ids are not negative, but got {}.", entry.token));
+    } else if (key.is_string()) {
+      const std::string& k = key.get_ref<const std::string&>();
+      int64_t id = 0;
+      const auto [end, ec] = std::from_chars(k.data(), k.data() + k.size(), id);
+      if (ec == std::errc() && end == k.data() + k.size() && id >= 0) entry.token = id;
+      else if (k.empty()) bad_value(name, "an empty text names no token.");
+      else entry.text = k;
+    } else {
+      bad_type(name, "a token id or a text", key);
+    }
+    r.logit_bias.push_back(std::move(entry));
+  };
+  if (v->is_object()) {
+    for (const auto& [key, bias] : v->items()) add(json(key), bias, fmt::format("logit_bias.{}", key));
+  } else {
+    for (size_t i = 0; i < v->size(); ++i) {
+      const json& pair = (*v)[i];
+      const std::string name = fmt::format("logit_bias[{}]", i);
+      if (!pair.is_array() || pair.size() != 2) bad_type(name, "a [token, bias] pair", pair);
+      add(pair[0], pair[1], name);
+    }
+  }
+}
+
 // Fields this server parses for both endpoints.
 void read_common(const json& body, const RequestDefaults& defaults, GenerationRequest& r) {
   if (const json* v = field(body, "model")) {
@@ -164,6 +216,9 @@ void read_common(const json& body, const RequestDefaults& defaults, GenerationRe
   if (read_integer(body, "max_tokens", 1, std::numeric_limits<int32_t>::max(), i)) o.max_tokens = static_cast<int>(i);
   if (read_integer(body, "max_completion_tokens", 1, std::numeric_limits<int32_t>::max(), i))
     o.max_tokens = static_cast<int>(i);
+  // llama-server's name for it; -1 there means "until the end".
+  if (read_integer(body, "n_predict", -1, std::numeric_limits<int32_t>::max(), i))
+    o.max_tokens = i == 0 ? defaults.max_tokens : static_cast<int>(i);
   if (read_integer(body, "n", 1, std::numeric_limits<int32_t>::max(), i) && i != 1)
     bad_value("n", fmt::format("only n = 1 is supported, but got {} instead.", i));
 
@@ -223,6 +278,40 @@ void read_common(const json& body, const RequestDefaults& defaults, GenerationRe
 
   if (const json* v = field(body, "functions"); v && !(v->is_array() && v->empty()))
     unsupported("functions", "the deprecated 'functions'; send 'tools'");
+  if (field(body, "function_call")) unsupported("function_call", "the deprecated 'function_call'; send 'tool_choice'");
+  read_logit_bias(body, r);
+}
+
+// llama-server's n_probs: the most likely alternatives per token, as
+// logprobs (chat) or the legacy logprobs count (completions) ask.
+void read_n_probs(const json& body, GenerationRequest& r) {
+  int64_t n = 0;
+  if (read_integer(body, "n_probs", 0, 20, n) && n > 0) r.options.logprobs = static_cast<int>(n);
+}
+
+// Every parameter a request may carry: what this server honours, and the
+// few that ask nothing of a generation (who the caller is, whether OpenAI
+// should store the reply, llama-server's prompt cache switch: the cache is
+// always used and changes no bit). Anything else is refused by name, so a
+// client never gets a silently different answer (docs/server-api.md).
+const std::set<std::string, std::less<>> kCommonParameters = {
+    "model", "stream", "stream_options", "max_tokens", "max_completion_tokens", "n_predict", "n",
+    "temperature", "top_p", "min_p", "presence_penalty", "frequency_penalty", "repeat_penalty", "top_k",
+    "repeat_last_n", "ignore_eos", "seed", "speculative", "speculative.n_max", "speculative.n_min",
+    "speculative.p_min", "stop", "functions", "function_call", "logit_bias", "n_probs", "response_format",
+    "json_schema", "grammar", "user", "metadata", "store", "service_tier", "cache_prompt"};
+
+void refuse_unknown(const json& body, std::initializer_list<std::string_view> own) {
+  for (const auto& [key, value] : body.items()) {
+    if (kCommonParameters.count(key) || std::find(own.begin(), own.end(), key) != own.end()) continue;
+    throw ApiError(400, fmt::format("Unrecognized request argument supplied: {}", key), "invalid_request_error", key,
+                   "unknown_parameter");
+  }
+  if (const json* v = field(body, "cache_prompt"); v && !v->is_boolean()) bad_type("cache_prompt", "a boolean", *v);
+  for (const char* key : {"user", "service_tier"})
+    if (const json* v = field(body, key); v && !v->is_string()) bad_type(key, "a string", *v);
+  if (const json* v = field(body, "store"); v && !v->is_boolean()) bad_type("store", "a boolean", *v);
+  if (const json* v = field(body, "metadata"); v && !v->is_object()) bad_type("metadata", "an object", *v);
 }
 
 std::string message_content(const json& content, const std::string& role, size_t index) {
@@ -378,6 +467,8 @@ void read_tool_choice(const json& body, GenerationRequest& r) {
 
 GenerationRequest parse_chat_request(const json& body, const RequestDefaults& defaults,
                                      const nlohmann::ordered_json& ordered_body) {
+  refuse_unknown(body, {"messages", "tools", "tool_choice", "parallel_tool_calls", "logprobs", "top_logprobs",
+                       "chat_template_kwargs"});
   GenerationRequest r;
   r.chat = true;
   read_common(body, defaults, r);
@@ -393,6 +484,7 @@ GenerationRequest parse_chat_request(const json& body, const RequestDefaults& de
   if (read_integer(body, "top_logprobs", 0, 20, top) && !logprobs)
     bad_value("top_logprobs", "'logprobs' must be set to true when 'top_logprobs' is used.");
   r.options.logprobs = logprobs ? static_cast<int>(top) : -1;
+  read_n_probs(body, r);
 
   const json* messages = field(body, "messages");
   if (!messages) throw ApiError(400, "Missing required parameter: 'messages'.", "invalid_request_error", "messages",
@@ -441,12 +533,14 @@ GenerationRequest parse_completion_request(const json& body, const RequestDefaul
                                            const nlohmann::ordered_json& ordered_body) {
   if (const json* v = field(body, "tools"); v && !(v->is_array() && v->empty()))
     unsupported("tools", "tools are offered through /v1/chat/completions");
+  refuse_unknown(body, {"prompt", "logprobs", "echo", "best_of", "suffix", "tools"});
   GenerationRequest r;
   read_common(body, defaults, r);
   read_constraint(ordered_body.is_object() ? ordered_body : nlohmann::ordered_json::parse(body.dump()), r);
   // The legacy API's logprobs: how many alternatives per token (OpenAI allows 5; llama-server more).
   int64_t logprobs = 0;
   if (read_integer(body, "logprobs", 0, 20, logprobs)) r.options.logprobs = static_cast<int>(logprobs);
+  read_n_probs(body, r);
   if (const json* v = field(body, "echo"); v && v->is_boolean() && v->get<bool>())
     unsupported("echo", "the prompt is not echoed");
   if (const json* v = field(body, "best_of"); v && !(v->is_number() && v->get<double>() == 1))
@@ -468,6 +562,25 @@ GenerationRequest parse_completion_request(const json& body, const RequestDefaul
     bad_type("prompt", "a string", *prompt);
   }
   return r;
+}
+
+}  // namespace shoal::server
+
+namespace shoal::server {
+
+void resolve_logit_bias(GenerationRequest& g, const Tokenizer& tokenizer) {
+  auto& out = g.options.sampling.logit_bias;
+  const int n_vocab = tokenizer.n_vocab();
+  for (const GenerationRequest::Bias& b : g.logit_bias) {
+    if (b.text.empty()) {
+      if (b.token >= n_vocab)
+        bad_value("logit_bias", fmt::format("token {} is outside the vocabulary of {} tokens.", b.token, n_vocab));
+      out.emplace_back(static_cast<int32_t>(b.token), b.bias);
+      continue;
+    }
+    // As llama-server: the text's tokens, without BOS or special tokens.
+    for (TokenId t : tokenizer.encode(b.text, false, false)) out.emplace_back(t, b.bias);
+  }
 }
 
 }  // namespace shoal::server

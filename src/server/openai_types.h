@@ -77,7 +77,17 @@ struct GenerationRequest {
   std::string gbnf;
   std::string constrained_by;
   // options.logprobs: chat's top_logprobs when logprobs is true, a
-  // completion's logprobs count; -1 when not asked.
+  // completion's logprobs count, or llama-server's n_probs; -1 when not asked.
+  //
+  // logit_bias as sent: a token id, or a text whose tokens all get the bias
+  // (llama-server's form); the route resolves them against the vocabulary
+  // into options.sampling.logit_bias (resolve_logit_bias).
+  struct Bias {
+    int64_t token = -1;  // -1: `text` instead
+    std::string text;
+    float bias = 0;      // -inf: banned (llama-server's false)
+  };
+  std::vector<Bias> logit_bias;
 };
 
 // Throws ApiError 400 for a body that is not a JSON object.
@@ -88,6 +98,11 @@ GenerationRequest parse_chat_request(const json& body, const RequestDefaults& de
                                      const nlohmann::ordered_json& ordered = nullptr);
 GenerationRequest parse_completion_request(const json& body, const RequestDefaults& defaults,
                                            const nlohmann::ordered_json& ordered = nullptr);
+
+// logit_bias into options.sampling.logit_bias: ids checked against the
+// vocabulary, texts tokenized (each of their tokens biased). Throws
+// ApiError 400 naming logit_bias.
+void resolve_logit_bias(GenerationRequest& g, const Tokenizer& tokenizer);
 
 // What every response object and chunk of one request repeats.
 struct ResponseMeta {
