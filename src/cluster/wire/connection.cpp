@@ -182,9 +182,15 @@ void Connection::send_error(ErrorCode code, const std::string& message, uint64_t
   }
 }
 
-void Connection::read_exact(uint8_t* dst, size_t n, Clock::time_point deadline, int progress_ms, int silent_ms) {
+void Connection::read_exact(uint8_t* dst, size_t n, Clock::time_point& deadline, int progress_ms, int silent_ms,
+                            Pace* pace) {
   const bool bounded = deadline != Clock::time_point::max();
   while (n > 0) {
+    if (pace && Clock::now() > pace->limit())
+      throw LinkError(LinkError::Kind::Timeout, peer_,
+                      fmt::format("{} sends a frame slower than {} KB/s: not a working link (timeout)", peer_,
+                                  kSlowestLinkBytesPerMs),
+                      this);
     if (bounded) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
       pollfd p{fd_, POLLIN, 0};
@@ -204,7 +210,11 @@ void Connection::read_exact(uint8_t* dst, size_t n, Clock::time_point deadline, 
                       fmt::format("connection to {} lost: {}", peer_, std::strerror(errno)), this);
     }
     last_received_ = now_ticks();
-    if (progress_ms > 0) deadline = Clock::now() + std::chrono::milliseconds(progress_ms);
+    if (pace) pace->received += static_cast<uint64_t>(got);
+    if (progress_ms > 0) {
+      deadline = Clock::now() + std::chrono::milliseconds(progress_ms);
+      if (pace) deadline = std::min(deadline, pace->limit());
+    }
     dst += got;
     n -= static_cast<size_t>(got);
   }
@@ -236,7 +246,7 @@ void Connection::receive_by(Frame& frame, Clock::time_point deadline) {
 bool Connection::read_frame(Frame& frame, Clock::time_point header_deadline, int header_silent_ms,
                             Clock::time_point payload_deadline, int payload_progress_ms) {
   uint8_t header[kHeaderBytes];
-  read_exact(header, kHeaderBytes, header_deadline, 0, header_silent_ms);
+  read_exact(header, kHeaderBytes, header_deadline, 0, header_silent_ms);  // (a copy: never moved)
   const FrameHeader h = decode_header(header);
   frame.header = h;
   if (h.magic != kMagic) {
@@ -259,15 +269,30 @@ bool Connection::read_frame(Frame& frame, Clock::time_point header_deadline, int
                                                      h.payload_bytes, max_payload_));
     throw ProtocolError(ErrorCode::FrameTooLarge, msg);
   }
-  frame.payload.resize(h.payload_bytes);
   int progress_ms = 0, silent_ms = header_silent_ms;
+  Pace pace;
+  Pace* paced = nullptr;
   if (payload_deadline == Clock::time_point::min()) {
     // receive_one: the payload gets its own wait, moved on while bytes of a big one come.
     silent_ms = payload_progress_ms;
     payload_deadline = Clock::now() + std::chrono::milliseconds(payload_progress_ms);
-    if (h.payload_bytes > (64u << 10)) progress_ms = payload_progress_ms;
+    if (h.payload_bytes > (64u << 10)) {
+      progress_ms = payload_progress_ms;
+      pace = {Clock::now(), payload_progress_ms, 0};
+      paced = &pace;
+    }
   }
-  read_exact(frame.payload.data(), frame.payload.size(), payload_deadline, progress_ms, silent_ms);
+  // The buffer grows as bytes arrive, not as the header declares: a peer
+  // that declares 255 MiB and sends a byte every second holds a few KiB.
+  size_t have = 0;
+  const size_t want = h.payload_bytes;
+  while (true) {
+    const size_t room = std::min(want, std::max<size_t>(have * 2, kFirstPayloadChunk));
+    frame.payload.resize(room);
+    read_exact(frame.payload.data() + have, room - have, payload_deadline, progress_ms, silent_ms, paced);
+    have = room;
+    if (have == want) break;
+  }
   if (cipher_ && !cipher_->open(header, frame.payload)) {
     const std::string msg = fmt::format(
         "integrity check failed on a {} frame from {}: it was altered, replayed, dropped or injected on the way; the "
@@ -311,6 +336,29 @@ nlohmann::json Connection::expect_json(MessageType expected, int timeout_ms) {
 }
 
 void Connection::shutdown() noexcept { ::shutdown(fd_, SHUT_RDWR); }
+
+void Connection::linger(std::chrono::milliseconds most) noexcept {
+  // Closing with unread input makes the kernel send RST, and a peer's
+  // kernel then drops the ERROR frame it has not read yet: its end of the
+  // stream comes first, and what it still sends is read and dropped.
+  ::shutdown(fd_, SHUT_WR);
+  const auto until = Clock::now() + most;
+  uint8_t scratch[16384];
+  size_t dropped = 0;
+  while (dropped < (1u << 20)) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
+    if (left <= 0) return;
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left)) <= 0) return;
+    const ssize_t got = ::recv(fd_, scratch, sizeof scratch, MSG_DONTWAIT);
+    if (got == 0) return;
+    if (got < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      return;
+    }
+    dropped += static_cast<size_t>(got);
+  }
+}
 
 nlohmann::json parse_json(const Frame& frame) {
   auto body = nlohmann::json::parse(frame.payload.begin(), frame.payload.end(), nullptr, false);

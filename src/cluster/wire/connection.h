@@ -111,13 +111,33 @@ class Connection {
   int fd() const { return fd_; }
   // Wakes a reader blocked in another thread (it sees end of stream).
   void shutdown() noexcept;
+  // After an ERROR sent on a protocol failure, before the connection goes:
+  // ends our side and reads what the peer still sends (at most `most`, and
+  // 1 MiB), so that the ERROR reaches it instead of a reset.
+  void linger(std::chrono::milliseconds most) noexcept;
 
  private:
+  // A big payload's pace: after its first window, the bytes so far must
+  // keep up with the slowest link worth using, on average. A peer that
+  // sends a byte a second keeps resetting a silence timeout, never this.
+  struct Pace {
+    Clock::time_point start;
+    int window_ms = 0;
+    uint64_t received = 0;
+    Clock::time_point limit() const {
+      return start + std::chrono::milliseconds(window_ms + received / kSlowestLinkBytesPerMs);
+    }
+  };
   // Fills dst by `deadline` (Clock::time_point::max(): no deadline). With
-  // progress_ms > 0, every byte that arrives moves the deadline to
-  // progress_ms from then (a big payload on a slow link). `silent_ms` is
-  // what the timeout message reports.
-  void read_exact(uint8_t* dst, size_t n, Clock::time_point deadline, int progress_ms, int silent_ms);
+  // progress_ms > 0, every byte that arrives moves `deadline` to
+  // progress_ms from then (a big payload on a slow link), but never past
+  // what `pace` allows. `silent_ms` is what the timeout message reports.
+  void read_exact(uint8_t* dst, size_t n, Clock::time_point& deadline, int progress_ms, int silent_ms,
+                  Pace* pace = nullptr);
+  // A payload's first piece of buffer; it doubles as bytes arrive.
+  static constexpr size_t kFirstPayloadChunk = 64u << 10;
+  // The slowest link a frame may take (2 Mbit/s).
+  static constexpr uint64_t kSlowestLinkBytesPerMs = 256;
   // One frame: its header by header_deadline, its payload as read_frame's
   // callers decide. False for a HEARTBEAT.
   bool read_frame(Frame& frame, Clock::time_point header_deadline, int header_silent_ms,

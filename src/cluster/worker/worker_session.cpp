@@ -99,6 +99,9 @@ void WorkerSession::run() {
   } catch (const ProtocolError& e) {
     ++s_.stats_.refused;
     spdlog::warn("{}", e.what());
+    // The ERROR that names the fault is out: let it arrive before we go
+    // (an unread rest of the peer's garbage would otherwise reset it away).
+    conn_->linger(std::chrono::milliseconds(1000));
   } catch (const wire::LinkError& e) {
     if (e.kind() == wire::LinkError::Kind::Timeout) ++s_.stats_.timed_out;
     spdlog::info("{}", e.what());
