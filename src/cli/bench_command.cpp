@@ -9,6 +9,7 @@
 #include <random>
 
 #include "cli/common_options.h"
+#include "cli/option_range.h"
 #include "engine/stage_report.h"
 #include "engine/generator.h"
 #include "util/error.h"
@@ -261,11 +262,16 @@ Command add_bench_command(CLI::App& app) {
   add_engine_options(*cmd, o->common);
   add_cluster_options(*cmd, o->common);
   add_speculative_options(*cmd, o->common);
-  cmd->add_option("-p,--n-prompt", o->n_prompt, "prompt tokens (pp test; 0 = skip)")->capture_default_str();
-  cmd->add_option("-n,--n-gen", o->n_gen, "generated tokens (tg test; 0 = skip)")->capture_default_str();
+  cmd->add_option("-p,--n-prompt", o->n_prompt, "prompt tokens (pp test; 0 = skip)")
+      ->capture_default_str()
+      ->check(whole_number_in(0, 1 << 20));
+  cmd->add_option("-n,--n-gen", o->n_gen, "generated tokens (tg test; 0 = skip)")
+      ->capture_default_str()
+      ->check(whole_number_in(0, 1 << 20));
   cmd->add_option("-d,--n-depth", o->n_depth, "tokens already in the context before each test (llama-bench -d)")
+      ->check(whole_number_in(0, 1 << 20))
       ->capture_default_str();
-  cmd->add_option("-r,--repetitions", o->repetitions, "runs per test")->capture_default_str();
+  cmd->add_option("-r,--repetitions", o->repetitions, "runs per test")->capture_default_str()->check(whole_number_in(1, 1000));
   cmd->add_option("-o,--output", o->output, "md or json")->capture_default_str();
   cmd->add_option("-f,--file", o->prompt_file,
                   "with speculative decoding: the prompt of the greedy test (default: a code edit, as a chat turn)");

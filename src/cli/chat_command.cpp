@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "cli/common_options.h"
+#include "cli/option_range.h"
 #include "engine/generator.h"
 #include "util/log.h"
 
@@ -64,7 +65,8 @@ Command add_chat_command(CLI::App& app) {
   add_cluster_options(*cmd, o->common);
   add_speculative_options(*cmd, o->common);
   cmd->add_option("--system", o->system, "system message");
-  cmd->add_option("-n,--n-predict", o->n_predict, "most tokens per answer (-1: until the end)");
+  cmd->add_option("-n,--n-predict", o->n_predict, "most tokens per answer (-1: until the end)")
+      ->check(whole_number_in(-1, INT32_MAX));
   return [o] { return chat(*o); };
 }
 

@@ -45,7 +45,10 @@ void resolve_cluster_options(CommonOptions& o);
 // The stage builder the options ask for: every layer local without --rpc.
 StageBuilder stage_builder(CommonOptions& o);
 // Parses "8G", "512M", "1024" (bytes); throws shoal::Error.
-uint64_t parse_size(const std::string& text);
+uint64_t parse_size(const std::string& text, const char* flag);
+// The check of a size option as it is parsed (parse_size's rules), so a bad
+// one is refused before any file is opened.
+CLI::Validator byte_size();
 
 // Speculative decoding, as llama-server spells it: -md, --spec-type,
 // --draft-max, --draft-min, --draft-p-min.

@@ -169,7 +169,7 @@ Command add_plan_command(CLI::App& app) {
                   "with -md or --spec-type: the share of guessed tokens expected to be right (`shoal bench` and "
                   "/metrics measure it)")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 0.99));
+      ->check(number_in(0.0, 0.99));
   cmd->add_option("--parallel", o->engine.n_seq, "sequence slots")
       ->capture_default_str()
       ->check(whole_number_in(1, 256));

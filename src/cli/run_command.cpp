@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "cli/common_options.h"
+#include "cli/option_range.h"
 #include "engine/stage_report.h"
 #include "engine/generator.h"
 #include "grammar/gbnf_parser.h"
@@ -129,7 +130,9 @@ Command add_run_command(CLI::App& app) {
   add_speculative_options(*cmd, o->common);
   cmd->add_option("-p,--prompt", o->prompt, "prompt text");
   cmd->add_option("-f,--file", o->prompt_file, "read the prompt from a file");
-  cmd->add_option("-n,--n-predict", o->n_predict, "tokens to generate (-1: until the end)")->capture_default_str();
+  cmd->add_option("-n,--n-predict", o->n_predict, "tokens to generate (-1: until the end)")
+      ->capture_default_str()
+      ->check(whole_number_in(-1, INT32_MAX));
   cmd->add_flag("--no-echo", o->no_echo, "do not print the prompt");
   cmd->add_flag("--chat", o->chat, "wrap the prompt as one user turn in the model's chat template");
   cmd->add_option("--system", o->system, "system message for --chat");

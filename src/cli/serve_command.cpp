@@ -72,7 +72,7 @@ int serve(ServeOptions& o) {
   if (!o.api_key_file.empty()) s.api_key = read_api_key(o.api_key_file);
   else if (s.host != "127.0.0.1" && s.host != "localhost" && s.host != "::1")
     spdlog::warn("listening on {} without --api-key-file: anyone who can reach it can use the model", s.host);
-  s.body_limit = parse_size(o.body_limit);
+  s.body_limit = parse_size(o.body_limit, "--body-limit");
   if (o.head_timeout_s < 0.1 || o.body_timeout_s < 0.1 || s.limits.max_connections < 1 || s.limits.max_per_address < 1)
     fail("the --http-* limits must be positive");
   s.limits.head_timeout_ms = static_cast<int>(o.head_timeout_s * 1000);
@@ -167,24 +167,30 @@ Command add_serve_command(CLI::App& app) {
   add_cluster_options(*cmd, o->common);
   add_speculative_options(*cmd, o->common);
   cmd->add_option("--host", o->server.host, "address to listen on")->capture_default_str();
-  cmd->add_option("--port", o->server.port, "port (0: any free port)")->capture_default_str();
+  cmd->add_option("--port", o->server.port, "port (0: any free port)")->capture_default_str()->check(port_number());
   cmd->add_option("--parallel,--np", o->server.parallel, "requests served at once (sequence slots)")
       ->capture_default_str()
       ->check(whole_number_in(1, 256));
   cmd->add_option("-n,--n-predict", o->n_predict, "default max_tokens for a request (-1: until the end)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(whole_number_in(-1, INT32_MAX));
   cmd->add_option("--api-key-file", o->api_key_file, "file holding the key that /v1/* requires as a Bearer token");
   cmd->add_option("--body-limit", o->body_limit, "largest request body (larger ones get 413)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(byte_size());
   server::HttpLimits& l = o->server.limits;
   cmd->add_option("--http-head-timeout", o->head_timeout_s, "seconds for a request's whole head (408 after)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(number_in(0.1, 3600));
   cmd->add_option("--http-body-timeout", o->body_timeout_s, "seconds for a request's whole body (408 after)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(number_in(0.1, 3600));
   cmd->add_option("--http-max-connections", l.max_connections, "connections open at once (503 over it)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(whole_number_in(1, 65536));
   cmd->add_option("--http-max-per-address", l.max_per_address, "connections from one client address (429 over it)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(whole_number_in(1, 65536));
   return [o] { return serve(*o); };
 }
 

@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "cli/common_options.h"
+#include "cli/option_range.h"
 #include "cluster/wire/cluster_key.h"
 #include "cluster/worker/advertiser.h"
 #include "cluster/worker/worker_server.h"
@@ -54,9 +55,9 @@ int run_worker(WorkerCliOptions& o) {
          "and use this machine. Use a key (`shoal keygen`, then --key-file), or add --trusted-network to confirm "
          "that every host that can reach {} is yours",
          w.host, w.host);
-  w.mem_limit = parse_size(o.mem);
+  w.mem_limit = parse_size(o.mem, "--mem");
   w.plain_frames = o.insecure;
-  if (o.timeout_s < 0.1 || o.timeout_s > 3600) fail("--worker-timeout {} is out of range 0.1..3600", o.timeout_s);
+  if (!(o.timeout_s >= 0.1 && o.timeout_s <= 3600)) fail("--worker-timeout {} is out of range 0.1..3600", o.timeout_s);
   w.timeout_ms = static_cast<int>(o.timeout_s * 1000);
   if (o.no_cache) {
     w.cache_dir.clear();
@@ -64,7 +65,7 @@ int run_worker(WorkerCliOptions& o) {
     const char* home = std::getenv("HOME");
     w.cache_dir = std::string(home ? home : "/tmp") + "/.cache/shoal/worker";
   }
-  w.cache_max = parse_size(o.cache_max);
+  w.cache_max = parse_size(o.cache_max, "--cache-max");
   if (o.advertise && !w.key)
     fail("--advertise needs the cluster key (--key-file or SHOAL_CLUSTER_KEY): only key holders may hear of this worker");
   WorkerServer server(w);
@@ -91,24 +92,28 @@ Command add_worker_command(CLI::App& app) {
   auto o = std::make_shared<WorkerCliOptions>();
   auto* cmd = app.add_subcommand("worker", "lend this machine's CPU or GPU and memory to a primary");
   cmd->add_option("--host", o->worker.host, "address to listen on")->capture_default_str();
-  cmd->add_option("--port", o->worker.port, "port (0: any free port)")->capture_default_str();
-  cmd->add_option("--mem", o->mem, "memory to lend, e.g. 8G (0: what is free)")->capture_default_str();
+  cmd->add_option("--port", o->worker.port, "port (0: any free port)")->capture_default_str()->check(port_number());
+  cmd->add_option("--mem", o->mem, "memory to lend, e.g. 8G (0: what is free)")->capture_default_str()->check(byte_size());
   cmd->add_option("--key-file", o->key_file, "cluster key file from `shoal keygen` (or set SHOAL_CLUSTER_KEY)");
   cmd->add_option("--key-passphrase-file", o->key_passphrase_file,
                   "file holding a passphrase the cluster key is derived from (or set SHOAL_CLUSTER_PASSPHRASE)");
   cmd->add_option("--cache-dir", o->worker.cache_dir, "weight cache (default ~/.cache/shoal/worker)");
-  cmd->add_option("--cache-max", o->cache_max, "weight cache size limit")->capture_default_str();
+  cmd->add_option("--cache-max", o->cache_max, "weight cache size limit")->capture_default_str()->check(byte_size());
   cmd->add_flag("--no-cache", o->no_cache, "keep no weights on disk");
   cmd->add_option("--models-dir", o->worker.models_dir, "GGUF files this machine already has");
-  cmd->add_option("-t,--threads", o->worker.threads, "threads (default: physical cores)");
+  cmd->add_option("-t,--threads", o->worker.threads, "threads (default: physical cores)")->check(thread_count());
   add_device_option(*cmd, o->worker.device);
   cmd->add_option("--worker-timeout", o->timeout_s,
                   "seconds of silence after which the primary counts as gone (its stages are freed)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(number_in(0.1, 3600));
   cmd->add_option("--max-connections", o->worker.max_sessions, "authenticated connections at once")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(whole_number_in(1, 4096));
   cmd->add_flag("--advertise", o->advertise, "announce this worker on the LAN (for a primary's --rpc auto)");
-  cmd->add_option("--advertise-port", o->beacon_port, "UDP port the beacons go to")->capture_default_str();
+  cmd->add_option("--advertise-port", o->beacon_port, "UDP port the beacons go to")
+      ->capture_default_str()
+      ->check(whole_number_in(1, 65535));
   cmd->add_flag("--insecure", o->insecure,
                 "a trusted network: allow a non-loopback address without a key, and plain frames with one");
   cmd->add_flag("--trusted-network", o->trusted_network,

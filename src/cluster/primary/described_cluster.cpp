@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 #include "cluster/primary/catalogue_toml.h"
+#include "cluster/primary/toml_depth.h"
 #include "util/printable.h"
 
 namespace shoal {
@@ -72,6 +73,7 @@ std::string device_name(const toml::table& dev, size_t i, const std::string& sou
 }  // namespace
 
 std::vector<DeviceInfo> parse_described_cluster(const std::string& text, const std::string& source) {
+  check_toml_depth(text, source);
   toml::table doc;
   try {
     doc = toml::parse(text, source);
@@ -91,6 +93,9 @@ std::vector<DeviceInfo> described_devices(const toml::array* list, const std::st
     if (!dev) fail("{}: device {} is not a table", source, i + 1);
     const std::string label = device_name(*dev, i, source);
     const std::string where = fmt::format("{}: device '{}'", source, label);
+    // The plan names devices by their names: two alike could not be told apart.
+    for (const DeviceInfo& before : out)
+      if (before.address == label) fail("{}: two devices are named '{}': give each its own name", source, label);
     check_keys(*dev, kDeviceKeys, where, fmt::format("in [[device]] {}", i + 1));
     // Explicit numbers, or the catalogue's; explicit ones win.
     toml::table spec;
