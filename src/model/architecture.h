@@ -57,6 +57,11 @@ struct Architecture {
   // The router's gating function, weight normalisation and scale come from
   // the file (expert_gating_func, ...), as llama.cpp reads them for deepseek2.
   bool routing_from_file = false;
+  // An expert's width when the file leaves expert_feed_forward_length out
+  // (or 0): the dense width split among the experts a token uses,
+  // feed_forward_length / expert_used_count (qwen3moe, qwen35moe, as
+  // llama.cpp computes it), else feed_forward_length itself.
+  bool expert_width_split = false;
 };
 
 // The entry for `name` (with or without experts); throws naming the

@@ -197,8 +197,10 @@ std::string ModelConfig::tensor_name(TensorKind kind, int layer) const {
 
 void ModelConfig::validate() const {
   if (n_layer <= 0 || n_layer > 4096) fail("bad block_count {}", n_layer);
-  if (n_embd <= 0 || n_embd > 65536 || n_head <= 0 || n_head > 1024 || n_head_kv <= 0 || n_ff <= 0 ||
-      n_ff > (1 << 20) || n_vocab <= 0)
+  // No dense FFN at all (experts in every layer) may leave its width 0.
+  const bool dense_ffn = !has(TensorKind::FfnGateInp) || n_dense_lead > 0;
+  if (n_embd <= 0 || n_embd > 65536 || n_head <= 0 || n_head > 1024 || n_head_kv <= 0 || n_ff < 0 ||
+      (dense_ffn && n_ff == 0) || n_ff > (1 << 20) || n_vocab <= 0)
     fail("bad dimensions (embedding {}, heads {}/{}, ffn {}, vocabulary {})", n_embd, n_head, n_head_kv, n_ff,
          n_vocab);
   if (n_head % n_head_kv != 0) fail("head_count {} is not a multiple of head_count_kv {}", n_head, n_head_kv);
@@ -323,12 +325,17 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
   const int64_t nextn = f.get_int(key("nextn_predict_layers"), 0);
   if (nextn < 0 || nextn >= c.n_layer) fail("{}: bad nextn_predict_layers {} for {} blocks", f.path(), nextn, c.n_layer);
   c.n_layer -= static_cast<int>(nextn);
+  // Required and optional keys as llama.cpp 0c1e570's loader reads them
+  // (llama-model.cpp load_hparams, src/models/*.cpp): a file it loads loads
+  // here. feed_forward_length is optional there (0: a model of experts
+  // only, such as Qwen3.5 MoE, has no dense FFN); the RMS norm's epsilon
+  // and the context length are required for every architecture Shoal runs.
   c.n_embd = static_cast<int>(f.get_int(key("embedding_length")));
-  c.n_ff = static_cast<int>(f.get_int(key("feed_forward_length")));
+  c.n_ff = static_cast<int>(f.get_int(key("feed_forward_length"), 0));
   c.n_head = static_cast<int>(f.get_int(key("attention.head_count")));
   c.n_head_kv = static_cast<int>(f.get_int(key("attention.head_count_kv"), c.n_head));
-  c.n_ctx_train = static_cast<int>(f.get_int(key("context_length"), 2048));
-  c.norm_eps = static_cast<float>(f.get_float(key("attention.layer_norm_rms_epsilon"), 1e-5));
+  c.n_ctx_train = static_cast<int>(f.get_int(key("context_length")));
+  c.norm_eps = static_cast<float>(f.get_float(key("attention.layer_norm_rms_epsilon")));
   c.rope_style = arch.rope_style;
   c.activation = arch.activation;
   if (c.n_layer <= 0 || c.n_layer > 4096) fail("{}: bad block_count {}", f.path(), c.n_layer);
@@ -371,9 +378,14 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
 
   if (c.n_expert > 0) {
     c.n_expert_used = static_cast<int>(f.get_int(key("expert_used_count")));
-    c.n_ff_exp = static_cast<int>(f.get_int(key("expert_feed_forward_length"), c.n_ff));
-    if (!arch.shared_expert_tensors.empty())
-      c.n_ff_shexp = static_cast<int>(f.get_int(key("expert_shared_feed_forward_length"), c.n_ff));
+    const int64_t width = f.get_int(key("expert_feed_forward_length"), 0);
+    c.n_ff_exp = static_cast<int>(width != 0                ? width
+                                  : arch.expert_width_split ? (c.n_expert_used > 0 ? c.n_ff / c.n_expert_used : 0)
+                                                            : c.n_ff);
+    if (!arch.shared_expert_tensors.empty()) {
+      const int64_t shared = f.get_int(key("expert_shared_feed_forward_length"), 0);
+      c.n_ff_shexp = static_cast<int>(shared != 0 ? shared : c.n_ff);
+    }
     // Groups of experts (DeepSeek V3): llama.cpp reads these for every architecture.
     c.n_expert_groups = static_cast<int>(f.get_int(key("expert_group_count"), 0));
     c.n_group_used = static_cast<int>(f.get_int(key("expert_group_used_count"), 0));
