@@ -14,7 +14,7 @@ from conftest import RANDOM_MODELS, ROOT, fetch, random_model, run_shoal
 from server_fixtures import Server
 
 sys.path.insert(0, str(ROOT / "tests" / "models"))
-from gguf_files import copy_metadata, finish, writer_like  # noqa: E402
+from gguf_files import copy_metadata, copy_with, finish, with_chat_template, writer_like  # noqa: E402
 
 
 def test_gemma3_270m_answers_like_llama_cpp(shoal_bin, tmp_path):
@@ -64,18 +64,6 @@ def test_qwen3_thinking_switch(shoal_bin, tmp_path):
     with Server(shoal_bin, model, tmp_path, "--reasoning", "off") as s:
         r = s.client().chat.completions.create(model=Path(model).name, messages=messages, max_tokens=1)
         assert r.usage.prompt_tokens == direct.usage.prompt_tokens
-
-
-def with_chat_template(src, dst, template):
-    """A copy of the GGUF `src` whose tokenizer.chat_template is `template`."""
-    r = gguf.GGUFReader(str(src))
-    w = writer_like(r, dst)
-    copy_metadata(r, w, skip=("tokenizer.chat_template",))
-    w.add_chat_template(template)
-    for t in r.tensors:
-        w.add_tensor(t.name, t.data, raw_dtype=t.tensor_type)
-    finish(w)
-    return dst
 
 
 def test_any_chat_template_renders_and_a_broken_one_is_a_clear_error(shoal_bin, test_data, tmp_path):
@@ -186,3 +174,20 @@ def test_unsupported_deepseek2_variants_are_refused_by_name(shoal_bin, tmp_path)
     temperature = deepseek2_variant(tmp_path, "temp.gguf", extra={"deepseek2.attention.temperature_scale": 0.1})
     r = run_shoal(shoal_bin, "run", "-m", temperature, "-p", "x", "-n", 1)
     assert r.returncode == 1 and "attention.temperature_scale" in r.stderr, r.stderr
+
+
+def test_optional_metadata_keys_are_optional_as_in_llama_cpp(shoal_bin, tmp_path):
+    """llama.cpp reads feed_forward_length as optional (0 when absent): a
+    Qwen3.5 MoE file has no dense FFN, and some converters leave the key out.
+    Such a file loads and gives the text of the file with it; keys llama.cpp
+    requires stay required, named."""
+    src = random_model("random-qwen35moe")
+    dst = copy_with(src, tmp_path / "no-ffn-width.gguf", skip=("qwen35moe.feed_forward_length",))
+    args = ("-p", "Once upon a time", "-n", 12, "--temp", 0, "-t", 2)
+    plain = run_shoal(shoal_bin, "run", "-m", src, *args)
+    without = run_shoal(shoal_bin, "run", "-m", dst, *args)
+    assert plain.returncode == 0 and without.returncode == 0, without.stderr
+    assert without.stdout == plain.stdout
+    no_eps = copy_with(src, tmp_path / "no-eps.gguf", skip=("qwen35moe.attention.layer_norm_rms_epsilon",))
+    r = run_shoal(shoal_bin, "run", "-m", no_eps, *args)
+    assert r.returncode == 1 and "layer_norm_rms_epsilon" in r.stderr, r.stderr

@@ -66,7 +66,7 @@ def test_rpc_auto_finds_key_holders_and_takes_a_late_one_at_the_next_replan(shoa
             return {m["address"]: m["state"] for m in (c or {}).get("workers") or []}
 
         deadline = time.monotonic() + 60
-        while get("/health") is None or get("/health").get("status") != "ready":
+        while get("/health") is None or get("/health").get("status") != "ok":
             assert time.monotonic() < deadline, "the primary never became ready"
             time.sleep(0.2)
         assert members() == {a: "active", b: "active"}, members()  # the other key's worker is not used

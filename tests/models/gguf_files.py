@@ -37,6 +37,25 @@ def finish(writer):
     writer.close()
 
 
+def copy_with(src, dst, skip=(), add=None):
+    """A copy of the GGUF `src` at `dst` without the keys in `skip`, and with
+    add(writer) called for new ones; the tensors as they are."""
+    r = gguf.GGUFReader(str(src))
+    w = writer_like(r, dst)
+    copy_metadata(r, w, skip=skip)
+    if add:
+        add(w)
+    for t in r.tensors:
+        w.add_tensor(t.name, t.data, raw_dtype=t.tensor_type)
+    finish(w)
+    return dst
+
+
+def with_chat_template(src, dst, template):
+    """A copy of the GGUF `src` whose tokenizer.chat_template is `template`."""
+    return copy_with(src, dst, skip=("tokenizer.chat_template",), add=lambda w: w.add_chat_template(template))
+
+
 def make_pinned(name, path, expected, write, print_hashes=False):
     """Writes `path` with write(tmp_path) unless it is there with sha256
     `expected`; returns False (and says why) when the new file's hash is not
