@@ -521,7 +521,10 @@ Value binary_op(Interpreter& in, const std::string& op, const Value& a, const Va
     // longest a template may make, a list's slots within its memory (the
     // items are the same values, shared, not copies).
     const uint64_t unit = seq.is_string() ? seq.text().size() : seq.list->size();
-    if (unit != 0 && n > (uint64_t{1} << 40) / unit) in.check_size(SIZE_MAX);
+    // Nothing repeated any number of times is nothing, at once ('' * 10**18
+    // would otherwise loop 10**18 times making it).
+    if (unit == 0 || n == 0) return seq.is_string() ? Value::from(std::string()) : Value::from(List{});
+    if (n > (uint64_t{1} << 40) / unit) in.check_size(SIZE_MAX);
     if (seq.is_string()) {
       in.check_size(n * unit);
       reserve_bytes(n * unit);
@@ -542,21 +545,37 @@ Value binary_op(Interpreter& in, const std::string& op, const Value& a, const Va
   auto as_int = [](const Value& v) { return v.kind == Value::Kind::Bool ? int64_t{v.boolean} : v.integer; };
   if (ints && op != "/" && !(op == "**" && as_int(b) < 0)) {
     int64_t x = as_int(a), y = as_int(b);
-    if (op == "+") return Value::from(x + y);
-    if (op == "-") return Value::from(x - y);
-    if (op == "*") return Value::from(x * y);
+    // Python's integers do not overflow; these do, so past 64 bits is an
+    // error rather than a wrapped (or, for INT64_MIN // -1, trapping) result.
+    int64_t r = 0;
+    auto checked = [&](bool overflowed) {
+      if (overflowed) fault("integer {} overflows 64 bits", op);
+      return Value::from(r);
+    };
+    if (op == "+") return checked(__builtin_add_overflow(x, y, &r));
+    if (op == "-") return checked(__builtin_sub_overflow(x, y, &r));
+    if (op == "*") return checked(__builtin_mul_overflow(x, y, &r));
     if (op == "//" || op == "%") {
       if (y == 0) fault("integer division or modulo by zero");
-      int64_t q = x / y, r = x % y;
-      if (r != 0 && ((r < 0) != (y < 0))) {
-        --q;
-        r += y;
+      if (x == INT64_MIN && y == -1) {
+        if (op == "%") return Value::from(int64_t{0});
+        fault("integer // overflows 64 bits");
       }
-      return Value::from(op == "//" ? q : r);
+      int64_t q = x / y, m = x % y;
+      if (m != 0 && ((m < 0) != (y < 0))) {
+        --q;
+        m += y;
+      }
+      return Value::from(op == "//" ? q : m);
     }
     if (op == "**") {
-      int64_t r = 1;
-      for (int64_t i = 0; i < y && i < 64; ++i) r *= x;
+      // 0, 1 and -1 to any power stay small; any other base overflows
+      // within 63 multiplications, so the loop is short.
+      if (x == 0 || x == 1) return Value::from(y == 0 ? int64_t{1} : x);
+      if (x == -1) return Value::from(y % 2 ? int64_t{-1} : int64_t{1});
+      r = 1;
+      for (int64_t i = 0; i < y; ++i)
+        if (__builtin_mul_overflow(r, x, &r)) fault("integer ** overflows 64 bits");
       return Value::from(r);
     }
   }

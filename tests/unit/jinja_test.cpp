@@ -120,6 +120,9 @@ TEST(JinjaBrokenTemplate, RepetitionAndCopiesStopAtTheMemoryLimit) {
                "32 MiB", limits);
   expect_error("{% set s = 'x' * 16000000 %}{% for c in s %}{% endfor %}", "32 MiB", limits);
   expect_error("{% set s = ',' * 16000000 %}{{ s.split(',') | length }}", "32 MiB", limits);
+  // Nothing repeated is nothing, however many times (found by the fuzzer:
+  // it looped 10**18 times making an empty string).
+  EXPECT_EQ(render("{{ '' * 1000000000000000000 }}{{ ([] * 1000000000000000000) | length }}", limits), "0");
   // A list that repeats one string shares it: slots only.
   EXPECT_EQ(render("{% set s = 'x' * 1000000 %}{% set l = [s] * 20000 %}{{ l | length }}", limits), "20000");
   // … but printing or joining it would make a 20 GB string.
@@ -144,6 +147,16 @@ TEST(JinjaBrokenTemplate, WorkInsideOneOperationIsTimed) {
                "template line 1", limits);
   expect_error("{% set l = range(20000) | list %}{{ (l + l + l + l) | unique | length }}", "took over", limits);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
+}
+
+TEST(JinjaBrokenTemplate, IntegersPast64BitsAreAnErrorNotAWrapOrATrap) {
+  EXPECT_EQ(render("{{ 2 ** 62 }} {{ (-1) ** 100000000000 }} {{ 1 ** 100000000000 }} {{ 0 ** 0 }} "
+                   "{{ (-9223372036854775807 - 1) % -1 }}"),
+            "4611686018427387904 1 1 1 0");
+  expect_error("{{ (-9223372036854775807 - 1) // -1 }}", "overflows 64 bits");  // idiv would trap
+  expect_error("{{ 9223372036854775807 + 1 }}", "overflows 64 bits");
+  expect_error("{{ 3037000500 * 3037000500 }}", "overflows 64 bits");
+  expect_error("{{ 2 ** 64 }}", "overflows 64 bits");
 }
 
 TEST(JinjaBrokenTemplate, DeepStatementsInRecursiveMacrosStopAtTheStackShare) {
