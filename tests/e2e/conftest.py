@@ -11,6 +11,11 @@ ROOT = Path(__file__).resolve().parents[2]
 TEST_DATA = ROOT / "tests" / "data"
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "quick: the smoke tests of `scripts/test --quick` (one model served, a "
+                                       "two-worker split, a recovery, a template against jinja2)")
+
+
 @pytest.fixture(scope="session")
 def shoal_bin():
     path = Path(os.environ.get("SHOAL_BIN", ROOT / "build" / "shoal"))

@@ -93,7 +93,8 @@ def model_tokens(path):
 
 
 # The fetched models that carry a template, and the random Qwen3 (a thinking template).
-@pytest.mark.parametrize("model_name", ["smollm2", "qwen2.5-coder-0.5b", "random-qwen3"])
+@pytest.mark.parametrize("model_name", [pytest.param("smollm2", marks=pytest.mark.quick), "qwen2.5-coder-0.5b",
+                                        "random-qwen3"])
 def test_model_template_renders_as_jinja2_does(shoal_bin, tmp_path, smollm2, model_name):
     model = {"smollm2": smollm2}.get(model_name) or (
         random_model(model_name) if model_name.startswith("random-") else fetch(model_name))

@@ -51,6 +51,7 @@ def report(name, server, fault_at):
     return detect, recovery
 
 
+@pytest.mark.quick
 def test_killed_worker_mid_stream_gives_the_same_text(serve_cluster, workers):
     ws = workers(3, "--worker-timeout", TIMEOUT)
     s = serve_cluster(ws)

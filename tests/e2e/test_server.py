@@ -66,6 +66,7 @@ def stream_text(stream):
 
 # --- answers equal `shoal run`'s ------------------------------------------------
 
+@pytest.mark.quick
 def test_chat_matches_shoal_run(server, shoal_bin, smollm2):
     expected, n_prompt, n_gen = run_chat(run_shoal, shoal_bin, smollm2, QUESTION, N)
     client = server.client()
@@ -351,6 +352,7 @@ def test_client_disconnect_frees_its_slot(serve):
 
 # --- across machines -----------------------------------------------------------------
 
+@pytest.mark.quick
 def test_two_workers_answer_like_shoal_run(serve, workers, shoal_bin, smollm2):
     expected, n_prompt, _ = run_chat(run_shoal, shoal_bin, smollm2, QUESTION, N)
     ws = workers(2)
