@@ -3,6 +3,7 @@
 #include <openssl/evp.h>
 
 #include "util/error.h"
+#include "util/hex.h"
 
 namespace shoal {
 
@@ -10,14 +11,7 @@ namespace {
 constexpr char kDigits[] = "0123456789abcdef";
 }
 
-std::string ContentHash::hex() const {
-  std::string out(bytes.size() * 2, '0');
-  for (size_t i = 0; i < bytes.size(); ++i) {
-    out[2 * i] = kDigits[bytes[i] >> 4];
-    out[2 * i + 1] = kDigits[bytes[i] & 15];
-  }
-  return out;
-}
+std::string ContentHash::hex() const { return to_hex(bytes.data(), bytes.size()); }
 
 ContentHash ContentHash::from_hex(const std::string& hex) {
   ContentHash h;

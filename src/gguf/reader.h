@@ -40,7 +40,6 @@ class File {
   uint64_t alignment() const { return alignment_; }
   const std::string& path() const { return name_; }
   size_t file_size() const { return size_; }
-  const uint8_t* file_data() const { return base_; }
 
   // Metadata in file order.
   const std::vector<std::pair<std::string, Value>>& metadata() const { return metadata_; }

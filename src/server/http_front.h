@@ -83,7 +83,6 @@ class HttpFront {
  private:
   struct Conn;
   void accept_loop();
-  void accept_ready();
   // Reads what arrived; false when the connection is done with (closed,
   // refused, or handed to a handler).
   bool on_readable(Conn& c);

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "server/json_brackets.h"
 #include "server/openai_types.h"
 
 namespace shoal::server {
@@ -358,21 +359,11 @@ std::string key_before(const std::string& body, size_t pos) {
 // printing and templating a value recurse through it, so a body nested a
 // hundred thousand levels deep must be refused before any of that.
 int json_depth(const std::string& body) {
-  int depth = 0, deepest = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < body.size(); ++i) {
-    const char c = body[i];
-    if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      deepest = std::max(deepest, ++depth);
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
-  }
+  int deepest = 0;
+  walk_json_brackets(body, 0, [&](size_t, int depth) {
+    deepest = std::max(deepest, depth);
+    return true;
+  });
   return deepest;
 }
 

@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/json_brackets.h"
+
 namespace shoal::server {
 namespace {
 
@@ -32,22 +34,12 @@ std::string call_id() {
 // Where the JSON object or array that opens at s[start] ends (one past its
 // closing bracket), or npos when it does not close.
 size_t json_extent(std::string_view s, size_t start) {
-  int depth = 0;
-  bool in_string = false;
-  for (size_t i = start; i < s.size(); ++i) {
-    char c = s[i];
-    if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      ++depth;
-    } else if (c == '}' || c == ']') {
-      if (--depth == 0) return i + 1;
-    }
-  }
-  return std::string_view::npos;
+  size_t end = std::string_view::npos;
+  walk_json_brackets(s, start, [&](size_t i, int depth) {
+    if (depth == 0) end = i + 1;
+    return depth != 0;
+  });
+  return end;
 }
 
 // {"name": …, "arguments" or "parameters": {…} or "…"} → a call.

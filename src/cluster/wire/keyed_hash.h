@@ -5,10 +5,11 @@
 #include <cstdint>
 #include <string>
 
+#include "util/hex.h"
+
 namespace shoal::wire {
 
 std::array<uint8_t, 32> hmac_sha256(const std::string& key, const std::string& message);
-std::string to_hex(const uint8_t* bytes, size_t n);
 inline std::string hmac_sha256_hex(const std::string& key, const std::string& message) {
   const auto mac = hmac_sha256(key, message);
   return to_hex(mac.data(), mac.size());

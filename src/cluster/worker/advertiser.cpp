@@ -94,7 +94,7 @@ void send_from(int fd, const std::string& datagram, const Destination& d, int po
 std::string random_id() {
   unsigned char id[8];
   RAND_bytes(id, sizeof(id));
-  return wire::to_hex(id, sizeof(id));
+  return to_hex(id, sizeof(id));
 }
 
 }  // namespace
