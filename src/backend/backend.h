@@ -179,13 +179,18 @@ struct DeviceCounters {
   uint64_t driver_allocations = 0;  // host memory the driver asked for
 };
 
+// The kinds of device a backend drives; kind_name() is what HELLO and
+// /v1/cluster report ("cpu", "vulkan").
+enum class BackendKind { Cpu, Vulkan };
+inline const char* kind_name(BackendKind kind) { return kind == BackendKind::Cpu ? "cpu" : "vulkan"; }
+
 class Backend {
  public:
   virtual ~Backend() = default;
   // "CPU", or the device's name for a GPU.
   virtual std::string name() const = 0;
-  // "cpu" or "vulkan": what HELLO and /v1/cluster report.
-  virtual std::string kind() const = 0;
+  // What kind of device: bits match only within one kind.
+  virtual BackendKind kind() const = 0;
   // Bytes of memory free on the device now (host memory for the CPU).
   virtual uint64_t free_memory() const = 0;
   virtual std::optional<DeviceCounters> device_counters() const { return std::nullopt; }

@@ -111,7 +111,7 @@ class RowSplitBackend : public Backend {
   uint64_t exchanges() const { return exchanges_; }
 
   std::string name() const override { return inner_->name(); }
-  std::string kind() const override { return inner_->kind(); }
+  BackendKind kind() const override { return inner_->kind(); }
   uint64_t free_memory() const override { return inner_->free_memory(); }
   std::unique_ptr<Buffer> allocate(size_t bytes) override { return inner_->allocate(bytes); }
   void upload(DevicePtr dst, const void* src, size_t bytes) override {

@@ -32,7 +32,7 @@ class CpuBackend : public Backend {
   static size_t scratch_bytes(int max_tokens, int64_t max_cols);
 
   std::string name() const override { return "CPU"; }
-  std::string kind() const override { return "cpu"; }
+  BackendKind kind() const override { return BackendKind::Cpu; }
   uint64_t free_memory() const override;
 
   std::unique_ptr<Buffer> allocate(size_t bytes) override;

@@ -33,7 +33,7 @@ class VulkanBackend : public Backend {
   ~VulkanBackend() override;
 
   std::string name() const override { return name_; }
-  std::string kind() const override { return "vulkan"; }
+  BackendKind kind() const override { return BackendKind::Vulkan; }
   // Free device memory now (the budget extension's figure, or the heap
   // less what this backend holds).
   uint64_t free_memory() const override;

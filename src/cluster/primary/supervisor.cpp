@@ -367,7 +367,7 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_stages(Engine& engi
       // Every local layer runs on the GPU: its memory is what the primary
       // lends; its speed is not measured (the planner then splits by memory).
       local_.backend = gpu->name();
-      local_.kind = gpu->kind();
+      local_.kind = kind_name(gpu->kind());
       local_.free_memory = gpu->free_memory();
       local_.matvec_gbps = local_.matmul_gflops = 0.0;
     }
@@ -389,7 +389,7 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_stages(Engine& engi
   // The last tensor group may run the output head (the cost model decides), but not when the
   // primary's head is a GPU (the local run's logits are that GPU's) or the logits are wider than a
   // FORWARD_RESULT may be.
-  if (engine.head_backend().kind() != "cpu" || config.n_vocab > static_cast<int>(wire::kMaxResultWidth))
+  if (engine.head_backend().kind() != BackendKind::Cpu || config.n_vocab > static_cast<int>(wire::kMaxResultWidth))
     input.logit_bytes = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
