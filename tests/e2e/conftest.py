@@ -14,6 +14,8 @@ TEST_DATA = ROOT / "tests" / "data"
 def pytest_configure(config):
     config.addinivalue_line("markers", "quick: the smoke tests of `scripts/test --quick` (one model served, a "
                                        "two-worker split, a recovery, a template against jinja2)")
+    config.addinivalue_line("markers", "serial: measures time or CPU, so runs alone (scripts/test runs these after "
+                                       "the others, which go two at a time with pytest-xdist)")
 
 
 @pytest.fixture(scope="session")

@@ -28,6 +28,10 @@ from shoal_wire import ERROR, FORWARD, HELLO, VERSION, Peer, header
 sys.path.insert(0, str(ROOT / "tests" / "models"))
 from gguf_files import with_chat_template  # noqa: E402
 
+# Runs alone, not beside other tests (a request's time beside a costly grammar, and CPU left idle,
+# measured): scripts/test runs the serial tests after the others, which go two at a time.
+pytestmark = pytest.mark.serial
+
 MESSAGES = [{"role": "user", "content": "Hi"}]
 
 

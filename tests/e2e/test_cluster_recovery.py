@@ -25,6 +25,10 @@ from conftest import ManagedProcess, random_model, run_shoal
 from server_fixtures import STORY_PROMPT as PROMPT, Server, cluster, complete, netns_stream_with_cut, stream_with_fault
 from shoal_wire import PING, PONG, Peer, STATS, STATS_REPLY
 
+# Runs alone, not beside other tests (how soon a lost worker is noticed, measured against the
+# timeout): scripts/test runs the serial tests after the others, which go two at a time.
+pytestmark = pytest.mark.serial
+
 TIMEOUT = 2  # --worker-timeout in these tests (seconds), as conftest.serve_cluster's
 N = 64       # tokens per completion (ignore_eos keeps every run this long; server_fixtures' default)
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,6 +12,10 @@ import pytest
 
 from server_fixtures import Server
 
+# Runs alone, not beside other tests (deadlines of slow clients, measured): scripts/test runs the
+# serial tests after the others, which go two at a time.
+pytestmark = pytest.mark.serial
+
 PROMPT = "The capital of France is"
 
 

@@ -310,6 +310,10 @@ while True:
 
 CLIENT = r"""
 import socket, sys, time
+
+# Runs alone, not beside other tests (the delays and rates a relay adds, measured): scripts/test
+# runs the serial tests after the others, which go two at a time.
+pytestmark = pytest.mark.serial
 host, port, n, timeout = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
 t0 = time.monotonic()
 with socket.create_connection((host, port), timeout=timeout) as s:

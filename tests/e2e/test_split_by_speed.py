@@ -16,6 +16,10 @@ from conftest import ROOT, run_shoal
 sys.path.insert(0, str(ROOT / "tests" / "tools"))
 from cpu_share import CpuShare, CpuShareUnavailable  # noqa: E402
 
+# Runs alone, not beside other tests (a real-time neighbour spins on one CPU to make a slow device):
+# scripts/test runs the serial tests after the others, which go two at a time.
+pytestmark = pytest.mark.serial
+
 
 def layers_of(err, address):
     m = re.search(rf"^{re.escape(address)} +CPU +(?:none|\d+-\d+ \((\d+)\))", err, re.M)

@@ -28,6 +28,10 @@ from conftest import ManagedProcess, run_shoal
 from server_fixtures import Server
 from shoal_wire import ERROR, FORWARD, HEADER, HEARTBEAT, HELLO, Peer, header
 
+# Runs alone, not beside other tests (deadlines and CPU shares measured under 64-128 strangers):
+# scripts/test runs the serial tests after the others, which go two at a time.
+pytestmark = pytest.mark.serial
+
 TIMEOUT = 2  # --worker-timeout: the handshake deadline in these tests (seconds)
 
 

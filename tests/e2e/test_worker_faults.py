@@ -16,6 +16,10 @@ from conftest import run_shoal
 from shoal_wire import (ERROR, FORWARD, HELLO, LINK_PROBE, LINK_PROBE_ECHO, PROBE, PROBE_RESULT, STATS, VERSION, Peer,
                         header, served_peer)
 
+# Runs alone, not beside other tests (a worker's CPU share measured while 1,000 strangers hang on):
+# scripts/test runs the serial tests after the others, which go two at a time.
+pytestmark = pytest.mark.serial
+
 PROMPT = "Once upon a time"
 
 
