@@ -26,6 +26,10 @@ import netns  # noqa: E402
 RELAY = os.environ.get("SHOAL_DELAY_RELAY", str(ROOT / "build" / "shoal_delay_relay"))
 T = 10  # per-socket-operation timeout, seconds
 
+# Runs alone, not beside other tests (the delays and rates a relay adds, measured): scripts/test
+# runs the serial tests after the others, which go two at a time.
+pytestmark = pytest.mark.serial
+
 
 # --- helpers -------------------------------------------------------------------
 
@@ -310,10 +314,6 @@ while True:
 
 CLIENT = r"""
 import socket, sys, time
-
-# Runs alone, not beside other tests (the delays and rates a relay adds, measured): scripts/test
-# runs the serial tests after the others, which go two at a time.
-pytestmark = pytest.mark.serial
 host, port, n, timeout = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
 t0 = time.monotonic()
 with socket.create_connection((host, port), timeout=timeout) as s:
