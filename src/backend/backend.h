@@ -32,7 +32,7 @@ namespace shoal {
 // with the output, by get_rows; norms, biases, a convolution's taps), which
 // the CPU reads where it lies and a GPU holds beside the rest.
 // Attention's heads, for a tensor group that divides them
-// (backend/row_split_backend.h): n_head query heads of head_dim values
+// (backend/tensor_split_backend.h): n_head query heads of head_dim values
 // (q_head_rows rows of the Q projection each: 2 head_dim with an output
 // gate beside each query), n_head_kv key and value heads.
 struct AttentionHeads {
@@ -270,7 +270,7 @@ class Backend {
   // out[t] = dequantized row ids[t] of w (host ids, checked against w.rows).
   virtual void get_rows(const Matrix& w, const int32_t* ids, int n, DevicePtr out) = 0;
 
-  // A tensor group member (backend/row_split_backend.h) holds some of a
+  // A tensor group member (backend/tensor_split_backend.h) holds some of a
   // mixture's experts: the layer runs only those, then trades the rows of
   // expert outputs. slots[i] (`width` floats) is expert slot_expert[i]'s
   // output for one token; share_expert_rows fills in the slots of experts

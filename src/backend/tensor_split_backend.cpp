@@ -1,4 +1,4 @@
-#include "backend/row_split_backend.h"
+#include "backend/tensor_split_backend.h"
 
 #include <algorithm>
 #include <cstring>
@@ -7,32 +7,8 @@
 
 namespace shoal {
 
-namespace {
-// Where member r's units start when `units` (at least one per member) are
-// shared by `weights`: one unit each, and the rest in proportion. With
-// equal weights this is ⌊units·r/k⌋.
-int64_t share_edge(int64_t units, int r, const ShareWeights& weights) {
-  const int k = static_cast<int>(weights.size());
-  if (r >= k) return units;
-  int64_t before = 0, total = 0;
-  for (int i = 0; i < k; ++i) {
-    total += weights[static_cast<size_t>(i)];
-    if (i < r) before += weights[static_cast<size_t>(i)];
-  }
-  return r + (units - k) * before / total;
-}
-}  // namespace
-
-RowShare row_share(int64_t rows, int rank, const ShareWeights& weights) {
-  const int64_t units = (rows + kRowShareUnit - 1) / kRowShareUnit;
-  auto edge = [&](int r) { return std::min(rows, share_edge(units, r, weights) * kRowShareUnit); };
-  return {edge(rank), rank + 1 == static_cast<int>(weights.size()) ? rows : edge(rank + 1)};
-}
-
-bool row_split(int64_t rows, int size) { return size > 1 && rows >= kRowShareUnit * size; }
-
-RowSplitBackend::RowSplitBackend(std::unique_ptr<Backend> inner, std::shared_ptr<RowExchange> exchange, int rank,
-                                 ShareWeights weights)
+TensorSplitBackend::TensorSplitBackend(std::unique_ptr<Backend> inner, std::shared_ptr<RowExchange> exchange,
+                                       int rank, ShareWeights weights)
     : inner_(std::move(inner)),
       exchange_(std::move(exchange)),
       rank_(rank),
@@ -56,90 +32,34 @@ std::span<float> at_least(std::vector<float>& v, size_t n) {
 
 }  // namespace
 
-bool row_split_weight(const WeightToPrepare& w, int size) {
-  return !w.rows_only && w.slice_rows == 0 && row_split(w.matrix->rows, size);
-}
-
-bool expert_split(int n_expert, int size) { return size > 1 && n_expert >= size; }
-
-RowShare expert_share(int n_expert, int rank, const ShareWeights& weights) {
-  return {share_edge(n_expert, rank, weights), share_edge(n_expert, rank + 1, weights)};
-}
-
-bool expert_split_weight(const WeightToPrepare& w, int size) {
-  return w.experts && !w.rows_only && w.slice_rows > 0 &&
-         expert_split(static_cast<int>(w.matrix->rows / w.slice_rows), size);
-}
-
-RowShare expert_rows(const WeightToPrepare& w, int rank, const ShareWeights& weights) {
-  const RowShare e = expert_share(static_cast<int>(w.matrix->rows / w.slice_rows), rank, weights);
-  return {e.begin * w.slice_rows, e.end * w.slice_rows};
-}
-
-bool head_split(const AttentionHeads& h, int size) {
-  // Shares in whole groups of eight rows (a head's rows are a multiple of eight).
-  return size > 1 && h.any() && h.n_head >= size && h.head_dim % 8 == 0 && h.q_head_rows % 8 == 0;
-}
-
-HeadShare head_share(const AttentionHeads& h, int rank, const ShareWeights& weights) {
-  const int group = h.n_head / h.n_head_kv, size = static_cast<int>(weights.size());
-  auto edge = [&](int units, int r) { return static_cast<int>(share_edge(units, r, weights)); };
-  HeadShare s;
-  if (h.n_head_kv >= size) {  // whole KV heads, each with its query heads
-    s.kv_begin = edge(h.n_head_kv, rank);
-    s.kv_end = edge(h.n_head_kv, rank + 1);
-    s.q_begin = s.kv_begin * group;
-    s.q_end = s.kv_end * group;
-  } else {  // query heads, and every KV head they read
-    s.q_begin = edge(h.n_head, rank);
-    s.q_end = edge(h.n_head, rank + 1);
-    s.kv_begin = s.q_begin / group;
-    s.kv_end = (s.q_end - 1) / group + 1;
-  }
-  return s;
-}
-
-size_t head_scratch_bytes(const AttentionHeads& h, const HeadShare& share, int n_tokens) {
-  const int64_t per_token = 2 * int64_t{h.head_dim} * (share.kv_heads() + share.q_heads());
-  return static_cast<size_t>(n_tokens * per_token) * sizeof(float);
-}
-
 namespace {
-bool head_split_weight(const WeightToPrepare& w, int size) {
-  if (w.head_rows == HeadRows::None || !head_split(w.heads, size)) return false;
-  const AttentionHeads& h = w.heads;
-  return w.matrix->rows == (w.head_rows == HeadRows::Query ? int64_t{h.n_head} * h.q_head_rows
-                                                           : int64_t{h.n_head_kv} * h.head_dim);
+// The rows a member keeps of a weight and the view of them; nullopt where
+// it keeps the whole matrix. Rows are stored back to back (in groups of
+// eight when interleaved, and a share starts on a group): the share is a
+// contiguous view.
+struct KeptShare {
+  RowShare rows;
+  Matrix view;
+};
+std::optional<KeptShare> kept_share(const WeightToPrepare& w, int rank, const ShareWeights& weights) {
+  const std::optional<RowShare> kept = w.matrix->empty() ? std::nullopt : kept_rows(w, rank, weights);
+  if (!kept) return std::nullopt;
+  const Matrix& m = *w.matrix;
+  return KeptShare{*kept, Matrix{m.type, m.row(kept->begin), kept->rows(), m.cols, m.interleaved}};
 }
 }  // namespace
 
-RowShare head_rows(const WeightToPrepare& w, int rank, const ShareWeights& weights) {
-  const HeadShare s = head_share(w.heads, rank, weights);
-  if (w.head_rows == HeadRows::Query)
-    return {int64_t{s.q_begin} * w.heads.q_head_rows, int64_t{s.q_end} * w.heads.q_head_rows};
-  return {int64_t{s.kv_begin} * w.heads.head_dim, int64_t{s.kv_end} * w.heads.head_dim};
-}
-
-std::optional<RowShare> kept_rows(const WeightToPrepare& w, int rank, const ShareWeights& weights) {
-  const int size = static_cast<int>(weights.size());
-  if (expert_split_weight(w, size)) return expert_rows(w, rank, weights);
-  if (head_split_weight(w, size)) return head_rows(w, rank, weights);
-  if (row_split_weight(w, size)) return row_share(w.matrix->rows, rank, weights);
-  return std::nullopt;
-}
-
-uint64_t RowSplitBackend::prepare_weights(std::span<const WeightToPrepare> weights, PreparedMemory& keep) {
+uint64_t TensorSplitBackend::prepare_weights(std::span<const WeightToPrepare> weights, PreparedMemory& keep) {
   std::vector<WeightToPrepare> inner;
   for (const WeightToPrepare& w : weights) {
-    const std::optional<RowShare> kept = w.matrix->empty() ? std::nullopt : kept_rows(w, rank_, weights_);
-    if (!kept) {
+    const std::optional<KeptShare> kept_view = kept_share(w, rank_, weights_);
+    if (!kept_view) {
       inner.push_back(w);
       continue;
     }
-    // Rows are stored back to back (in groups of eight when interleaved,
-    // and a share starts on a group): the share is a contiguous view.
+    const RowShare* kept = &kept_view->rows;
     const Matrix& m = *w.matrix;
-    const Matrix share{m.type, m.row(kept->begin), kept->rows(), m.cols, m.interleaved};
+    const Matrix& share = kept_view->view;
     if (w.experts) {
       auto& stack = stacks_[m.data];
       if (stack) continue;  // prepared before (a stage rebuilt on the same weights)
@@ -162,33 +82,32 @@ uint64_t RowSplitBackend::prepare_weights(std::span<const WeightToPrepare> weigh
   return copy_shares_ ? inner_->prepare_weights(inner, keep) : 0;
 }
 
-int RowSplitBackend::kv_heads_held(int n_head_kv) const {
+int TensorSplitBackend::kv_heads_held(int n_head_kv) const {
   return divides_heads() && n_head_kv == heads_->n_head_kv ? head_share_.kv_heads() : n_head_kv;
 }
 
-uint64_t RowSplitBackend::prepared_bytes(std::span<const WeightToPrepare> weights) const {
+uint64_t TensorSplitBackend::prepared_bytes(std::span<const WeightToPrepare> weights) const {
   std::vector<Matrix> shares;
   shares.reserve(weights.size());
   std::vector<WeightToPrepare> inner;
   for (const WeightToPrepare& w : weights) {
-    const std::optional<RowShare> kept = w.matrix->empty() ? std::nullopt : kept_rows(w, rank_, weights_);
+    const std::optional<KeptShare> kept = kept_share(w, rank_, weights_);
     if (!kept) {
       inner.push_back(w);
       continue;
     }
-    const Matrix& m = *w.matrix;
-    shares.push_back(Matrix{m.type, m.row(kept->begin), kept->rows(), m.cols, m.interleaved});
+    shares.push_back(kept->view);
     inner.push_back({&shares.back(), w.slice_rows, false, w.experts});
   }
   return inner_->prepared_bytes(inner);
 }
 
-const RowSplitBackend::Split* RowSplitBackend::find(const Matrix& w) const {
+const TensorSplitBackend::Split* TensorSplitBackend::find(const Matrix& w) const {
   auto it = splits_.find(w.data);
   return it == splits_.end() || it->second->rows != w.rows ? nullptr : it->second.get();
 }
 
-const Matrix* RowSplitBackend::held_expert(const Matrix& w, Matrix& view) const {
+const Matrix* TensorSplitBackend::held_expert(const Matrix& w, Matrix& view) const {
   if (stacks_.empty()) return &w;
   auto it = stacks_.upper_bound(w.data);
   if (it == stacks_.begin()) return &w;
@@ -205,13 +124,13 @@ const Matrix* RowSplitBackend::held_expert(const Matrix& w, Matrix& view) const 
   return &view;
 }
 
-bool RowSplitBackend::holds_expert(int expert, int n_expert) const {
+bool TensorSplitBackend::holds_expert(int expert, int n_expert) const {
   if (!expert_split(n_expert, size_)) return true;
   const RowShare held = expert_share(n_expert, rank_, weights_);
   return expert >= held.begin && expert < held.end;
 }
 
-void RowSplitBackend::share_expert_rows(float* slots, const int* slot_expert, size_t n_slots, int width,
+void TensorSplitBackend::share_expert_rows(float* slots, const int* slot_expert, size_t n_slots, int width,
                                         int n_expert) {
   settle();
   if (!expert_split(n_expert, size_)) return;
@@ -241,7 +160,7 @@ void RowSplitBackend::share_expert_rows(float* slots, const int* slot_expert, si
   }
 }
 
-DevicePtr RowSplitBackend::scratch(size_t bytes) {
+DevicePtr TensorSplitBackend::scratch(size_t bytes) {
   if (bytes > scratch_bytes_) {  // grows to the largest step's, then stays
     scratch_ = inner_->allocate(bytes);
     scratch_bytes_ = bytes;
@@ -249,13 +168,13 @@ DevicePtr RowSplitBackend::scratch(size_t bytes) {
   return DevicePtr{scratch_.get(), 0};
 }
 
-void RowSplitBackend::matmul(const Matrix& w, DevicePtr x, DevicePtr y, int n_tokens) {
+void TensorSplitBackend::matmul(const Matrix& w, DevicePtr x, DevicePtr y, int n_tokens) {
   const MatmulOutput one{&w, y};
   matmuls({&one, 1}, x, n_tokens);
 }
 
 template <class ShareOf>
-void RowSplitBackend::place_shares(DevicePtr y, int64_t n, int64_t whole, ShareOf share_of) {
+void TensorSplitBackend::place_shares(DevicePtr y, int64_t n, int64_t whole, ShareOf share_of) {
   const std::span<float> rows = at_least(whole_, static_cast<size_t>(n * whole));
   for (int p = 0; p < size_; ++p) {
     const RowShare share = share_of(p);
@@ -267,7 +186,7 @@ void RowSplitBackend::place_shares(DevicePtr y, int64_t n, int64_t whole, ShareO
   inner_->upload(y, rows.data(), rows.size_bytes());
 }
 
-void RowSplitBackend::matmuls(std::span<const MatmulOutput> outputs, DevicePtr x, int n_tokens) {
+void TensorSplitBackend::matmuls(std::span<const MatmulOutput> outputs, DevicePtr x, int n_tokens) {
   settle();
   split_of_.clear();
   inner_outputs_.clear();
@@ -343,13 +262,13 @@ void RowSplitBackend::matmuls(std::span<const MatmulOutput> outputs, DevicePtr x
 }
 
 
-void RowSplitBackend::sigmoid_mul(DevicePtr x, DevicePtr gate, int64_t n) {
+void TensorSplitBackend::sigmoid_mul(DevicePtr x, DevicePtr gate, int64_t n) {
   // An output gate on attention's heads: each member gates its own heads' columns before they are gathered.
   if (!pending_ || !(x == pending_->out)) settle();
   inner_->sigmoid_mul(x, gate, n);
 }
 
-DevicePtr RowSplitBackend::head_scratch(int n_tokens) {
+DevicePtr TensorSplitBackend::head_scratch(int n_tokens) {
   // Room for every copy a step of n_tokens makes (the KV heads stored, the
   // queries and outputs attended, the part gathered): the same size for
   // each call of a step, so it grows at a step's first call only.
@@ -361,7 +280,7 @@ DevicePtr RowSplitBackend::head_scratch(int n_tokens) {
   return DevicePtr{head_scratch_.get(), 0};
 }
 
-void RowSplitBackend::kv_store(const KvLayer& kv, DevicePtr k, DevicePtr v, int n_tokens) {
+void TensorSplitBackend::kv_store(const KvLayer& kv, DevicePtr k, DevicePtr v, int n_tokens) {
   settle();
   if (!divides_heads()) {
     inner_->kv_store(kv, k, v, n_tokens);
@@ -378,7 +297,7 @@ void RowSplitBackend::kv_store(const KvLayer& kv, DevicePtr k, DevicePtr v, int 
   inner_->kv_store(kv, k_held, v_held, n_tokens);
 }
 
-void RowSplitBackend::attention(DevicePtr q, const KvLayer& kv, int n_tokens, const AttentionShape& shape,
+void TensorSplitBackend::attention(DevicePtr q, const KvLayer& kv, int n_tokens, const AttentionShape& shape,
                                 DevicePtr out) {
   settle();
   if (!divides_heads()) {
@@ -420,7 +339,7 @@ void RowSplitBackend::attention(DevicePtr q, const KvLayer& kv, int n_tokens, co
   pending_ = PendingHeads{out, n_tokens, static_cast<int>(dv)};
 }
 
-void RowSplitBackend::settle() {
+void TensorSplitBackend::settle() {
   if (!pending_) return;
   const PendingHeads p = *pending_;
   pending_.reset();

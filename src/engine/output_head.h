@@ -2,7 +2,7 @@
 // The output head: the final norm, the vocabulary matmul and Gemma's
 // softcap, on rows already on `backend`. The primary runs it (Pipeline),
 // and so does a tensor group that holds it (a worker's stage: each member
-// its share of the vocabulary's rows, the group's RowSplitBackend trading
+// its share of the vocabulary's rows, the group's TensorSplitBackend trading
 // them), so both compute the same bits the same way.
 #include "backend/backend.h"
 #include "model/config.h"

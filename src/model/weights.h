@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "backend/row_split_backend.h"
+#include "backend/tensor_split_shares.h"
 #include "model/config.h"
 #include "model/tensor_names.h"
 #include "tensor/matrix.h"
@@ -66,7 +66,7 @@ struct BindRange {
 // The names of the tensors a range needs, in a fixed order.
 std::vector<std::string> tensor_names_for(const ModelConfig& config, const BindRange& range);
 // For each of those tensors: the rows member `rank` of a tensor group
-// shared by `weights` computes (RowSplitBackend's share), or nullopt for a
+// shared by `weights` computes (TensorSplitBackend's share), or nullopt for a
 // tensor every member reads whole. What a member must hold of each.
 std::vector<std::optional<RowShare>> tensor_shares(const ModelConfig& config, const BindRange& range, int rank,
                                                    const ShareWeights& weights);

@@ -2,6 +2,8 @@
 // layout comments in blocks.h (the same formulas as ggml's dequantize_row_*).
 #include "tensor/dequantize.h"
 
+#include <type_traits>
+
 #include <cstring>
 
 #include "tensor/blocks.h"
@@ -144,7 +146,11 @@ void dequant_q3_k(const BlockQ3_K* b, float* y, int64_t nb) {
   }
 }
 
-void dequant_q4_k(const BlockQ4_K* b, float* y, int64_t nb) {
+// Q4_K and Q5_K: the same scales and mins; Q5_K adds a fifth bit per value
+// from qh.
+template <typename Block>
+void dequant_q45_k(const Block* b, float* y, int64_t nb) {
+  constexpr bool kFifthBit = std::is_same_v<Block, BlockQ5_K>;
   for (int64_t i = 0; i < nb; ++i, ++b, y += kQKK) {
     const float d = half_to_float(b->d);
     const float dmin = half_to_float(b->dmin);
@@ -155,26 +161,11 @@ void dequant_q4_k(const BlockQ4_K* b, float* y, int64_t nb) {
       const float d0 = d * sc0, min0 = dmin * m0, d1 = d * sc1, min1 = dmin * m1;
       const uint8_t* q = b->qs + 32 * j;
       for (int l = 0; l < 32; ++l) {
-        y[64 * j + l] = d0 * (q[l] & 0xF) - min0;
-        y[64 * j + 32 + l] = d1 * (q[l] >> 4) - min1;
-      }
-    }
-  }
-}
-
-void dequant_q5_k(const BlockQ5_K* b, float* y, int64_t nb) {
-  for (int64_t i = 0; i < nb; ++i, ++b, y += kQKK) {
-    const float d = half_to_float(b->d);
-    const float dmin = half_to_float(b->dmin);
-    for (int j = 0; j < 4; ++j) {
-      int sc0, m0, sc1, m1;
-      kquant_scale_min(b->scales, 2 * j, sc0, m0);
-      kquant_scale_min(b->scales, 2 * j + 1, sc1, m1);
-      const float d0 = d * sc0, min0 = dmin * m0, d1 = d * sc1, min1 = dmin * m1;
-      const uint8_t* q = b->qs + 32 * j;
-      for (int l = 0; l < 32; ++l) {
-        const int lo = (q[l] & 0xF) | (((b->qh[l] >> (2 * j)) & 1) << 4);
-        const int hi = (q[l] >> 4) | (((b->qh[l] >> (2 * j + 1)) & 1) << 4);
+        int lo = q[l] & 0xF, hi = q[l] >> 4;
+        if constexpr (kFifthBit) {
+          lo |= ((b->qh[l] >> (2 * j)) & 1) << 4;
+          hi |= ((b->qh[l] >> (2 * j + 1)) & 1) << 4;
+        }
         y[64 * j + l] = d0 * lo - min0;
         y[64 * j + 32 + l] = d1 * hi - min1;
       }
@@ -235,8 +226,8 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
     case DType::Q8_K: return dequant_q8_k(static_cast<const BlockQ8_K*>(src), dst, nb);
     case DType::Q2_K: return dequant_q2_k(static_cast<const BlockQ2_K*>(src), dst, nb);
     case DType::Q3_K: return dequant_q3_k(static_cast<const BlockQ3_K*>(src), dst, nb);
-    case DType::Q4_K: return dequant_q4_k(static_cast<const BlockQ4_K*>(src), dst, nb);
-    case DType::Q5_K: return dequant_q5_k(static_cast<const BlockQ5_K*>(src), dst, nb);
+    case DType::Q4_K: return dequant_q45_k(static_cast<const BlockQ4_K*>(src), dst, nb);
+    case DType::Q5_K: return dequant_q45_k(static_cast<const BlockQ5_K*>(src), dst, nb);
     case DType::Q6_K: return dequant_q6_k(static_cast<const BlockQ6_K*>(src), dst, nb);
     case DType::Q8_1: break;
   }

@@ -1,6 +1,6 @@
 // A tensor split gives the local bits (docs/design.md): the layers of every
 // architecture run by 2 and 4 members, each with its share of every
-// matmul's rows and of a mixture's experts (RowSplitBackend), give logits
+// matmul's rows and of a mixture's experts (TensorSplitBackend), give logits
 // equal bit for bit to one machine's. The members here are threads trading shares in memory; the
 // same backend over sealed links between workers is tested in
 // tests/e2e/test_tensor_split.py.
@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "backend/cpu/cpu_backend.h"
-#include "backend/row_split_backend.h"
+#include "backend/tensor_split_backend.h"
 #include "backend/vulkan/vulkan_devices.h"
 #include "engine/local_stage.h"
 #include "model/kv_cache.h"
@@ -64,7 +64,7 @@ class ThreadGroupStage : public Stage {
     for (int r = 0; r < static_cast<int>(weights.size()); ++r) {
       auto m = std::make_unique<MemberState>();
       m->pool = std::make_unique<ThreadPool>(r % 2 + 1);  // thread counts differ too
-      m->backend = std::make_unique<RowSplitBackend>(
+      m->backend = std::make_unique<TensorSplitBackend>(
           vulkan ? make_vulkan_backend(0, e.n_batch())
                  : std::make_unique<CpuBackend>(*m->pool, e.n_batch(), c.max_activation_width()),
           std::make_shared<MemoryExchange::Member>(hub_, r), r, weights);
@@ -112,7 +112,7 @@ class ThreadGroupStage : public Stage {
  private:
   struct MemberState {
     std::unique_ptr<ThreadPool> pool;
-    std::unique_ptr<RowSplitBackend> backend;
+    std::unique_ptr<TensorSplitBackend> backend;
     ModelWeights weights;
     std::unique_ptr<LocalStage> stage;
   };

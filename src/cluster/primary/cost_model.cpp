@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "backend/row_split_backend.h"
+#include "backend/tensor_split_shares.h"
 
 namespace shoal {
 namespace {

@@ -103,7 +103,7 @@ struct TensorGroupPrediction {
 TensorGroupPrediction predict_tensor_groups(const PlanInput& input, const std::vector<std::vector<int>>& groups,
                                             int prefill_tokens = 512, int n_batch = 0,
                                             int exchanges_per_layer = kTensorExchangesPerLayer);
-// Each group's members' share weights (row_split_backend.h's ShareWeights),
+// Each group's members' share weights (tensor_split_backend.h's ShareWeights),
 // by rank: --tensor-split's entries for them when it is given, in
 // thousandths of the largest (a 0 is weight 1: the one unit every member
 // takes and a thousandth of the rest), else their measured decode speeds

@@ -8,7 +8,7 @@
 #include "gguf/reader.h"
 #include "model/config.h"
 #include "backend/cpu/cpu_backend.h"
-#include "backend/row_split_backend.h"
+#include "backend/tensor_split_shares.h"
 #include "cluster/device_info.h"
 #include "model/kv_cache.h"
 #include "model/recurrent_state.h"
@@ -106,7 +106,7 @@ PlanInput plan_input_for_model(const gguf::File& file, const ModelConfig& config
     in.layer_bytes[layer] += t.bytes;
     in.layer_read_bytes[layer] += static_cast<uint64_t>(t.bytes * share);
     in.layer_flops[layer] += 2.0 * t.n_elements() * share;
-    // What a tensor group divides (backend/row_split_backend.h): a matrix
+    // What a tensor group divides (backend/tensor_split_backend.h): a matrix
     // that is not a stack, whose rows it all-gathers; and a mixture's
     // experts, whose routed rows it trades once (at the down projection).
     // Attention's Q, K and V are divided by heads, and what is all-gathered

@@ -15,7 +15,7 @@ enum class Relay { shoal_star, shoal_chain, llama_rpc };
 
 // layer: each device runs its own layers (a pipeline). tensor: the workers
 // form one group that runs every layer, each a share of every matmul's
-// rows (backend/row_split_backend.h); the primary keeps the head.
+// rows (backend/tensor_split_backend.h); the primary keeps the head.
 // automatic: whichever the cost model predicts faster (split_choice.h).
 enum class SplitMode { layer, tensor, automatic };
 

@@ -4,7 +4,7 @@
 // (there and back); with several consecutive members it is a chain: the
 // activations go worker to worker and the last one answers the primary —
 // N+1 hops instead of 2N. A tensor group's members hold the same layers,
-// each a share of every matmul's rows (backend/row_split_backend.h): every
+// each a share of every matmul's rows (backend/tensor_split_backend.h): every
 // member gets the step, they trade shares among themselves, and the first
 // answers for all.
 #include <poll.h>

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/row_split_backend.h"
+#include "backend/tensor_split_backend.h"
 #include "cluster/wire/connection.h"
 
 namespace shoal {
@@ -30,7 +30,7 @@ struct TensorGroup {
   uint64_t id = 0;                   // the primary's name for this group (one per stage it loads)
   int rank = 0;
   std::vector<std::string> members;  // addresses, by rank
-  ShareWeights weights;              // by rank: the members' shares are in proportion (row_split_backend.h)
+  ShareWeights weights;              // by rank: the members' shares are in proportion (tensor_split_backend.h)
   int size() const { return static_cast<int>(members.size()); }
 };
 

@@ -14,7 +14,7 @@
 
 #include <fmt/ranges.h>
 
-#include "backend/row_split_backend.h"
+#include "backend/tensor_split_backend.h"
 #include "cluster/wire/model_config_json.h"
 #include "cluster/worker/worker_session.h"
 #include "model/kv_cache.h"
@@ -369,7 +369,7 @@ void WorkerSession::load_stage(const wire::Frame& request) {
       // Each member prepares (and, on the CPU, copies) only its share of the rows.
       stage->exchange = std::make_shared<PeerExchange>(
           *group, PeerLinkOptions{s_.options_.key, s_.options_.timeout_ms, s_.options_.plain_frames});
-      auto split = std::make_unique<RowSplitBackend>(std::move(stage->backend), stage->exchange, group->rank,
+      auto split = std::make_unique<TensorSplitBackend>(std::move(stage->backend), stage->exchange, group->rank,
                                                      group->weights);
       // The CPU's copy of the share in groups of eight rows only when it fits in what this worker lends
       // (a GPU's copy is the one it computes on).

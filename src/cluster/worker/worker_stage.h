@@ -25,7 +25,7 @@ struct WorkerStage {
   std::unique_ptr<Backend> backend;  // its own, so a GPU's copy of the weights goes with the stage
   std::unique_ptr<LocalStage> stage;
   // A member of a tensor group: its links to the others (its backend is a
-  // RowSplitBackend over them); null for a stage of its own.
+  // TensorSplitBackend over them); null for a stage of its own.
   std::shared_ptr<PeerExchange> exchange;
   uint64_t weight_bytes = 0;
   uint64_t kv_bytes = 0;
