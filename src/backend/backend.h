@@ -13,6 +13,7 @@
 // backend's results never depend on how many tokens are in a batch or how
 // its work is spread (docs/design.md).
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -140,8 +141,10 @@ struct DeltaNetParams {
   int conv_width() const { return 2 * key_width() + value_width(); }
 };
 
-// Ops only some architectures need, which a backend may lack: a stage
-// whose layers need one it lacks is refused at load, naming the op.
+// Ops only some architectures need. Some have a default in Backend made
+// of the required ops or through the host (Backend::has_default), which a
+// device overrides to go faster; a backend may lack the others, and a
+// stage whose layers need one it lacks is refused at load, naming the op.
 // LatentAttention: attention whose V is a prefix of its K rows, with a
 // value head size of its own (AttentionShape::v_head_dim), and rope at an
 // offset into the head.
@@ -184,6 +187,12 @@ struct DeviceCounters {
 enum class BackendKind { Cpu, Vulkan };
 inline const char* kind_name(BackendKind kind) { return kind == BackendKind::Cpu ? "cpu" : "vulkan"; }
 
+// What a device implements: the pure virtuals below (identity, memory,
+// weights, the step, and twelve ops), each checked by the conformance suite
+// (tests/unit/backend_conformance_test.cpp). The rest have defaults: faster
+// forms of required work (matmuls, copy_rows), the mixture's routing on
+// the device (else the host routes), and the optional ops.
+// docs/architecture.md, "Adding a device", lists them.
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -213,10 +222,6 @@ class Backend {
   // Throws shoal::Error when this backend cannot hold KV rows of these sizes
   // (before any memory is allocated for them).
   virtual void check_kv_rows(size_t k_row_bytes, size_t v_row_bytes) const {}
-  // How many of a layer's n_head_kv KV heads this backend caches: all,
-  // except in a tensor group that divides attention by heads (known once
-  // prepare_weights has seen the Q, K and V weights: a cache is made after).
-  virtual int kv_heads_held(int n_head_kv) const { return n_head_kv; }
 
   // Once, after binding: makes these matrices ready for this backend's ops
   // (the CPU may regroup rows into memory it appends to `keep` and point the
@@ -270,13 +275,24 @@ class Backend {
   // out[t] = dequantized row ids[t] of w (host ids, checked against w.rows).
   virtual void get_rows(const Matrix& w, const int32_t* ids, int n, DevicePtr out) = 0;
 
-  // A tensor group member (backend/tensor_split_backend.h) holds some of a
-  // mixture's experts: the layer runs only those, then trades the rows of
-  // expert outputs. slots[i] (`width` floats) is expert slot_expert[i]'s
-  // output for one token; share_expert_rows fills in the slots of experts
-  // this backend does not hold. One backend holds every expert.
-  virtual bool holds_expert(int expert, int n_expert) const { return true; }
-  virtual void share_expert_rows(float* slots, const int* slot_expert, size_t n_slots, int width, int n_expert) {}
+  // --- Optional: each has a default made of the ops above (or the host). ---
+
+  // A mixture routed on the host (where routes_experts() is false):
+  // run(e) computes the slots routed to expert e into `out` with the ops
+  // above, for each expert in order; then out's [n_slots][width] floats
+  // come to `host`. A wrapper may run some experts itself and fetch the
+  // rest (a tensor group divides them).
+  struct HostRoutes {
+    const int* slot_expert = nullptr;  // slot i's expert
+    size_t n_slots = 0;
+    int n_expert = 0;
+    int width = 0;  // floats a slot
+  };
+  virtual void run_routed_experts(const HostRoutes& routes, const std::function<void(int)>& run, DevicePtr out,
+                                  float* host) {
+    for (int e = 0; e < routes.n_expert; ++e) run(e);
+    download(host, out, routes.n_slots * static_cast<size_t>(routes.width) * sizeof(float));
+  }
 
   // A mixture of experts without leaving the device (a GPU: no read-back
   // mid-step). Where routes_experts() is false the layer routes on the host.
@@ -294,8 +310,12 @@ class Backend {
   // out[t] = sum over j < k of weights[t][j] * rows[t k + j], j in order.
   virtual void weighted_sum(DevicePtr rows, DevicePtr weights, int n_tokens, int k, int width, DevicePtr out);
 
-  // Whether this backend runs an optional op (below); those it lacks throw.
-  virtual bool runs(OptionalOp op) const { return false; }
+  // Whether this backend runs an optional op (below): those with a default
+  // here always; those it lacks throw (LocalStage refuses such a stage).
+  virtual bool runs(OptionalOp op) const { return has_default(op); }
+  static bool has_default(OptionalOp op) {
+    return op == OptionalOp::SigmoidMul || op == OptionalOp::SplitHalves || op == OptionalOp::SwigluOai;
+  }
   // A Gated DeltaNet over the step's rows (qwen35). qkv: [n_tokens][conv_width],
   // the joint projection, overwritten; alpha, beta: [n_tokens][n_v_heads];
   // out: [n_tokens][value_width]. Row by row in step order, each on its
@@ -306,13 +326,13 @@ class Backend {
   // A row at position 0 starts its sequence from zero state.
   virtual void delta_net(DevicePtr qkv, DevicePtr alpha, DevicePtr beta, const RecurrentLayer& state,
                          const DeltaNetParams& p, int n_tokens, DevicePtr out);
-  // x[i] *= sigmoid(gate[i])
+  // x[i] *= sigmoid(gate[i]). Default: through the host.
   virtual void sigmoid_mul(DevicePtr x, DevicePtr gate, int64_t n);
   // Rows of 2 * half values: each row's first half to a, second to b
-  // ([n_rows][half] each).
+  // ([n_rows][half] each). Default: two copy_rows.
   virtual void split_halves(DevicePtr src, int64_t n_rows, int half, DevicePtr a, DevicePtr b);
   // gpt-oss's clamped SwiGLU: x = min(gate, 7), y = clamp(up, -7, 7),
-  // out = x * sigmoid(1.702 x) * (y + 1). out may be gate.
+  // out = x * sigmoid(1.702 x) * (y + 1). out may be gate. Default: through the host.
   virtual void swiglu_oai(DevicePtr gate, DevicePtr up, DevicePtr out, int64_t n);
 };
 

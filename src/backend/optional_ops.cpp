@@ -1,6 +1,10 @@
-// What a backend does with an optional op it does not run: a clear error
-// (LocalStage refuses such a stage at load, so this is a backstop).
+// Backend's defaults for the optional ops: those with a host form run it;
+// the others give a clear error (LocalStage refuses such a stage at load,
+// so that is a backstop).
+#include <vector>
+
 #include "backend/backend.h"
+#include "backend/scalar_activations.h"
 #include "util/error.h"
 
 namespace shoal {
@@ -26,8 +30,19 @@ namespace {
 void Backend::delta_net(DevicePtr, DevicePtr, DevicePtr, const RecurrentLayer&, const DeltaNetParams&, int, DevicePtr) {
   lacks(*this, OptionalOp::DeltaNet);
 }
-void Backend::sigmoid_mul(DevicePtr, DevicePtr, int64_t) { lacks(*this, OptionalOp::SigmoidMul); }
-void Backend::split_halves(DevicePtr, int64_t, int, DevicePtr, DevicePtr) { lacks(*this, OptionalOp::SplitHalves); }
+// Through the host: correct on any device that can upload and download,
+// and slow (a GPU overrides them).
+void Backend::sigmoid_mul(DevicePtr x, DevicePtr gate, int64_t n) {
+  std::vector<float> xs(static_cast<size_t>(n)), gates(static_cast<size_t>(n));
+  download(xs.data(), x, xs.size() * sizeof(float));
+  download(gates.data(), gate, gates.size() * sizeof(float));
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] *= sigmoid(gates[i]);
+  upload(x, xs.data(), xs.size() * sizeof(float));
+}
+void Backend::split_halves(DevicePtr src, int64_t n_rows, int half, DevicePtr a, DevicePtr b) {
+  copy_rows(a, half, src, 2 * int64_t{half}, half, n_rows);
+  copy_rows(b, half, src + half, 2 * int64_t{half}, half, n_rows);
+}
 void Backend::route_experts(DevicePtr, int, int, int, float, DevicePtr, DevicePtr) {
   fail("the {} backend does not route experts on the device", name());
 }
@@ -37,6 +52,12 @@ void Backend::matmul_routed(const Matrix&, int64_t, DevicePtr, int, DevicePtr, D
 void Backend::weighted_sum(DevicePtr, DevicePtr, int, int, int, DevicePtr) {
   fail("the {} backend does not route experts on the device", name());
 }
-void Backend::swiglu_oai(DevicePtr, DevicePtr, DevicePtr, int64_t) { lacks(*this, OptionalOp::SwigluOai); }
+void Backend::swiglu_oai(DevicePtr gate, DevicePtr up, DevicePtr out, int64_t n) {
+  std::vector<float> gates(static_cast<size_t>(n)), ups(static_cast<size_t>(n));
+  download(gates.data(), gate, gates.size() * sizeof(float));
+  download(ups.data(), up, ups.size() * sizeof(float));
+  for (size_t i = 0; i < gates.size(); ++i) gates[i] = clamped_swiglu(gates[i], ups[i]);
+  upload(out, gates.data(), gates.size() * sizeof(float));
+}
 
 }  // namespace shoal

@@ -9,7 +9,7 @@ namespace shoal {
 
 TensorSplitBackend::TensorSplitBackend(std::unique_ptr<Backend> inner, std::shared_ptr<RowExchange> exchange,
                                        int rank, ShareWeights weights)
-    : inner_(std::move(inner)),
+    : ForwardingBackend(std::move(inner)),
       exchange_(std::move(exchange)),
       rank_(rank),
       size_(static_cast<int>(weights.size())),
@@ -50,11 +50,11 @@ std::optional<KeptShare> kept_share(const WeightToPrepare& w, int rank, const Sh
 }  // namespace
 
 uint64_t TensorSplitBackend::prepare_weights(std::span<const WeightToPrepare> weights, PreparedMemory& keep) {
-  std::vector<WeightToPrepare> inner;
+  std::vector<WeightToPrepare> to_inner;
   for (const WeightToPrepare& w : weights) {
     const std::optional<KeptShare> kept_view = kept_share(w, rank_, weights_);
     if (!kept_view) {
-      inner.push_back(w);
+      to_inner.push_back(w);
       continue;
     }
     const RowShare* kept = &kept_view->rows;
@@ -65,7 +65,7 @@ uint64_t TensorSplitBackend::prepare_weights(std::span<const WeightToPrepare> we
       if (stack) continue;  // prepared before (a stage rebuilt on the same weights)
       stack = std::make_unique<Stack>(
           Stack{m.data, m.bytes(), w.slice_rows, static_cast<int>(kept->begin / w.slice_rows), share});
-      inner.push_back({&stack->share, w.slice_rows, false, true});
+      to_inner.push_back({&stack->share, w.slice_rows, false, true});
     } else {
       const bool by_heads = head_split_weight(w, size_);
       if (by_heads) {
@@ -76,30 +76,26 @@ uint64_t TensorSplitBackend::prepare_weights(std::span<const WeightToPrepare> we
       auto& split = splits_[m.data];
       if (split) continue;
       split = std::make_unique<Split>(Split{m.rows, share, kept->begin, by_heads});
-      inner.push_back({&split->share, 0, false});
+      to_inner.push_back({&split->share, 0, false});
     }
   }
-  return copy_shares_ ? inner_->prepare_weights(inner, keep) : 0;
-}
-
-int TensorSplitBackend::kv_heads_held(int n_head_kv) const {
-  return divides_heads() && n_head_kv == heads_->n_head_kv ? head_share_.kv_heads() : n_head_kv;
+  return copy_shares_ ? inner().prepare_weights(to_inner, keep) : 0;
 }
 
 uint64_t TensorSplitBackend::prepared_bytes(std::span<const WeightToPrepare> weights) const {
   std::vector<Matrix> shares;
   shares.reserve(weights.size());
-  std::vector<WeightToPrepare> inner;
+  std::vector<WeightToPrepare> to_inner;
   for (const WeightToPrepare& w : weights) {
     const std::optional<KeptShare> kept = kept_share(w, rank_, weights_);
     if (!kept) {
-      inner.push_back(w);
+      to_inner.push_back(w);
       continue;
     }
     shares.push_back(kept->view);
-    inner.push_back({&shares.back(), w.slice_rows, false, w.experts});
+    to_inner.push_back({&shares.back(), w.slice_rows, false, w.experts});
   }
-  return inner_->prepared_bytes(inner);
+  return inner().prepared_bytes(to_inner);
 }
 
 const TensorSplitBackend::Split* TensorSplitBackend::find(const Matrix& w) const {
@@ -130,9 +126,15 @@ bool TensorSplitBackend::holds_expert(int expert, int n_expert) const {
   return expert >= held.begin && expert < held.end;
 }
 
-void TensorSplitBackend::share_expert_rows(float* slots, const int* slot_expert, size_t n_slots, int width,
-                                        int n_expert) {
+void TensorSplitBackend::run_routed_experts(const HostRoutes& routes, const std::function<void(int)>& run,
+                                            DevicePtr out, float* slots) {
   settle();
+  const int n_expert = routes.n_expert, width = routes.width;
+  const int* slot_expert = routes.slot_expert;
+  const size_t n_slots = routes.n_slots;
+  for (int e = 0; e < n_expert; ++e)
+    if (holds_expert(e, n_expert)) run(e);
+  inner().download(slots, out, n_slots * static_cast<size_t>(width) * sizeof(float));
   if (!expert_split(n_expert, size_)) return;
   auto owner = [&](int expert) {
     for (int p = 0; p < size_; ++p)
@@ -162,7 +164,7 @@ void TensorSplitBackend::share_expert_rows(float* slots, const int* slot_expert,
 
 DevicePtr TensorSplitBackend::scratch(size_t bytes) {
   if (bytes > scratch_bytes_) {  // grows to the largest step's, then stays
-    scratch_ = inner_->allocate(bytes);
+    scratch_ = inner().allocate(bytes);
     scratch_bytes_ = bytes;
   }
   return DevicePtr{scratch_.get(), 0};
@@ -183,7 +185,7 @@ void TensorSplitBackend::place_shares(DevicePtr y, int64_t n, int64_t whole, Sha
       std::memcpy(rows.data() + t * whole + share.begin, src + t * share.rows(), share.rows() * sizeof(float));
     offset_[p] += n * share.rows();
   }
-  inner_->upload(y, rows.data(), rows.size_bytes());
+  inner().upload(y, rows.data(), rows.size_bytes());
 }
 
 void TensorSplitBackend::matmuls(std::span<const MatmulOutput> outputs, DevicePtr x, int n_tokens) {
@@ -201,7 +203,7 @@ void TensorSplitBackend::matmuls(std::span<const MatmulOutput> outputs, DevicePt
     inner_outputs_.push_back({held_expert(*outputs[i].w, expert_views_[i]), outputs[i].y});
   }
   if (held_width == 0) {
-    inner_->matmuls(inner_outputs_, x, n_tokens);
+    inner().matmuls(inner_outputs_, x, n_tokens);
     return;
   }
   // This member's rows of each split output, [n][share] one after another in the scratch.
@@ -213,7 +215,7 @@ void TensorSplitBackend::matmuls(std::span<const MatmulOutput> outputs, DevicePt
     inner_outputs_[i] = {&split_of_[i]->share, shares + at};
     at += n * split_of_[i]->share.rows;
   }
-  inner_->matmuls(inner_outputs_, x, n_tokens);
+  inner().matmuls(inner_outputs_, x, n_tokens);
 
   // A head's rows stay here: into their columns of the output, the others' left as they were.
   at = 0;
@@ -221,7 +223,7 @@ void TensorSplitBackend::matmuls(std::span<const MatmulOutput> outputs, DevicePt
     const Split* s = split_of_[i];
     if (!s) continue;
     if (s->by_heads)
-      inner_->copy_rows(outputs[i].y + s->at, s->rows, shares + at, s->share.rows, s->share.rows, n);
+      inner().copy_rows(outputs[i].y + s->at, s->rows, shares + at, s->share.rows, s->share.rows, n);
     at += n * s->share.rows;
   }
   if (mine_width == 0) return;
@@ -229,14 +231,14 @@ void TensorSplitBackend::matmuls(std::span<const MatmulOutput> outputs, DevicePt
   // Trade: each member's shares in output order, as it computed them.
   const std::span<float> mine = at_least(mine_, static_cast<size_t>(n * mine_width));
   if (mine_width == held_width) {
-    inner_->download(mine.data(), shares, mine.size_bytes());
+    inner().download(mine.data(), shares, mine.size_bytes());
   } else {
     int64_t sent = 0;
     at = 0;
     for (const Split* s : split_of_) {
       if (!s) continue;
       if (!s->by_heads) {
-        inner_->download(mine.data() + sent, shares + at, static_cast<size_t>(n * s->share.rows) * sizeof(float));
+        inner().download(mine.data() + sent, shares + at, static_cast<size_t>(n * s->share.rows) * sizeof(float));
         sent += n * s->share.rows;
       }
       at += n * s->share.rows;
@@ -265,7 +267,7 @@ void TensorSplitBackend::matmuls(std::span<const MatmulOutput> outputs, DevicePt
 void TensorSplitBackend::sigmoid_mul(DevicePtr x, DevicePtr gate, int64_t n) {
   // An output gate on attention's heads: each member gates its own heads' columns before they are gathered.
   if (!pending_ || !(x == pending_->out)) settle();
-  inner_->sigmoid_mul(x, gate, n);
+  inner().sigmoid_mul(x, gate, n);
 }
 
 DevicePtr TensorSplitBackend::head_scratch(int n_tokens) {
@@ -274,7 +276,7 @@ DevicePtr TensorSplitBackend::head_scratch(int n_tokens) {
   // each call of a step, so it grows at a step's first call only.
   const size_t bytes = head_scratch_bytes(*heads_, head_share_, n_tokens);
   if (bytes > head_scratch_bytes_) {
-    head_scratch_ = inner_->allocate(bytes);
+    head_scratch_ = inner().allocate(bytes);
     head_scratch_bytes_ = bytes;
   }
   return DevicePtr{head_scratch_.get(), 0};
@@ -283,7 +285,7 @@ DevicePtr TensorSplitBackend::head_scratch(int n_tokens) {
 void TensorSplitBackend::kv_store(const KvLayer& kv, DevicePtr k, DevicePtr v, int n_tokens) {
   settle();
   if (!divides_heads()) {
-    inner_->kv_store(kv, k, v, n_tokens);
+    inner().kv_store(kv, k, v, n_tokens);
     return;
   }
   // This member's KV heads, side by side, as its narrower cache holds them.
@@ -292,16 +294,16 @@ void TensorSplitBackend::kv_store(const KvLayer& kv, DevicePtr k, DevicePtr v, i
     fail("internal: a cache of {} values a row where this member holds {} of {}", kv.width, held, whole);
   const DevicePtr k_held = head_scratch(n_tokens), v_held = k_held + n * held;
   const int64_t at = d * head_share_.kv_begin;
-  inner_->copy_rows(k_held, held, k + at, whole, held, n);
-  inner_->copy_rows(v_held, held, v + at, whole, held, n);
-  inner_->kv_store(kv, k_held, v_held, n_tokens);
+  inner().copy_rows(k_held, held, k + at, whole, held, n);
+  inner().copy_rows(v_held, held, v + at, whole, held, n);
+  inner().kv_store(kv, k_held, v_held, n_tokens);
 }
 
 void TensorSplitBackend::attention(DevicePtr q, const KvLayer& kv, int n_tokens, const AttentionShape& shape,
                                 DevicePtr out) {
   settle();
   if (!divides_heads()) {
-    inner_->attention(q, kv, n_tokens, shape, out);
+    inner().attention(q, kv, n_tokens, shape, out);
     return;
   }
   const AttentionHeads& h = *heads_;
@@ -320,7 +322,7 @@ void TensorSplitBackend::attention(DevicePtr q, const KvLayer& kv, int n_tokens,
     const int q0 = std::max(mine.q_begin, j0 * group), q1 = std::min(mine.q_end, j1 * group), nq = q1 - q0;
     const DevicePtr q_held = head_scratch(n_tokens);
     const DevicePtr out_held = q_held + n * nq * d;
-    inner_->copy_rows(q_held, nq * d, q + q0 * d, h.n_head * d, nq * d, n);
+    inner().copy_rows(q_held, nq * d, q + q0 * d, h.n_head * d, nq * d, n);
     KvLayer heads = kv;  // KV heads [j0, j1) of the held ones
     heads.k = kv.k.bytes(row_bytes(kv.k_type, (j0 - mine.kv_begin) * d));
     heads.v = kv.v.bytes(row_bytes(kv.v_type, (j0 - mine.kv_begin) * dv));
@@ -332,8 +334,8 @@ void TensorSplitBackend::attention(DevicePtr q, const KvLayer& kv, int n_tokens,
       sinks_view_ = Matrix{DType::F32, shape.sinks->data + q0 * sizeof(float), 1, nq};
       part.sinks = &sinks_view_;
     }
-    inner_->attention(q_held, heads, n_tokens, part, out_held);
-    inner_->copy_rows(out + q0 * dv, h.n_head * dv, out_held, nq * dv, nq * dv, n);
+    inner().attention(q_held, heads, n_tokens, part, out_held);
+    inner().copy_rows(out + q0 * dv, h.n_head * dv, out_held, nq * dv, nq * dv, n);
     j0 = j1;
   }
   pending_ = PendingHeads{out, n_tokens, static_cast<int>(dv)};
@@ -352,8 +354,8 @@ void TensorSplitBackend::settle() {
   const RowShare own = columns(rank_);
   const std::span<float> mine = at_least(mine_, static_cast<size_t>(n * own.rows()));
   const DevicePtr held = head_scratch(p.n_tokens);
-  inner_->copy_rows(held, own.rows(), p.out + own.begin, whole, own.rows(), n);
-  inner_->download(mine.data(), held, mine.size_bytes());
+  inner().copy_rows(held, own.rows(), p.out + own.begin, whole, own.rows(), n);
+  inner().download(mine.data(), held, mine.size_bytes());
   for (int m = 0; m < size_; ++m)
     if (m != rank_) from_[m] = at_least(theirs_[m], static_cast<size_t>(n * columns(m).rows()));
   exchange_->all_gather(mine, from_);

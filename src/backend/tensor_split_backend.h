@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/forwarding_backend.h"
 #include "backend/tensor_split_shares.h"
 
 namespace shoal {
@@ -35,7 +36,9 @@ class RowExchange {
   virtual void all_gather(std::span<const float> mine, std::span<const std::span<float>> from) = 0;
 };
 
-class TensorSplitBackend : public Backend {
+// The wrapper of a device's backend (forwarding_backend.h): it states
+// only the calls a share changes.
+class TensorSplitBackend : public ForwardingBackend {
  public:
   TensorSplitBackend(std::unique_ptr<Backend> inner, std::shared_ptr<RowExchange> exchange, int rank,
                      ShareWeights weights);
@@ -44,33 +47,9 @@ class TensorSplitBackend : public Backend {
   int size() const { return size_; }
   // How many all-gathers the steps so far made.
   uint64_t exchanges() const { return exchanges_; }
+  // Whether this member runs expert `expert` of a mixture of n_expert.
+  bool holds_expert(int expert, int n_expert) const;
 
-  std::string name() const override { return inner_->name(); }
-  BackendKind kind() const override { return inner_->kind(); }
-  uint64_t free_memory() const override { return inner_->free_memory(); }
-  std::unique_ptr<Buffer> allocate(size_t bytes) override { return inner_->allocate(bytes); }
-  void upload(DevicePtr dst, const void* src, size_t bytes) override {
-    settle();
-    inner_->upload(dst, src, bytes);
-  }
-  void download(void* dst, DevicePtr src, size_t bytes) override {
-    settle();
-    inner_->download(dst, src, bytes);
-  }
-  void copy(DevicePtr dst, DevicePtr src, size_t bytes) override {
-    settle();
-    inner_->copy(dst, src, bytes);
-  }
-  void copy_rows(DevicePtr dst, int64_t dst_stride, DevicePtr src, int64_t src_stride, int64_t width,
-                 int64_t n_rows) override {
-    settle();
-    inner_->copy_rows(dst, dst_stride, src, src_stride, width, n_rows);
-  }
-  void check_kv_rows(size_t k_row_bytes, size_t v_row_bytes) const override {
-    inner_->check_kv_rows(k_row_bytes, v_row_bytes);
-  }
-  // Its share's KV heads once the weights tell that attention is divided by heads.
-  int kv_heads_held(int n_head_kv) const override;
   // Keeps this member's share of each matmul weight (a view into the whole
   // matrix) and hands the shares to the inner backend; stacked slices
   // (experts, latent heads) and rows-only tensors go through whole.
@@ -81,79 +60,29 @@ class TensorSplitBackend : public Backend {
   // worker whose lent memory cannot take the copy says false.
   void set_copy_shares(bool copy) { copy_shares_ = copy; }
   uint64_t prepared_bytes(std::span<const WeightToPrepare> weights) const override;
-  void begin_step(const int32_t* seq_ids, const int32_t* positions, int n_tokens) override {
-    inner_->begin_step(seq_ids, positions, n_tokens);
-  }
-  void finish_step() override {
-    settle();
-    inner_->finish_step();
-  }
   void abandon_step() override {
     pending_.reset();
-    inner_->abandon_step();
+    ForwardingBackend::abandon_step();
   }
 
   void matmul(const Matrix& w, DevicePtr x, DevicePtr y, int n_tokens) override;
   void matmuls(std::span<const MatmulOutput> outputs, DevicePtr x, int n_tokens) override;
-  void rmsnorm(DevicePtr x, const Matrix& weight, DevicePtr y, int n_tokens, int n, float eps) override {
-    settle();
-    inner_->rmsnorm(x, weight, y, n_tokens, n, eps);
-  }
-  void rope(DevicePtr x, int n_tokens, int n_heads, const RopeParams& p) override {
-    settle();
-    inner_->rope(x, n_tokens, n_heads, p);
-  }
-  // Divided by heads: this member's KV heads into its narrower cache.
+  // Divided by heads: this member's KV heads into its narrower cache
+  // (model/weights.h's kv_heads_held sizes it).
   void kv_store(const KvLayer& kv, DevicePtr k, DevicePtr v, int n_tokens) override;
   // Divided by heads: this member's query heads, their output columns
   // all-gathered before the next op reads them (an output gate's
   // sigmoid_mul runs first, on what the member's own heads hold).
   void attention(DevicePtr q, const KvLayer& kv, int n_tokens, const AttentionShape& shape, DevicePtr out) override;
-  void swiglu(DevicePtr gate, DevicePtr up, DevicePtr out, int64_t n) override {
-    settle();
-    inner_->swiglu(gate, up, out, n);
-  }
-  void geglu(DevicePtr gate, DevicePtr up, DevicePtr out, int64_t n) override {
-    settle();
-    inner_->geglu(gate, up, out, n);
-  }
-  void scale(DevicePtr x, float s, int64_t n) override {
-    settle();
-    inner_->scale(x, s, n);
-  }
-  void softcap(DevicePtr x, float cap, int64_t n) override {
-    settle();
-    inner_->softcap(x, cap, n);
-  }
-  void add(DevicePtr y, DevicePtr x, int64_t n) override {
-    settle();
-    inner_->add(y, x, n);
-  }
-  void add_bias(DevicePtr y, const Matrix& bias, int n_tokens, int n) override {
-    settle();
-    inner_->add_bias(y, bias, n_tokens, n);
-  }
-  void get_rows(const Matrix& w, const int32_t* ids, int n, DevicePtr out) override {
-    settle();
-    inner_->get_rows(w, ids, n, out);
-  }
-  bool holds_expert(int expert, int n_expert) const override;
-  void share_expert_rows(float* slots, const int* slot_expert, size_t n_slots, int width, int n_expert) override;
-  bool runs(OptionalOp op) const override { return inner_->runs(op); }
-  void delta_net(DevicePtr qkv, DevicePtr alpha, DevicePtr beta, const RecurrentLayer& state, const DeltaNetParams& p,
-                 int n_tokens, DevicePtr out) override {
-    settle();
-    inner_->delta_net(qkv, alpha, beta, state, p, n_tokens, out);
-  }
   void sigmoid_mul(DevicePtr x, DevicePtr gate, int64_t n) override;
-  void split_halves(DevicePtr src, int64_t n_rows, int half, DevicePtr a, DevicePtr b) override {
-    settle();
-    inner_->split_halves(src, n_rows, half, a, b);
-  }
-  void swiglu_oai(DevicePtr gate, DevicePtr up, DevicePtr out, int64_t n) override {
-    settle();
-    inner_->swiglu_oai(gate, up, out, n);
-  }
+  // Divided by expert: this member's experts, then the others' slots from them.
+  void run_routed_experts(const HostRoutes& routes, const std::function<void(int)>& run, DevicePtr out,
+                          float* host) override;
+  // The stacked experts are shares here: the host routes.
+  bool routes_experts() const override { return false; }
+
+ protected:
+  void before_op() override { settle(); }
 
  private:
   // A split matrix: the whole one's rows, and this member's share of them
@@ -194,7 +123,6 @@ class TensorSplitBackend : public Backend {
   void place_shares(DevicePtr y, int64_t n, int64_t whole, ShareOf share_of);
   bool divides_heads() const { return heads_.has_value(); }
 
-  std::unique_ptr<Backend> inner_;
   std::shared_ptr<RowExchange> exchange_;
   int rank_, size_;
   ShareWeights weights_;

@@ -7,7 +7,7 @@
 namespace shoal {
 
 LocalStage::LocalStage(Backend& backend, const ModelConfig& config, const ModelWeights& weights, int begin, int end,
-                       int n_seq, int n_ctx, int max_tokens, KvTypes kv_types)
+                       int n_seq, int n_ctx, int max_tokens, KvTypes kv_types, int kv_heads)
     : backend_(backend),
       config_(config),
       weights_(weights),
@@ -15,7 +15,7 @@ LocalStage::LocalStage(Backend& backend, const ModelConfig& config, const ModelW
       end_(end),
       max_tokens_(max_tokens),
       ends_model_(end == config.n_layer),
-      kv_(backend, config, begin, end, n_seq, n_ctx, max_tokens, kv_types),
+      kv_(backend, config, begin, end, n_seq, n_ctx, max_tokens, kv_types, kv_heads),
       state_(backend, config, begin, end, n_seq),
       scratch_(backend, config, max_tokens) {
   if (begin < 0 || end > config.n_layer || begin >= end)

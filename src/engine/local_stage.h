@@ -13,8 +13,9 @@ namespace shoal {
 // memory (a KV cache; a recurrent state for DeltaNet layers).
 class LocalStage : public Stage {
  public:
+  // kv_heads: as KvCache's (0: all of each layer's KV heads).
   LocalStage(Backend& backend, const ModelConfig& config, const ModelWeights& weights, int begin, int end, int n_seq,
-             int n_ctx, int max_tokens, KvTypes kv_types);
+             int n_ctx, int max_tokens, KvTypes kv_types, int kv_heads = 0);
 
   int layer_begin() const override { return begin_; }
   int layer_end() const override { return end_; }

@@ -169,15 +169,15 @@ void expert_ffn(Backend& be, const ModelConfig& c, const LayerWeights& w, Device
       route_biased(logits, bias, c, s, experts, weights);
   }
 
-  // Each expert once, over the rows routed to it.
+  // Each expert once, over the rows routed to it; then the slots to the
+  // host (a tensor group member runs its experts and fetches the others').
   std::vector<int>& rows = s.expert_rows;
   const size_t row_bytes = static_cast<size_t>(width) * sizeof(float);
-  for (int e = 0; e < c.n_expert; ++e) {
-    if (!be.holds_expert(e, c.n_expert)) continue;  // a tensor group member: another one runs it
+  auto run = [&](int e) {
     rows.clear();
     for (size_t i = 0; i < n_routes; ++i)
       if (s.route_expert[i] == e) rows.push_back(static_cast<int>(i));
-    if (rows.empty()) continue;
+    if (rows.empty()) return;
     const int m = static_cast<int>(rows.size());
     for (int r = 0; r < m; ++r) be.copy(s.gathered + static_cast<int64_t>(r) * width, in + (rows[r] / k) * width, row_bytes);
     const DevicePtr result = s.proj;  // free until the weighted sum below
@@ -186,7 +186,9 @@ void expert_ffn(Backend& be, const ModelConfig& c, const LayerWeights& w, Device
     gated(be, c, expert(w[TensorKind::FfnGateExps], e, c.n_ff_exp), expert(w[TensorKind::FfnUpExps], e, c.n_ff_exp),
           expert(w[TensorKind::FfnDownExps], e, c.n_embd), s.gathered, result, m, s, bias);
     for (int r = 0; r < m; ++r) be.copy(s.expert_out + static_cast<int64_t>(rows[r]) * width, result + r * width, row_bytes);
-  }
+  };
+  be.run_routed_experts({s.route_expert.data(), n_routes, c.n_expert, width}, run, s.expert_out,
+                        s.expert_out_host.data());
 
   // A shared expert sees every row; its gate, where it has one (qwen35moe,
   // not deepseek2), is one logit per row.
@@ -203,8 +205,6 @@ void expert_ffn(Backend& be, const ModelConfig& c, const LayerWeights& w, Device
   }
 
   // Each token sums its experts in rank order, then the shared one, on the host.
-  be.download(s.expert_out_host.data(), s.expert_out, n_routes * row_bytes);
-  be.share_expert_rows(s.expert_out_host.data(), s.route_expert.data(), n_routes, width, c.n_expert);
   for (int t = 0; t < n; ++t) {
     float* o = s.sum_host.data() + static_cast<size_t>(t) * width;
     std::fill(o, o + width, 0.0f);

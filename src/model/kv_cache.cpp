@@ -61,12 +61,11 @@ size_t KvCache::bytes_for(const ModelConfig& c, int begin, int end, int n_seq, i
 }
 
 KvCache::KvCache(Backend& backend, const ModelConfig& config, int begin, int end, int n_seq, int n_ctx,
-                 int max_tokens, KvTypes types)
+                 int max_tokens, KvTypes types, int kv_heads)
     : backend_(backend),
       n_seq_(n_seq),
       n_ctx_(n_ctx),
-      // A tensor group member that divides attention by heads caches only its heads.
-      width_(config.kv_width() / config.n_head_kv * backend.kv_heads_held(config.n_head_kv)),
+      width_(config.kv_width() / config.n_head_kv * (kv_heads > 0 ? kv_heads : config.n_head_kv)),
       rollback_(max_rollback(config, n_ctx, max_tokens)),
       recurrent_(config.has_recurrent_layers()),
       v_in_k_(config.latent_attention()),
@@ -78,7 +77,7 @@ KvCache::KvCache(Backend& backend, const ModelConfig& config, int begin, int end
     fail("bad layer range [{}, {}) for a model of {} layers", begin, end, config.n_layer);
   check_kv_types(types, config);
   k_row_bytes_ = row_bytes(types.k, width_);
-  v_row_bytes_ = row_bytes(types.v, config.kv_v_width() / config.n_head_kv * backend.kv_heads_held(config.n_head_kv));
+  v_row_bytes_ = row_bytes(types.v, config.kv_v_width() / config.n_head_kv * (kv_heads > 0 ? kv_heads : config.n_head_kv));
   backend.check_kv_rows(k_row_bytes_, v_row_bytes_);
   for (int l = begin; l < end; ++l) {
     const int positions = positions_for(config, l, n_ctx, max_tokens);

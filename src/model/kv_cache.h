@@ -37,7 +37,10 @@ class KvCache {
  public:
   // Layers [begin, end) of the model, n_seq sequences of up to n_ctx
   // positions, in the backend's memory (written by Backend::kv_store).
-  KvCache(Backend& backend, const ModelConfig& config, int begin, int end, int n_seq, int n_ctx, int max_tokens, KvTypes types);
+  // kv_heads: how many of each layer's KV heads it holds (0: all; a tensor
+  // group member dividing attention by heads: its share's, weights.h).
+  KvCache(Backend& backend, const ModelConfig& config, int begin, int end, int n_seq, int n_ctx, int max_tokens,
+          KvTypes types, int kv_heads = 0);
 
   int n_seq() const { return n_seq_; }
   int n_ctx() const { return n_ctx_; }

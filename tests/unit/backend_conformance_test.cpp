@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/forwarding_backend.h"
 #include "backend/vulkan/vulkan_devices.h"
 #ifndef SHOAL_NO_VULKAN
 #include "backend/vulkan/vulkan_backend.h"
@@ -87,8 +88,46 @@ BackendUnderTest make_vulkan() {
   return b;
 }
 
-const std::map<std::string, std::function<BackendUnderTest()>> kBackends = {{"cpu", make_cpu},
-                                                                             {"vulkan", make_vulkan}};
+// A device that implements only Backend's required virtuals (the CPU's):
+// every default (backend.h; docs/architecture.md, "Adding a device") then
+// runs through this suite as a new device's would.
+class RequiredOnly : public ForwardingBackend {
+ public:
+  using ForwardingBackend::ForwardingBackend;
+  void copy_rows(DevicePtr dst, int64_t dst_stride, DevicePtr src, int64_t src_stride, int64_t width,
+                 int64_t n_rows) override {
+    Backend::copy_rows(dst, dst_stride, src, src_stride, width, n_rows);
+  }
+  void matmuls(std::span<const MatmulOutput> outputs, DevicePtr x, int n_tokens) override {
+    Backend::matmuls(outputs, x, n_tokens);
+  }
+  void run_routed_experts(const HostRoutes& routes, const std::function<void(int)>& run, DevicePtr out,
+                          float* host) override {
+    Backend::run_routed_experts(routes, run, out, host);
+  }
+  bool routes_experts() const override { return Backend::routes_experts(); }
+  bool runs(OptionalOp op) const override { return Backend::runs(op); }
+  void delta_net(DevicePtr qkv, DevicePtr alpha, DevicePtr beta, const RecurrentLayer& state, const DeltaNetParams& p,
+                 int n_tokens, DevicePtr out) override {
+    Backend::delta_net(qkv, alpha, beta, state, p, n_tokens, out);
+  }
+  void sigmoid_mul(DevicePtr x, DevicePtr gate, int64_t n) override { Backend::sigmoid_mul(x, gate, n); }
+  void split_halves(DevicePtr src, int64_t n_rows, int half, DevicePtr a, DevicePtr b) override {
+    Backend::split_halves(src, n_rows, half, a, b);
+  }
+  void swiglu_oai(DevicePtr gate, DevicePtr up, DevicePtr out, int64_t n) override {
+    Backend::swiglu_oai(gate, up, out, n);
+  }
+};
+
+BackendUnderTest make_required_only() {
+  BackendUnderTest b = make_cpu();
+  b.backend = std::make_unique<RequiredOnly>(std::move(b.backend));
+  return b;
+}
+
+const std::map<std::string, std::function<BackendUnderTest()>> kBackends = {
+    {"cpu", make_cpu}, {"vulkan", make_vulkan}, {"required_only", make_required_only}};
 
 const DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0,
                            DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K,
@@ -410,6 +449,51 @@ TEST_P(BackendConformance, ElementwiseNormsAndBias) {
   }
 }
 
+// The optional element-wise ops, whether a backend runs them itself or
+// through Backend's defaults (the host's, or copy_rows).
+TEST_P(BackendConformance, OptionalElementwiseOps) {
+  std::mt19937 rng(13);
+  const int n_rows = 7, half = 131;
+  const int64_t n = int64_t{n_rows} * 2 * half;
+  std::vector<float> a = random_floats(n, rng), b = random_floats(n, rng);
+  for (float& v : a) v *= 9.0f;  // past gpt-oss's clamp at 7 on both sides
+  for (float& v : b) v *= 9.0f;
+  auto sigmoid = [](double x) { return 1 / (1 + std::exp(-x)); };
+  auto swiglu_oai = [&](int64_t i) {
+    const double x = std::min(double(a[i]), 7.0), y = std::clamp(double(b[i]), -7.0, 7.0);
+    return x * sigmoid(1.702 * x) * (y + 1);
+  };
+  {
+    SCOPED_TRACE("sigmoid_mul");
+    auto x = put(a), gate = put(b);
+    be().sigmoid_mul(DevicePtr{x.get(), 0}, DevicePtr{gate.get(), 0}, n);
+    const auto got = get(x.get(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      const double want = a[i] * sigmoid(b[i]);
+      ASSERT_NEAR(got[i], want, 1e-5 * std::fabs(want) + 1e-6) << i;
+    }
+  }
+  {
+    SCOPED_TRACE("swiglu_oai");
+    auto gate = put(a), up = put(b);
+    be().swiglu_oai(DevicePtr{gate.get(), 0}, DevicePtr{up.get(), 0}, DevicePtr{gate.get(), 0}, n);
+    const auto got = get(gate.get(), n);
+    for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(got[i], swiglu_oai(i), 1e-5 * std::fabs(swiglu_oai(i)) + 1e-6) << i;
+  }
+  {
+    SCOPED_TRACE("split_halves");  // a copy: exact
+    auto src = put(a);
+    auto first = be().allocate(n / 2 * sizeof(float)), second = be().allocate(n / 2 * sizeof(float));
+    be().split_halves(DevicePtr{src.get(), 0}, n_rows, half, DevicePtr{first.get(), 0}, DevicePtr{second.get(), 0});
+    const auto got_a = get(first.get(), n / 2), got_b = get(second.get(), n / 2);
+    for (int r = 0; r < n_rows; ++r)
+      for (int i = 0; i < half; ++i) {
+        ASSERT_EQ(got_a[r * half + i], a[r * 2 * half + i]) << r << " " << i;
+        ASSERT_EQ(got_b[r * half + i], a[r * 2 * half + half + i]) << r << " " << i;
+      }
+  }
+}
+
 TEST_P(BackendConformance, ElementwiseBeyondOneDispatchRow) {
   // More values than 65535 workgroups of 256 threads cover in one row.
   const int64_t n = 65535ll * 256 + 1000;
@@ -690,7 +774,7 @@ TEST_P(BackendConformance, UploadCopyDownloadBeyondTheStagingArea) {
   EXPECT_EQ(get(a.get(), n, 4096), values);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, BackendConformance, ::testing::Values("cpu", "vulkan"),
+INSTANTIATE_TEST_SUITE_P(Backends, BackendConformance, ::testing::Values("cpu", "vulkan", "required_only"),
                          [](const auto& info) { return info.param; });
 
 #ifdef SHOAL_NO_VULKAN

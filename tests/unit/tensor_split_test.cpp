@@ -74,7 +74,7 @@ class ThreadGroupStage : public Stage {
       m->weights = bind_weights(e.file(), c, range);
       prepare_weights(*m->backend, m->weights, c, range);
       m->stage = std::make_unique<LocalStage>(*m->backend, c, m->weights, 0, c.n_layer, e.options().n_seq, e.n_ctx(),
-                                              e.n_batch(), e.options().kv_types);
+                                              e.n_batch(), e.options().kv_types, kv_heads_held(c, r, weights));
       members_.push_back(std::move(m));
     }
   }

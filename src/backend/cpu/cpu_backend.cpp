@@ -8,6 +8,7 @@
 #include "backend/cpu/delta_net.h"
 #include "backend/cpu/swiglu.h"
 #include "backend/rope_angles.h"
+#include "backend/scalar_activations.h"
 #include "tensor/dequantize.h"
 #include "tensor/gemm.h"
 #include "tensor/interleave.h"
@@ -327,7 +328,7 @@ void CpuBackend::sigmoid_mul(DevicePtr x_ptr, DevicePtr gate_ptr, int64_t n) {
   float* x = floats(x_ptr);
   const float* gate = floats(gate_ptr);
   for_elements(n, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) x[i] *= 1.0f / (1.0f + std::exp(-gate[i]));
+    for (int64_t i = i0; i < i1; ++i) x[i] *= sigmoid(gate[i]);
   });
 }
 
@@ -343,15 +344,11 @@ void CpuBackend::split_halves(DevicePtr src_ptr, int64_t n_rows, int half, Devic
 }
 
 void CpuBackend::swiglu_oai(DevicePtr gate_ptr, DevicePtr up_ptr, DevicePtr out_ptr, int64_t n) {
-  constexpr float kAlpha = 1.702f, kLimit = 7.0f;  // gpt-oss's constants, as llama.cpp's
   const float* gate = floats(gate_ptr);
   const float* up = floats(up_ptr);
   float* out = floats(out_ptr);
   for_elements(n, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      const float x = std::min(gate[i], kLimit), y = std::clamp(up[i], -kLimit, kLimit);
-      out[i] = x / (1.0f + std::exp(kAlpha * -x)) * (y + 1.0f);
-    }
+    for (int64_t i = i0; i < i1; ++i) out[i] = clamped_swiglu(gate[i], up[i]);
   });
 }
 

@@ -395,7 +395,8 @@ void WorkerSession::load_stage(const wire::Frame& request) {
   }
   try {
     stage->stage = std::make_unique<LocalStage>(*stage->backend, stage->config, stage->weights, begin, end, n_seq,
-                                                n_ctx, max_tokens, kv_types);
+                                                n_ctx, max_tokens, kv_types,
+                                                group ? kv_heads_held(c, group->rank, group->weights) : 0);
   } catch (const std::exception&) {
     refuse_stage(begin, end);
   }
