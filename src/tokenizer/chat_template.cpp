@@ -1,6 +1,5 @@
 #include "tokenizer/chat_template.h"
 
-#include <ctime>
 #include <string_view>
 
 #include "util/error.h"
@@ -16,40 +15,32 @@ bool is_space(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
 }
 
-// Jinja's `| trim` and Python's str.strip() on ASCII whitespace.
-std::string trim(const std::string& s) {
-  size_t begin = 0, end = s.size();
-  while (begin < end && is_space(s[begin])) ++begin;
-  while (end > begin && is_space(s[end - 1])) --end;
-  return s.substr(begin, end - begin);
-}
 
 struct Variant {
   const char* name;
   ChatFormat format;
-  bool system_block, bos_in_history, strip;     // Llama 2
-  bool leading_space, inner_space, trim_reply;  // Mistral (inner: also V7)
+  FormatFlags flags;
 };
 
 // llama.cpp's template names, so that a name given instead of a template
 // means what it means there.
-constexpr Variant kVariants[] = {
-    {"chatml", ChatFormat::ChatML, false, false, false, false, true, false},
-    {"phi4", ChatFormat::Phi4, false, false, false, false, true, false},
-    {"llama3", ChatFormat::Llama3, false, false, false, false, true, false},
-    {"llama2", ChatFormat::Llama2, false, false, false, false, true, false},
-    {"llama2-sys", ChatFormat::Llama2, true, false, false, false, true, false},
-    {"llama2-sys-bos", ChatFormat::Llama2, true, true, false, false, true, false},
-    {"llama2-sys-strip", ChatFormat::Llama2, true, false, true, false, true, false},
-    {"mistral-v1", ChatFormat::Mistral, false, false, false, true, true, false},
-    {"mistral-v3", ChatFormat::Mistral, false, false, false, false, true, true},
-    {"mistral-v3-tekken", ChatFormat::Mistral, false, false, false, false, false, false},
-    {"mistral-v7", ChatFormat::MistralV7, false, false, false, false, true, false},
-    {"mistral-v7-tekken", ChatFormat::MistralV7, false, false, false, false, false, false},
-    {"gemma", ChatFormat::Gemma, false, false, false, false, true, false},
-    {"phi3", ChatFormat::Phi3, false, false, false, false, true, false},
-    {"zephyr", ChatFormat::Zephyr, false, false, false, false, true, false},
-    {"gpt-oss", ChatFormat::Harmony, false, false, false, false, true, false},
+const Variant kVariants[] = {
+    {"chatml", ChatFormat::ChatML, {}},
+    {"phi4", ChatFormat::Phi4, {}},
+    {"llama3", ChatFormat::Llama3, {}},
+    {"llama2", ChatFormat::Llama2, {}},
+    {"llama2-sys", ChatFormat::Llama2, {.system_block = true}},
+    {"llama2-sys-bos", ChatFormat::Llama2, {.system_block = true, .bos_in_history = true}},
+    {"llama2-sys-strip", ChatFormat::Llama2, {.system_block = true, .strip = true}},
+    {"mistral-v1", ChatFormat::Mistral, {.leading_space = true}},
+    {"mistral-v3", ChatFormat::Mistral, {.trim_reply = true}},
+    {"mistral-v3-tekken", ChatFormat::Mistral, {.inner_space = false}},
+    {"mistral-v7", ChatFormat::MistralV7, {}},
+    {"mistral-v7-tekken", ChatFormat::MistralV7, {.inner_space = false}},
+    {"gemma", ChatFormat::Gemma, {}},
+    {"phi3", ChatFormat::Phi3, {.turn_end = "<|end|>"}},
+    {"zephyr", ChatFormat::Zephyr, {}},
+    {"gpt-oss", ChatFormat::Harmony, {}},
 };
 
 // Reads the Jinja string literal whose opening quote is at s[i]; on success
@@ -104,12 +95,7 @@ bool ChatTemplate::set_variant(const std::string& name) {
     if (name != v.name) continue;
     format_ = v.format;
     name_ = v.name;
-    system_block_ = v.system_block;
-    bos_in_history_ = v.bos_in_history;
-    strip_ = v.strip;
-    leading_space_ = v.leading_space;
-    inner_space_ = v.inner_space;
-    trim_reply_ = v.trim_reply;
+    flags_ = v.flags;
     return true;
   }
   return false;
@@ -134,7 +120,7 @@ ChatTemplate ChatTemplate::detect(const std::string& src) {
                     : has("\"[INST]\"")    ? "mistral-v3-tekken"
                                            : "mistral-v3");
       // v3 puts the system text in front of the last user message.
-      t.system_last_ = has("loop.last and system_message");
+      t.flags_.system_last = has("loop.last and system_message");
     } else {
       // Llama 2, and the Mistral v0.1/v0.2 templates shaped like it.
       const bool strip = has("content.strip()");
@@ -144,9 +130,9 @@ ChatTemplate ChatTemplate::detect(const std::string& src) {
                     : has("<<SYS>>") ? "llama2-sys"
                                      : "llama2");
       // Real Llama 2 templates strip *and* repeat BOS; HF keeps both.
-      t.strip_ = strip;
-      t.bos_in_history_ = bos;
-      t.spaced_reply_ = has("+ ' ' + eos_token");
+      t.flags_.strip = strip;
+      t.flags_.bos_in_history = bos;
+      t.flags_.spaced_reply = has("+ ' ' + eos_token");
     }
   } else if (has("<|assistant|>") && has("<|end|>")) {
     t.set_variant("phi3");
@@ -155,7 +141,7 @@ ChatTemplate ChatTemplate::detect(const std::string& src) {
     // Zephyr (TinyLlama-Chat, StableLM Zephyr) ends turns with eos_token,
     // "</s>" unless the template spells out another.
     t.set_variant("zephyr");
-    if (has("<|endoftext|>")) t.turn_end_ = "<|endoftext|>";
+    if (has("<|endoftext|>")) t.flags_.turn_end = "<|endoftext|>";
   } else if (has("<start_of_turn>")) {
     t.set_variant("gemma");
   } else if (has("<|start_header_id|>") && has("<|end_header_id|>")) {
@@ -273,94 +259,11 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& messages,
 
 std::string ChatTemplate::render_turns(const std::vector<ChatMessage>& messages,
                                        bool add_generation_prompt) const {
-  std::string out;
-  switch (format_) {
-    case ChatFormat::ChatML:
-      for (const ChatMessage& m : messages) {
-        out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
-      }
-      if (add_generation_prompt) out += "<|im_start|>assistant\n";
-      break;
-    case ChatFormat::Phi4:
-      for (const ChatMessage& m : messages) {
-        out += "<|im_start|>" + m.role + "<|im_sep|>" + m.content + "<|im_end|>";
-      }
-      if (add_generation_prompt) out += "<|im_start|>assistant<|im_sep|>";
-      break;
-    case ChatFormat::Llama3:
-      for (const ChatMessage& m : messages) {
-        out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + trim(m.content) +
-               "<|eot_id|>";
-      }
-      if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
-      break;
-    case ChatFormat::Phi3:
-    case ChatFormat::Zephyr: {
-      const std::string end = format_ == ChatFormat::Phi3 ? "<|end|>" : turn_end_;
-      for (const ChatMessage& m : messages) {
-        out += "<|" + m.role + "|>\n" + m.content + end + "\n";
-      }
-      if (add_generation_prompt) out += "<|assistant|>\n";
-      break;
-    }
-    case ChatFormat::MistralV7: {
-      // A user turn ends in [/INST], which is already the generation prompt.
-      const std::string sp = inner_space_ ? " " : "";
-      for (const ChatMessage& m : messages) {
-        if (m.role == "system") {
-          out += "[SYSTEM_PROMPT]" + sp + m.content + "[/SYSTEM_PROMPT]";
-        } else if (m.role == "user") {
-          out += "[INST]" + sp + m.content + "[/INST]";
-        } else {
-          out += sp + m.content + "</s>";
-        }
-      }
-      break;
-    }
-    case ChatFormat::Llama2: return render_llama2(messages);
-    case ChatFormat::Mistral: return render_mistral(messages);
-    case ChatFormat::Gemma: return render_gemma(messages, add_generation_prompt);
-    case ChatFormat::Harmony: return render_harmony(messages, add_generation_prompt);
-    case ChatFormat::Count: break;
-  }
-  return out;
-}
-
-// gpt-oss's template without tools: a system message with the model's
-// identity, today's date (strftime_now, local time) and reasoning effort
-// medium (the template's default); the conversation's first system message
-// as the developer's instructions; earlier answers on the final channel
-// (their reasoning dropped, as the template does); the generation prompt
-// opens an assistant message whose channel the model names.
-std::string ChatTemplate::render_harmony(const std::vector<ChatMessage>& messages,
-                                         bool add_generation_prompt) const {
-  char date[16] = "";
-  const std::time_t now = std::time(nullptr);
-  std::tm local{};
-  localtime_r(&now, &local);
-  std::strftime(date, sizeof(date), "%Y-%m-%d", &local);
-  std::string out = "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
-                    "Knowledge cutoff: 2024-06\nCurrent date: ";
-  out += date;
-  out += "\n\nReasoning: medium\n\n# Valid channels: analysis, commentary, final. Channel must be included for "
-         "every message.<|end|>";
-  size_t first = 0;
-  if (!messages.empty() && messages[0].role == "system") {
-    if (!messages[0].content.empty())
-      out += "<|start|>developer<|message|># Instructions\n\n" + messages[0].content + "\n\n<|end|>";
-    first = 1;
-  }
-  for (size_t i = first; i < messages.size(); ++i) {
-    const ChatMessage& m = messages[i];
-    if (m.role == "user") {
-      out += "<|start|>user<|message|>" + m.content + "<|end|>";
-    } else if (m.role == "assistant") {
-      const bool last = i + 1 == messages.size() && !add_generation_prompt;
-      out += "<|start|>assistant<|channel|>final<|message|>" + m.content + (last ? "<|return|>" : "<|end|>");
-    }  // a later system message: the template writes nothing for it
-  }
-  if (add_generation_prompt) out += "<|start|>assistant";
-  return out;
+  ChatRenderRequest request;
+  for (const ChatMessage& m : messages) request.messages.push_back({{"role", m.role}, {"content", m.content}});
+  request.add_generation_prompt = add_generation_prompt;
+  request.kwargs = format_variables(flags_);
+  return builtin_format(format_).render(request);
 }
 
 ReasoningMarkers ChatTemplate::reasoning_markers() const {
@@ -370,83 +273,6 @@ ReasoningMarkers ChatTemplate::reasoning_markers() const {
 
 // The first "[INST] " is open from the start (its BOS is the tokenizer's);
 // each reply closes a turn. The generation prompt is the closing [/INST].
-std::string ChatTemplate::render_llama2(const std::vector<ChatMessage>& messages) const {
-  std::string out = "[INST] ";
-  bool in_turn = true;
-  for (const ChatMessage& m : messages) {
-    const std::string content = strip_ ? trim(m.content) : m.content;
-    if (!in_turn) {
-      out += bos_in_history_ ? "<s>[INST] " : "[INST] ";
-      in_turn = true;
-    }
-    if (m.role == "system") {
-      // Without <<SYS>> the model has no system slot: the text leads the turn.
-      out += system_block_ ? "<<SYS>>\n" + content + "\n<</SYS>>\n\n" : content + "\n";
-    } else if (m.role == "user") {
-      out += content + " [/INST]";
-    } else {
-      out += spaced_reply_ ? " " + content + " </s>" : content + "</s>";
-      in_turn = false;
-    }
-  }
-  return out;
-}
-
-std::string ChatTemplate::render_mistral(const std::vector<ChatMessage>& messages) const {
-  const std::string lead = leading_space_ ? " " : "";
-  const std::string inner = inner_space_ ? " " : "";
-  size_t last_user = messages.size();
-  for (size_t i = 0; i < messages.size(); ++i) {
-    if (messages[i].role == "user") last_user = i;
-  }
-  std::string system;  // held for the last user turn when system_last_
-  std::string out;
-  bool in_turn = false;
-  for (size_t i = 0; i < messages.size(); ++i) {
-    const ChatMessage& m = messages[i];
-    if (m.role == "system" && system_last_) {
-      system += (system.empty() ? "" : "\n\n") + m.content;
-      continue;
-    }
-    if (!in_turn) {
-      out += lead + "[INST]" + inner;
-      in_turn = true;
-    }
-    if (m.role == "system") {
-      out += m.content + "\n\n";
-    } else if (m.role == "user") {
-      if (i == last_user && !system.empty()) out += system + "\n\n";
-      out += m.content + lead + "[/INST]";
-    } else {
-      out += inner + (trim_reply_ ? trim(m.content) : m.content) + "</s>";
-      in_turn = false;
-    }
-  }
-  return out;
-}
-
-// Gemma has no system role: its text opens the next user turn.
-std::string ChatTemplate::render_gemma(const std::vector<ChatMessage>& messages,
-                                       bool add_generation_prompt) const {
-  std::string out;
-  std::string system;
-  for (const ChatMessage& m : messages) {
-    if (m.role == "system") {
-      system += trim(m.content);
-      continue;
-    }
-    const bool model = m.role == "assistant";
-    out += model ? "<start_of_turn>model\n" : "<start_of_turn>user\n";
-    if (!model && !system.empty()) {
-      out += system + "\n\n";
-      system.clear();
-    }
-    out += trim(m.content) + "<end_of_turn>\n";
-  }
-  if (add_generation_prompt) out += "<start_of_turn>model\n";
-  return out;
-}
-
 std::vector<std::string> ChatTemplate::stop_strings() const {
   switch (format_) {
     case ChatFormat::ChatML:
@@ -454,7 +280,7 @@ std::vector<std::string> ChatTemplate::stop_strings() const {
     case ChatFormat::Llama3: return {"<|eot_id|>"};
     case ChatFormat::Gemma: return {"<end_of_turn>"};
     case ChatFormat::Phi3: return {"<|end|>"};
-    case ChatFormat::Zephyr: return {turn_end_};
+    case ChatFormat::Zephyr: return {flags_.turn_end};
     case ChatFormat::Llama2:
     case ChatFormat::Mistral:
     case ChatFormat::MistralV7: return {"</s>"};

@@ -4,8 +4,9 @@
 // (tokenizer/jinja_chat.h), as Python's jinja2 would. Its family is also
 // recognised by distinctive markers, as llama.cpp's llm_chat_detect_template
 // does: that gives the stop strings and reasoning markers, and, with
-// --chat-template NAME or for a template that does not parse, a hand-written
-// formatter for the family renders instead.
+// --chat-template NAME or for a template that does not parse, the family's
+// built-in format renders instead (tokenizer/builtin_chat_formats.h: Jinja
+// sources, rendered by the same engine).
 //
 // BOS: render() never writes the BOS text that HF templates put first with
 // `{{ bos_token }}`. The tokenizer adds BOS as `tokenizer.ggml.add_bos_token`
@@ -18,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tokenizer/builtin_chat_formats.h"
 #include "tokenizer/jinja_chat.h"
 
 namespace shoal {
@@ -113,33 +115,15 @@ class ChatTemplate {
   bool unknown_ = false;
   bool thinks_ = false;
 
-  // Llama 2 variants (llama.cpp's llama2, -sys, -sys-bos, -sys-strip).
-  bool system_block_ = false;    // system text in <<SYS>> … <</SYS>>
-  bool bos_in_history_ = false;  // "<s>" before every [INST] after the first
-  bool strip_ = false;           // content.strip()
-  bool spaced_reply_ = false;    // ' ' + reply + ' ' + eos_token
-
-  // Mistral variants, and MistralV7's space after the markers.
-  bool leading_space_ = false;   // v1: " [INST] … [/INST]"
-  bool inner_space_ = true;      // not tekken: "[INST] …", " reply"
-  bool trim_reply_ = false;      // v3 trims the assistant text
-  bool system_last_ = false;     // system text joins the last user turn
-
+  FormatFlags flags_;  // the variant of its family the built-in format writes
   std::shared_ptr<const JinjaChat> jinja_;
   bool strip_bos_ = false;
 
-  std::string turn_end_ = "</s>";  // Zephyr: eos text after each turn
   std::string default_system_;
 
   bool set_variant(const std::string& name);
   std::string render_turns(const std::vector<ChatMessage>& messages,
                            bool add_generation_prompt) const;
-  std::string render_llama2(const std::vector<ChatMessage>& messages) const;
-  std::string render_mistral(const std::vector<ChatMessage>& messages) const;
-  std::string render_gemma(const std::vector<ChatMessage>& messages,
-                           bool add_generation_prompt) const;
-  std::string render_harmony(const std::vector<ChatMessage>& messages,
-                             bool add_generation_prompt) const;
   std::string find_default_system(const std::string& source) const;
 };
 

@@ -394,6 +394,20 @@ TEST(ChatTemplate, GptOssRendersHarmony) {
   EXPECT_EQ(t.stop_strings(), (std::vector<std::string>{"<|return|>", "<|call|>"}));
 }
 
+// The variants the cases above do not reach, by llama.cpp's names: the
+// built-in formats are Jinja sources reading each variant's flags
+// (tokenizer/builtin_chat_formats.cpp), and whitespace stays as written.
+TEST(ChatTemplate, BuiltInVariantsKeepTheirSpacing) {
+  const std::vector<ChatMessage> turns = {
+      {"system", " Sys text \n"}, {"user", "  Hello  "}, {"assistant", " Reply one \n"}, {"user", "Two"}};
+  EXPECT_EQ(ChatTemplate::detect("llama2").render(turns, true),
+            "[INST]  Sys text \n\n  Hello   [/INST] Reply one \n</s>[INST] Two [/INST]");
+  EXPECT_EQ(ChatTemplate::detect("llama2-sys").render(turns, true),
+            "[INST] <<SYS>>\n Sys text \n\n<</SYS>>\n\n  Hello   [/INST] Reply one \n</s>[INST] Two [/INST]");
+  EXPECT_EQ(ChatTemplate::detect("mistral-v7-tekken").render(turns, true),
+            "[SYSTEM_PROMPT] Sys text \n[/SYSTEM_PROMPT][INST]  Hello  [/INST] Reply one \n</s>[INST]Two[/INST]");
+}
+
 TEST(ChatTemplate, AcceptsLlamaCppTemplateNames) {
   EXPECT_EQ(ChatTemplate::detect("llama3").format(), ChatFormat::Llama3);
   EXPECT_EQ(ChatTemplate::detect("gemma").format(), ChatFormat::Gemma);
