@@ -197,41 +197,40 @@ void dequant_q6_k(const BlockQ6_K* b, float* y, int64_t nb) {
 
 }  // namespace
 
+namespace dequantize_blocks {
+void f32(const void* b, float* y, int64_t nb) { std::memcpy(y, b, static_cast<size_t>(nb) * sizeof(float)); }
+template <float (*Convert)(uint16_t)>
+void halves(const void* b, float* y, int64_t n) {
+  const auto* p = static_cast<const uint8_t*>(b);
+  for (int64_t i = 0; i < n; ++i) {
+    uint16_t h;
+    std::memcpy(&h, p + 2 * i, 2);
+    y[i] = Convert(h);
+  }
+}
+void f16(const void* b, float* y, int64_t nb) { halves<half_to_float>(b, y, nb); }
+void bf16(const void* b, float* y, int64_t nb) { halves<bf16_to_f32>(b, y, nb); }
+void q4_0(const void* b, float* y, int64_t nb) { dequant_q4_0(static_cast<const BlockQ4_0*>(b), y, nb); }
+void q4_1(const void* b, float* y, int64_t nb) { dequant_q4_1(static_cast<const BlockQ4_1*>(b), y, nb); }
+void q5_0(const void* b, float* y, int64_t nb) { dequant_q5_0(static_cast<const BlockQ5_0*>(b), y, nb); }
+void q5_1(const void* b, float* y, int64_t nb) { dequant_q5_1(static_cast<const BlockQ5_1*>(b), y, nb); }
+void q8_0(const void* b, float* y, int64_t nb) { dequant_q8_0(static_cast<const BlockQ8_0*>(b), y, nb); }
+void q8_k(const void* b, float* y, int64_t nb) { dequant_q8_k(static_cast<const BlockQ8_K*>(b), y, nb); }
+void q2_k(const void* b, float* y, int64_t nb) { dequant_q2_k(static_cast<const BlockQ2_K*>(b), y, nb); }
+void q3_k(const void* b, float* y, int64_t nb) { dequant_q3_k(static_cast<const BlockQ3_K*>(b), y, nb); }
+void q4_k(const void* b, float* y, int64_t nb) { dequant_q45_k(static_cast<const BlockQ4_K*>(b), y, nb); }
+void q5_k(const void* b, float* y, int64_t nb) { dequant_q45_k(static_cast<const BlockQ5_K*>(b), y, nb); }
+void q6_k(const void* b, float* y, int64_t nb) { dequant_q6_k(static_cast<const BlockQ6_K*>(b), y, nb); }
+void mxfp4(const void* b, float* y, int64_t nb) { dequant_mxfp4(static_cast<const BlockMXFP4*>(b), y, nb); }
+}  // namespace dequantize_blocks
+
 void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
   const DTypeInfo& info = dtype_info(type);
   if (n < 0 || n % info.block_size != 0)
     fail("dequantize_row: {} values is not a whole number of {} blocks ({} values each)", n, info.name,
          info.block_size);
-  const int64_t nb = n / info.block_size;
-  switch (type) {
-    case DType::F32:
-      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
-      return;
-    case DType::F16:
-    case DType::BF16: {
-      const uint8_t* p = static_cast<const uint8_t*>(src);
-      for (int64_t i = 0; i < n; ++i) {
-        uint16_t h;
-        std::memcpy(&h, p + 2 * i, 2);
-        dst[i] = type == DType::F16 ? half_to_float(h) : bf16_to_f32(h);
-      }
-      return;
-    }
-    case DType::Q4_0: return dequant_q4_0(static_cast<const BlockQ4_0*>(src), dst, nb);
-    case DType::MXFP4: return dequant_mxfp4(static_cast<const BlockMXFP4*>(src), dst, nb);
-    case DType::Q4_1: return dequant_q4_1(static_cast<const BlockQ4_1*>(src), dst, nb);
-    case DType::Q5_0: return dequant_q5_0(static_cast<const BlockQ5_0*>(src), dst, nb);
-    case DType::Q5_1: return dequant_q5_1(static_cast<const BlockQ5_1*>(src), dst, nb);
-    case DType::Q8_0: return dequant_q8_0(static_cast<const BlockQ8_0*>(src), dst, nb);
-    case DType::Q8_K: return dequant_q8_k(static_cast<const BlockQ8_K*>(src), dst, nb);
-    case DType::Q2_K: return dequant_q2_k(static_cast<const BlockQ2_K*>(src), dst, nb);
-    case DType::Q3_K: return dequant_q3_k(static_cast<const BlockQ3_K*>(src), dst, nb);
-    case DType::Q4_K: return dequant_q45_k(static_cast<const BlockQ4_K*>(src), dst, nb);
-    case DType::Q5_K: return dequant_q45_k(static_cast<const BlockQ5_K*>(src), dst, nb);
-    case DType::Q6_K: return dequant_q6_k(static_cast<const BlockQ6_K*>(src), dst, nb);
-    case DType::Q8_1: break;
-  }
-  fail("dequantize_row: type {} is not supported", info.name);
+  if (!info.dequantize) fail("dequantize_row: type {} is not supported", info.name);
+  info.dequantize(src, dst, n / info.block_size);
 }
 
 void check_row_ids(const Matrix& m, const int32_t* ids, int n) {

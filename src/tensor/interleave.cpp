@@ -7,23 +7,9 @@
 namespace shoal {
 
 bool interleavable(DType type, int64_t cols) {
-  switch (type) {
-    case DType::F32:
-    case DType::F16:
-    case DType::BF16: return cols % kFloatRun == 0;  // whole runs only (no zero-padded tail in a group)
-    case DType::Q4_0:
-    case DType::Q4_1:
-    case DType::Q5_0:
-    case DType::Q5_1:
-    case DType::Q8_0:
-    case DType::Q2_K:
-    case DType::Q3_K:
-    case DType::Q4_K:
-    case DType::Q5_K:
-    case DType::Q6_K:
-    case DType::MXFP4: return true;
-    default: return false;
-  }
+  // Every weight type has groups of eight; float rows whole runs only (no zero-padded tail in a group).
+  const DTypeInfo& info = dtype_info(type);
+  return info.weight && (info.block_size > 1 || cols % kFloatRun == 0);
 }
 
 namespace {

@@ -86,24 +86,9 @@ HWY_EXPORT(QuantizeQ8_0);
 HWY_EXPORT(QuantizeQ8_K);
 
 DType activation_dtype(DType weight) {
-  switch (weight) {
-    case DType::F32:
-    case DType::F16:
-    case DType::BF16: return DType::F32;
-    case DType::Q4_0:
-    case DType::Q4_1:
-    case DType::Q5_0:
-    case DType::Q5_1:
-    case DType::Q8_0:
-    case DType::MXFP4: return DType::Q8_0;
-    case DType::Q2_K:
-    case DType::Q3_K:
-    case DType::Q4_K:
-    case DType::Q5_K:
-    case DType::Q6_K: return DType::Q8_K;
-    default: break;
-  }
-  fail("no matmul kernel for weight type {}", dtype_info(weight).name);
+  const DTypeInfo& info = dtype_info(weight);
+  if (!info.weight) fail("no matmul kernel for weight type {}", info.name);
+  return info.activation;
 }
 
 void quantize_activation(DType weight, const float* src, void* dst, int64_t n) {

@@ -17,12 +17,7 @@ void put_half(std::vector<uint8_t>& row, size_t offset, float value) {
 
 bool is_weight_type(uint32_t ggml_type) {
   const DTypeInfo* info = find_dtype(ggml_type);
-  if (!info) return false;
-  switch (info->type) {
-    case DType::Q8_1:
-    case DType::Q8_K: return false;  // activation types only
-    default: return true;
-  }
+  return info && info->weight;
 }
 
 std::vector<uint8_t> random_weights(DType type, int64_t n, std::mt19937& rng) {

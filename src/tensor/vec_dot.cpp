@@ -61,35 +61,11 @@ namespace shoal {
 
 HWY_EXPORT(VecDot);
 
-namespace {
-
-// Values per block, or 0 for a weight type without a kernel. A switch, not
-// dtype_info's table walk: this runs once per output element.
-int dot_block_size(DType type) {
-  switch (type) {
-    case DType::F32:
-    case DType::F16:
-    case DType::BF16: return 1;
-    case DType::Q4_0:
-    case DType::Q4_1:
-    case DType::Q5_0:
-    case DType::Q5_1:
-    case DType::Q8_0:
-    case DType::MXFP4: return kQK;
-    case DType::Q2_K:
-    case DType::Q3_K:
-    case DType::Q4_K:
-    case DType::Q5_K:
-    case DType::Q6_K: return kQKK;
-    default: return 0;
-  }
-}
-
-}  // namespace
-
 float vec_dot(DType weight, const void* weight_row, const void* activation, int64_t n) {
-  const int block = dot_block_size(weight);
-  if (block == 0) fail("vec_dot: weight type {} is not supported", dtype_info(weight).name);
+  // Whole blocks of the activation type (1 for float weights).
+  const DTypeInfo& info = dtype_info(weight);
+  if (!info.weight) fail("vec_dot: weight type {} is not supported", info.name);
+  const int block = dtype_info(info.activation).block_size;
   if (n < 0 || n % block != 0)
     fail("vec_dot: {} values is not a whole number of {} blocks", n, dtype_info(weight).name);
   return HWY_DYNAMIC_DISPATCH(VecDot)(weight, weight_row, activation, n);
