@@ -188,6 +188,17 @@ inline int q3k_scale(const uint8_t* scales, int g) {
   return (low | (high << 4)) - 32;
 }
 
+// Values l, l + 32, l + 64 and l + 96 (l < 32) of half n of a Q6_K block,
+// each minus 32, as the layout comment above gives them.
+inline void q6k_quants(const BlockQ6_K& b, int n, int l, int q[4]) {
+  const uint8_t* ql = b.ql + 64 * n;
+  const uint8_t qh = b.qh[32 * n + l];
+  q[0] = ((ql[l] & 0xF) | (((qh >> 0) & 3) << 4)) - 32;
+  q[1] = ((ql[l + 32] & 0xF) | (((qh >> 2) & 3) << 4)) - 32;
+  q[2] = ((ql[l] >> 4) | (((qh >> 4) & 3) << 4)) - 32;
+  q[3] = ((ql[l + 32] >> 4) | (((qh >> 6) & 3) << 4)) - 32;
+}
+
 inline uint32_t load_u32_le(const uint8_t* p) {
   uint32_t v;
   std::memcpy(&v, p, 4);

@@ -177,19 +177,12 @@ void dequant_q6_k(const BlockQ6_K* b, float* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, ++b) {
     const float d = half_to_float(b->d);
     for (int n = 0; n < 2; ++n, y += 128) {
-      const uint8_t* ql = b->ql + 64 * n;
-      const uint8_t* qh = b->qh + 32 * n;
       const int8_t* sc = b->scales + 8 * n;
       for (int l = 0; l < 32; ++l) {
         const int g = l / 16;
-        const int q1 = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
-        const int q2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
-        const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-        const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-        y[l] = d * sc[g] * q1;
-        y[l + 32] = d * sc[g + 2] * q2;
-        y[l + 64] = d * sc[g + 4] * q3;
-        y[l + 96] = d * sc[g + 6] * q4;
+        int q[4];
+        q6k_quants(*b, n, l, q);
+        for (int k = 0; k < 4; ++k) y[l + 32 * k] = d * sc[g + 2 * k] * q[k];
       }
     }
   }

@@ -168,18 +168,14 @@ float dot_q6_k(const BlockQ6_K* w, const BlockQ8_K* a, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i) {
     int isum = 0;
     for (int n = 0; n < 2; ++n) {
-      const uint8_t* ql = w[i].ql + 64 * n;
-      const uint8_t* qh = w[i].qh + 32 * n;
       const int8_t* sc = w[i].scales + 8 * n;
       const int8_t* qa = a[i].qs + 128 * n;
       for (int l = 0; l < 32; ++l) {
         const int g = l / 16;
-        const int q1 = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
-        const int q2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
-        const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-        const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-        isum += sc[g] * q1 * qa[l] + sc[g + 2] * q2 * qa[l + 32] + sc[g + 4] * q3 * qa[l + 64] +
-                sc[g + 6] * q4 * qa[l + 96];
+        int q[4];
+        q6k_quants(w[i], n, l, q);
+        isum += sc[g] * q[0] * qa[l] + sc[g + 2] * q[1] * qa[l + 32] + sc[g + 4] * q[2] * qa[l + 64] +
+                sc[g + 6] * q[3] * qa[l + 96];
       }
     }
     sum += a[i].d * half_to_float(w[i].d) * static_cast<float>(isum);
