@@ -33,6 +33,7 @@ struct ServeOptions {
   std::string body_limit = "1M";
   double head_timeout_s = 10, body_timeout_s = 30;
   int n_predict = -1;
+  std::string alias;  // the model's name in /v1/models
 };
 
 std::string read_api_key(const std::string& path) {
@@ -79,6 +80,7 @@ int serve(ServeOptions& o) {
   s.limits.body_timeout_ms = static_cast<int>(o.body_timeout_s * 1000);
   if (s.body_limit < 1024) fail("--body-limit {} is too small (at least 1K)", o.body_limit);
   s.model_path = o.common.engine.model_path;
+  s.alias = o.alias;
   s.workers = o.common.cluster.workers;
   s.defaults.sampling = o.common.sampling;
   s.defaults.max_tokens = o.n_predict;
@@ -171,6 +173,7 @@ Command add_serve_command(CLI::App& app) {
   cmd->add_option("--parallel,--np", o->server.parallel, "requests served at once (sequence slots)")
       ->capture_default_str()
       ->check(whole_number_in(1, 256));
+  cmd->add_option("-a,--alias", o->alias, "the model's name in /v1/models (default: the file name); requests may name it anything");
   cmd->add_option("-n,--n-predict", o->n_predict, "default max_tokens for a request (-1: until the end)")
       ->capture_default_str()
       ->check(whole_number_in(-1, INT32_MAX));

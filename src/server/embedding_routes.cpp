@@ -65,7 +65,13 @@ std::vector<std::vector<TokenId>> read_inputs(const json& input, const Tokenizer
 void handle_embeddings(ServingContext& ctx, const httplib::Request& req, httplib::Response& res) {
   Engine& engine = *ctx.engine.load();
   const json body = parse_json_body(req.body);
-  if (auto m = body.find("model"); m != body.end() && m->is_string()) ctx.check_model(m->get<std::string>());
+  std::string model;
+  if (auto m = body.find("model"); m != body.end()) {
+    if (!m->is_string())
+      throw ApiError(400, "Invalid type for 'model': expected a string.", "invalid_request_error", "model",
+                     "invalid_type");
+    model = m->get<std::string>();
+  }
   auto input = body.find("input");
   if (input == body.end())
     throw ApiError(400, "Missing required parameter: 'input'.", "invalid_request_error", "input",
@@ -120,7 +126,7 @@ void handle_embeddings(ServingContext& ctx, const httplib::Request& req, httplib
     else item["embedding"] = r.embedding;
     data.push_back(std::move(item));
   }
-  res.set_content(dump({{"object", "list"}, {"data", data}, {"model", ctx.model_id},
+  res.set_content(dump({{"object", "list"}, {"data", data}, {"model", ctx.echoed_model(model)},
                         {"usage", {{"prompt_tokens", prompt_tokens}, {"total_tokens", prompt_tokens}}}}),
                   "application/json");
 }

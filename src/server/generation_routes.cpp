@@ -283,7 +283,6 @@ void handle_generation(ServingContext& ctx, const httplib::Request& req, httplib
   const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(req.body);
   GenerationRequest g = chat ? parse_chat_request(body, ctx.options.defaults, ordered)
                              : parse_completion_request(body, ctx.options.defaults, ordered);
-  ctx.check_model(g.model);
   resolve_logit_bias(g, engine.tokenizer());
   compile_output_constraint(g, engine.chat_template().source());
   if (!g.tool_names.empty()) {  // the families' markers must reach the tool-call parser
@@ -295,7 +294,7 @@ void handle_generation(ServingContext& ctx, const httplib::Request& req, httplib
   }
   std::vector<TokenId> prompt = build_prompt(engine, g);
   const size_t n_prompt = prompt.size();
-  ResponseMeta meta = new_response_meta(chat, ctx.model_id);
+  ResponseMeta meta = new_response_meta(chat, ctx.echoed_model(g.model));
   meta.thinks = chat && engine.chat_template().thinks();
   meta.reasoning_markers = engine.chat_template().reasoning_markers();
   meta.logprobs = g.options.logprobs;

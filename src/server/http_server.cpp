@@ -40,12 +40,16 @@ int64_t unix_now() {
 
 ServingContext::ServingContext(ServerOptions o, ServerState& s)
     : options(std::move(o)), state(s),
-      model_id(std::filesystem::path(options.model_path).filename().string()) {}
+      model_id(options.alias.empty() ? std::filesystem::path(options.model_path).filename().string()
+                                     : options.alias) {}
 
-void ServingContext::check_model(const std::string& name) const {
-  if (name.empty() || name == model_id || name == stem(model_id) || name == "default") return;
-  throw ApiError(404, fmt::format("The model `{}` does not exist. This server serves `{}`.", name, model_id),
-                 "invalid_request_error", "model", "model_not_found");
+std::string ServingContext::echoed_model(const std::string& requested) const {
+  return requested.empty() ? model_id : requested;
+}
+
+bool ServingContext::is_served_name(const std::string& name) const {
+  const std::string file = std::filesystem::path(options.model_path).filename().string();
+  return name == model_id || name == file || name == stem(file) || name == "default";
 }
 
 HttpServer::HttpServer(ServerOptions options, ServerState& state) : ctx_(std::move(options), state) {
@@ -206,7 +210,11 @@ void HttpServer::add_routes() {
          send_json(res, 200, {{"object", "list"}, {"data", json::array({model_json()})}});
        }, true));
   both("GET", R"(/v1/models/(.+))", api([&ctx, model_json](const auto& req, auto& res) {
-         ctx.check_model(req.matches[1].str());
+         const std::string name = req.matches[1].str();
+         if (!ctx.is_served_name(name))
+           throw ApiError(404, fmt::format("The model `{}` does not exist. This server serves `{}`.", name,
+                                           ctx.model_id),
+                          "invalid_request_error", "model", "model_not_found");
          send_json(res, 200, model_json());
        }, true));
 

@@ -32,6 +32,7 @@ struct ServerOptions {
   size_t body_limit = 1 << 20;        // larger request bodies get 413
   int parallel = 1;                   // slots, to size the HTTP thread pool
   std::string model_path;
+  std::string alias;                  // --alias: the name /v1/models lists (else the file name)
   std::vector<std::string> workers;   // --rpc, for /v1/cluster while loading
   RequestDefaults defaults;
   HttpLimits limits;                  // connections, deadlines, head size (body: body_limit)
@@ -44,13 +45,17 @@ struct ServingContext {
   ServerState& state;
   Metrics metrics;
   InFlight in_flight;
-  std::string model_id;  // the GGUF file name
+  std::string model_id;  // --alias, or the GGUF file name
   std::atomic<Engine*> engine{nullptr};
   std::atomic<Scheduler*> scheduler{nullptr};
 
-  // The request's "model" names what this server serves: absent, the id
-  // (file name), the file stem, or "default". Otherwise 404 model_not_found.
-  void check_model(const std::string& name) const;
+  // What a response names as its model: one model is served, so a request
+  // may name it anything (clients send "gpt-4o-mini" by default), and that
+  // name is echoed, as llama-server does; no name gives model_id.
+  std::string echoed_model(const std::string& requested) const;
+  // Whether GET /v1/models/NAME names this model: model_id, the file name
+  // or its stem, or "default".
+  bool is_served_name(const std::string& name) const;
 };
 
 // POST /v1/chat/completions (chat) and /v1/completions: parse, render the

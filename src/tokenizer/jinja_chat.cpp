@@ -34,8 +34,9 @@ std::string JinjaChat::render(const ChatRenderRequest& request) const {
   if (request.kwargs.is_object())
     for (const auto& [k, v] : request.kwargs.items()) context[k] = v;
   context["messages"] = with_object_arguments(request.messages);
-  context["tools"] = request.tools.is_array() && !request.tools.empty() ? request.tools : nullptr;
-  context["documents"] = nullptr;
+  // Undefined without tools, as llama-server leaves them (not None, on
+  // which a template's `{% for tool in tools %}` fails).
+  if (request.tools.is_array() && !request.tools.empty()) context["tools"] = request.tools;
   context["add_generation_prompt"] = request.add_generation_prompt;
   context["bos_token"] = bos_token_;
   context["eos_token"] = eos_token_;

@@ -1,8 +1,9 @@
 #pragma once
 // A conversation rendered through the model's own Jinja chat template, with
 // the variables Hugging Face's apply_chat_template gives it: messages, tools
-// (None when the request has none), documents (None), add_generation_prompt,
-// bos_token, eos_token, and the request's chat_template_kwargs
+// (undefined when the request has none, as llama-server leaves it: not
+// None), add_generation_prompt, bos_token, eos_token, and the request's
+// chat_template_kwargs
 // (enable_thinking, …). A tool call's "arguments" sent as a JSON string, as
 // OpenAI clients send them, reaches the template as the object it encodes,
 // as llama-server passes it (templates write it with tojson).

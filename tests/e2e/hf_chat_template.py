@@ -1,5 +1,5 @@
 """Renders a chat template as Hugging Face's transformers does
-(apply_chat_template): Python's jinja2 in an ImmutableSandboxedEnvironment with
+(apply_chat_template, with llama-server's undefined tools): Python's jinja2 in an ImmutableSandboxedEnvironment with
 trim_blocks, lstrip_blocks and loop controls, json.dumps as tojson,
 raise_exception, strftime_now, and the {% generation %} tag. The reference
 the project's Jinja engine is compared against, byte for byte."""
@@ -59,7 +59,12 @@ def object_arguments(messages):
 
 
 def render(source, messages, tools=None, add_generation_prompt=True, bos_token="", eos_token="", **kwargs):
+    """tools (and documents) stay undefined when the request has none, as
+    llama-server leaves them: transformers passes None, on which the tool-use
+    templates that loop over tools (Hermes 2 Pro, Hermes 3, Command R+) fail."""
     template = environment().from_string(source)
-    return template.render(messages=object_arguments(messages), tools=tools or None, documents=None,
-                           add_generation_prompt=add_generation_prompt, bos_token=bos_token,
-                           eos_token=eos_token, **kwargs)
+    variables = dict(messages=object_arguments(messages), add_generation_prompt=add_generation_prompt,
+                     bos_token=bos_token, eos_token=eos_token, **kwargs)
+    if tools:
+        variables["tools"] = tools
+    return template.render(**variables)
