@@ -2,6 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+#include "server/integer_range_grammar.h"
 #include "util/error.h"
 
 namespace shoal::server {
@@ -15,11 +20,38 @@ constexpr uint64_t kMaxLength = 10000; // minLength / maxLength / minItems / max
 
 // What the grammar enforces; the rest are annotations or refused below.
 const std::set<std::string> kRefused = {
-    "pattern", "patternProperties", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
-    "multipleOf", "not", "if", "then", "else", "allOf", "uniqueItems", "contains", "minContains",
-    "maxContains", "propertyNames", "minProperties", "maxProperties", "dependentRequired",
-    "dependentSchemas", "dependencies", "unevaluatedProperties", "unevaluatedItems", "prefixItems",
-    "format", "contentEncoding", "contentMediaType"};
+    "pattern", "patternProperties", "multipleOf", "not", "if", "then", "else", "uniqueItems", "contains",
+    "minContains", "maxContains", "propertyNames", "minProperties", "maxProperties", "dependentRequired",
+    "dependentSchemas", "dependencies", "unevaluatedProperties", "unevaluatedItems", "contentEncoding",
+    "contentMediaType"};
+// Held for integers only (digit by digit, integer_range_grammar.h).
+const char* const kBounds[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
+// Keywords that only say what a schema is for: two allOf parts may differ in them.
+const std::set<std::string> kAnnotations = {"title", "description", "default", "examples", "$comment", "$id",
+                                            "$schema", "deprecated", "readOnly", "writeOnly"};
+
+// String formats as llama.cpp's converter holds them, tightened so that every
+// string fits its format: days per month, 29 February in leap years only
+// (those ending 04, 08, …, 96: the centuries left out), years from 1000.
+// Rule names: "format-" and the format's name; parts of them too.
+const std::map<std::string, std::string> kFormats = {
+    {"format-date", "[1-9] [0-9]{3} \"-\" ( (\"0\" [13578] | \"1\" [02]) \"-\" (format-day-30 | \"31\") | "
+                    "(\"0\" [469] | \"11\") \"-\" format-day-30 | \"02\" \"-\" format-day-28 ) | "
+                    "[1-9] [0-9] ([02468] [48] | [2468] \"0\" | [13579] [26]) \"-02-29\""},
+    {"format-time", "([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9] \":\" [0-5] [0-9] (\".\" [0-9]{1,6})? "
+                    "(\"Z\" | [+-] ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9])"},
+    {"format-date-time", "format-date \"T\" format-time"},
+    {"format-uuid", "[0-9a-fA-F]{8} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" "
+                    "[0-9a-fA-F]{12}"},
+    {"format-day-28", "\"0\" [1-9] | \"1\" [0-9] | \"2\" [0-8]"},
+    {"format-day-30", "format-day-28 | \"29\" | \"30\""},
+};
+const std::map<std::string, std::vector<std::string>> kFormatUses = {
+    {"format-date", {"format-day-28", "format-day-30"}},
+    {"format-day-30", {"format-day-28"}},
+    {"format-date-time", {"format-date", "format-time"}}};
+// The formats a schema may name.
+const std::set<std::string> kStringFormats = {"date", "time", "date-time", "uuid"};
 
 // Whitespace between tokens, bounded so a model cannot pad forever (llama.cpp's rule).
 constexpr const char* kSpace = R"(| " " | "\n"{1,2} [ \t]{0,20})";
@@ -103,10 +135,11 @@ std::string gbnf_literal(const std::string& text) {
 
 std::string JsonGrammarBuilder::fresh(const std::string& hint) const {
   const std::string base = sanitize(hint);
-  if (!rules_.count(base) && !kPrimitives.count(base)) return base;
+  auto taken = [&](const std::string& n) { return rules_.count(n) || kPrimitives.count(n) || kFormats.count(n); };
+  if (!taken(base)) return base;
   for (size_t i = 1;; ++i) {
     std::string name = fmt::format("{}-{}", base, i);
-    if (!rules_.count(name) && !kPrimitives.count(name)) return name;
+    if (!taken(name)) return name;
   }
 }
 
@@ -144,6 +177,7 @@ std::string JsonGrammarBuilder::visit(const json& schema, const std::string& nam
   for (const auto& [key, _] : schema.items()) {
     if (kRefused.count(key)) fail("{}: '{}' is not supported in a schema here (the output could not be held to it)", path, key);
   }
+  if (const auto all = schema.find("allOf"); all != schema.end()) return visit(merge_all_of(schema, path), name, path, depth + 1);
   if (const auto ref = schema.find("$ref"); ref != schema.end()) {
     if (!ref->is_string()) fail("{}.$ref: expected a string", path);
     const std::string target = ref->get<std::string>();
@@ -189,7 +223,10 @@ std::string JsonGrammarBuilder::visit(const json& schema, const std::string& nam
     if (schema.contains("properties") || schema.contains("additionalProperties") || schema.contains("required"))
       return typed("object", schema, name, path, depth);
     if (schema.contains("items")) return typed("array", schema, name, path, depth);
-    if (schema.contains("minLength") || schema.contains("maxLength")) return typed("string", schema, name, path, depth);
+    if (schema.contains("minLength") || schema.contains("maxLength") || schema.contains("format"))
+      return typed("string", schema, name, path, depth);
+    for (const char* bound : kBounds)
+      if (schema.contains(bound)) fail("{}: '{}' is held for \"type\": \"integer\" only", path, bound);
     return primitive("value");
   }
   if (type->is_string()) return typed(type->get<std::string>(), schema, name, path, depth);
@@ -208,12 +245,24 @@ std::string JsonGrammarBuilder::typed(const std::string& type, const json& schem
   if (type == "object") return object_rule(schema, name, path, depth);
   if (type == "array") return array_rule(schema, name, path, depth);
   if (type == "string") return string_rule(schema, path);
-  if (type == "number" || type == "integer" || type == "boolean" || type == "null") return primitive(type);
+  if (type == "integer") return integer_rule(schema, name, path);
+  if (type == "number")
+    for (const char* bound : kBounds)
+      if (schema.contains(bound)) fail("{}: '{}' is held for \"type\": \"integer\" only, not a number", path, bound);
+  if (type == "number" || type == "boolean" || type == "null") return primitive(type);
   fail("{}.type: unknown type '{}'", path, type);
 }
 
 std::string JsonGrammarBuilder::string_rule(const json& schema, const std::string& path) {
   const bool has_min = schema.contains("minLength"), has_max = schema.contains("maxLength");
+  if (const auto f = schema.find("format"); f != schema.end()) {
+    if (!f->is_string()) fail("{}.format: expected a string", path);
+    const std::string format = f->get<std::string>();
+    if (!kStringFormats.count(format))
+      fail("{}: 'format' {} is not held here (date, time, date-time and uuid are)", path, f->dump());
+    if (has_min || has_max) fail("{}: 'format' with minLength or maxLength is not held here", path);
+    return add_rule(format + "-string", "\"\\\"\" " + format_part("format-" + format) + " \"\\\"\" space");
+  }
   if (!has_min && !has_max) return primitive("string");
   const uint64_t min = count_of(schema, "minLength", path);
   const uint64_t max = count_of(schema, "maxLength", path);
@@ -224,6 +273,7 @@ std::string JsonGrammarBuilder::string_rule(const json& schema, const std::strin
 
 std::string JsonGrammarBuilder::array_rule(const json& schema, const std::string& name, const std::string& path,
                                            int depth) {
+  if (schema.contains("prefixItems")) return tuple_rule(schema, name, path, depth);
   const auto items = schema.find("items");
   const std::string item = items == schema.end() ? primitive("value")
                                                  : visit(*items, name + "-item", path + ".items", depth + 1);
@@ -310,6 +360,134 @@ std::string JsonGrammarBuilder::object_rule(const json& schema, const std::strin
     r_next = add_rule(name + "-r" + std::to_string(i), r);
   }
   return add_rule(name, "\"{\" space " + (f_next.empty() ? "" : f_next + " ") + "\"}\" space");
+}
+
+// A rule of the fixed string formats (kFormats) and what it uses.
+std::string JsonGrammarBuilder::format_part(const std::string& name) {
+  if (rules_.count(name)) return name;
+  rules_[name] = kFormats.at(name);
+  order_.push_back(name);
+  if (const auto uses = kFormatUses.find(name); uses != kFormatUses.end())
+    for (const std::string& u : uses->second) format_part(u);
+  return name;
+}
+
+// minimum / maximum and the exclusive forms (a number, or draft 4's boolean
+// beside minimum / maximum) as the integers they allow.
+std::string JsonGrammarBuilder::integer_rule(const json& schema, const std::string& name, const std::string& path) {
+  std::optional<int64_t> lo, hi;
+  auto number = [&](const char* key) -> std::optional<double> {
+    const auto it = schema.find(key);
+    if (it == schema.end() || it->is_boolean()) return std::nullopt;
+    if (!it->is_number()) fail("{}.{}: expected a number", path, key);
+    const double v = it->get<double>();
+    if (!std::isfinite(v) || std::fabs(v) > static_cast<double>(kMaxIntegerBound))
+      fail("{}.{}: {} is past the bounds this server holds (±{})", path, key, it->dump(), kMaxIntegerBound);
+    return v;
+  };
+  auto flag = [&](const char* key) {
+    const auto it = schema.find(key);
+    return it != schema.end() && it->is_boolean() && it->get<bool>();
+  };
+  auto raise_lo = [&](int64_t v) { lo = lo ? std::max(*lo, v) : v; };
+  auto lower_hi = [&](int64_t v) { hi = hi ? std::min(*hi, v) : v; };
+  if (const auto v = number("minimum"))
+    raise_lo(flag("exclusiveMinimum") ? static_cast<int64_t>(std::floor(*v)) + 1 : static_cast<int64_t>(std::ceil(*v)));
+  if (const auto v = number("maximum"))
+    lower_hi(flag("exclusiveMaximum") ? static_cast<int64_t>(std::ceil(*v)) - 1 : static_cast<int64_t>(std::floor(*v)));
+  if (const auto v = number("exclusiveMinimum")) raise_lo(static_cast<int64_t>(std::floor(*v)) + 1);
+  if (const auto v = number("exclusiveMaximum")) lower_hi(static_cast<int64_t>(std::ceil(*v)) - 1);
+  if (!lo && !hi) return primitive("integer");
+  try {
+    return add_rule(name, "(" + integer_range_gbnf(lo, hi) + ") space");
+  } catch (const Error& e) {
+    fail("{}: {}", path, e.what());
+  }
+}
+
+// prefixItems: the tuple's items in order, then `items` (a schema, or true)
+// for any more, within minItems / maxItems.
+std::string JsonGrammarBuilder::tuple_rule(const json& schema, const std::string& name, const std::string& path,
+                                           int depth) {
+  const json& prefix = schema.at("prefixItems");
+  if (!prefix.is_array() || prefix.empty()) fail("{}.prefixItems: expected a non-empty array", path);
+  const uint64_t n = prefix.size();
+  const bool has_max = schema.contains("maxItems");
+  const uint64_t min = count_of(schema, "minItems", path), max = count_of(schema, "maxItems", path);
+  std::string more;
+  if (const auto items = schema.find("items"); items != schema.end() && !(items->is_boolean() && !items->get<bool>()))
+    more = visit(*items, name + "-item", path + ".items", depth + 1);
+  if (min > n && more.empty()) fail("{}: minItems {} is more than the {} prefixItems with no items after", path, min, n);
+  if (has_max && max < n) fail("{}: maxItems {} is fewer than the {} prefixItems", path, max, n);
+  std::string body = "\"[\" space";
+  for (uint64_t i = 0; i < n; ++i) {
+    if (i) body += " \",\" space";
+    body += " " + visit(prefix[i], fmt::format("{}-{}", name, i), fmt::format("{}.prefixItems[{}]", path, i), depth + 1);
+  }
+  if (!more.empty()) {
+    const uint64_t extra_min = min > n ? min - n : 0;
+    body += " " + repeat("(\",\" space " + more + ")", extra_min, has_max ? max - n : 0, has_max);
+  }
+  return add_rule(name, body + " \"]\" space");
+}
+
+// allOf as one schema: the parts' properties and required lists together,
+// any other keyword the parts share only where they agree (a conflict is
+// refused by name); a part that is a $ref is read where it points.
+json JsonGrammarBuilder::merge_all_of(const json& schema, const std::string& path) {
+  const json& parts = schema.at("allOf");
+  if (!parts.is_array() || parts.empty()) fail("{}.allOf: expected a non-empty array", path);
+  json merged = schema;
+  merged.erase("allOf");
+  auto merge = [&](const json& part, const std::string& where) {
+    for (const auto& [key, value] : part.items()) {
+      if (key == "properties") {
+        if (!value.is_object()) fail("{}.properties: expected an object", where);
+        json& props = merged["properties"];
+        for (const auto& [p, sub] : value.items()) {
+          if (props.contains(p) && props[p] != sub) fail("{}: property '{}' differs between allOf parts", path, p);
+          props[p] = sub;
+        }
+      } else if (key == "required") {
+        if (!value.is_array()) fail("{}.required: expected an array", where);
+        json& req = merged["required"];
+        if (!req.is_array()) req = json::array();
+        for (const json& r : value)
+          if (std::find(req.begin(), req.end(), r) == req.end()) req.push_back(r);
+      } else if (!kAnnotations.count(key)) {
+        if (merged.contains(key) && merged[key] != value) fail("{}: '{}' differs between allOf parts", path, key);
+        merged[key] = value;
+      }
+    }
+  };
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const std::string where = fmt::format("{}.allOf[{}]", path, i);
+    const json* part = &parts[i];
+    for (int hops = 0; part->is_object() && part->contains("$ref"); ++hops) {
+      if (hops > kMaxDepth) fail("{}: $refs chained more than {} deep", where, kMaxDepth);
+      part = &resolve_ref((*part)["$ref"], where);
+    }
+    if (!part->is_object()) fail("{}: expected a schema object", where);
+    if (part->contains("allOf")) {
+      merge(merge_all_of(*part, where), where);
+    } else {
+      merge(*part, where);
+    }
+  }
+  return merged;
+}
+
+const json& JsonGrammarBuilder::resolve_ref(const json& ref, const std::string& path) const {
+  if (!ref.is_string()) fail("{}.$ref: expected a string", path);
+  const std::string target = ref.get<std::string>();
+  for (const char* where : {"$defs", "definitions"}) {
+    const std::string prefix = std::string("#/") + where + "/";
+    if (!target.starts_with(prefix)) continue;
+    const std::string key = target.substr(prefix.size());
+    if (document_.contains(where) && document_[where].is_object() && document_[where].contains(key))
+      return document_[where][key];
+  }
+  fail("{}.$ref: '{}' does not point into this schema's $defs or definitions", path, target);
 }
 
 std::string JsonGrammarBuilder::gbnf() const {

@@ -3,11 +3,14 @@
 // the arguments of a forced tool call. The grammar writes JSON that
 // validates against the schema:
 //   type (one or a list), properties / required / additionalProperties,
-//   items / minItems / maxItems, minLength / maxLength, enum, const,
-//   anyOf / oneOf, $ref into #/$defs or #/definitions (recursion allowed),
-//   and the annotations (title, description, default, examples …).
-// Keywords the grammar cannot enforce (pattern, minimum, format …) are
-// refused by name rather than ignored: a reply must not break its schema.
+//   items / prefixItems / minItems / maxItems, minLength / maxLength,
+//   format date, time, date-time and uuid, an integer's minimum / maximum
+//   / exclusiveMinimum / exclusiveMaximum (digit by digit), enum, const,
+//   anyOf / oneOf, allOf (merged), $ref into #/$defs or #/definitions
+//   (recursion allowed), and the annotations (title, description, …).
+// Keywords the grammar cannot enforce (pattern, a number's minimum, other
+// formats …) are refused by name rather than ignored: a reply must not
+// break its schema.
 // Properties come in the schema's order (ordered_json keeps it); an object without `properties`
 // takes any keys, one with `properties` only those (unless
 // additionalProperties allows more).
@@ -39,6 +42,12 @@ class JsonGrammarBuilder {
   std::string string_rule(const nlohmann::ordered_json& schema, const std::string& path);
   std::string typed(const std::string& type, const nlohmann::ordered_json& schema, const std::string& name,
                     const std::string& path, int depth);
+  std::string integer_rule(const nlohmann::ordered_json& schema, const std::string& name, const std::string& path);
+  std::string tuple_rule(const nlohmann::ordered_json& schema, const std::string& name, const std::string& path,
+                         int depth);
+  nlohmann::ordered_json merge_all_of(const nlohmann::ordered_json& schema, const std::string& path);
+  const nlohmann::ordered_json& resolve_ref(const nlohmann::ordered_json& ref, const std::string& path) const;
+  std::string format_part(const std::string& name);
   std::string primitive(const std::string& name);
   std::string fresh(const std::string& hint) const;
 

@@ -6,10 +6,14 @@ and a named function always give a call whose arguments validate; a schema
 or grammar the server cannot hold to is a 400 naming it, and the server
 serves on. Split across workers, a constrained reply is the same text as on
 one machine."""
+import datetime
 import json
 import re
+import uuid
+from typing import Annotated, List, Optional, Tuple
 
 import jsonschema
+import pydantic
 import pytest
 
 from conftest import ROOT
@@ -101,6 +105,43 @@ def test_json_schema_replies_validate(qwen, name):
         jsonschema.validate(json.loads(text), SCHEMAS[name])
 
 
+# Models as pydantic writes their schemas (what an Agents SDK output_type
+# sends): integer bounds (conint), dates, times and UUIDs (format), a tuple
+# (prefixItems), nested models through $ref. Each reply must load into the
+# model itself, which checks what jsonschema leaves to format checkers.
+class Guest(pydantic.BaseModel):
+    name: str = pydantic.Field(max_length=30)
+    age: pydantic.conint(ge=0, le=120)
+
+
+class Booking(pydantic.BaseModel):
+    id: uuid.UUID
+    day: datetime.date
+    nights: pydantic.conint(ge=1, le=14)
+    room: Tuple[int, Annotated[str, pydantic.StringConstraints(max_length=12)]]
+    guests: List[Guest] = pydantic.Field(min_length=1, max_length=2)
+    note: Optional[str] = pydantic.Field(default=None, max_length=40)
+
+
+class Meeting(pydantic.BaseModel):
+    starts: datetime.datetime
+    ends_by: datetime.time
+    priority: pydantic.conint(gt=-3, lt=3)
+    attendees: pydantic.conint(ge=2)
+
+
+@pytest.mark.parametrize("model,prompt", [(Booking, "Book a hotel room for two guests."),
+                                          (Meeting, "Plan a team meeting.")])
+def test_pydantic_models_hold(qwen, model, prompt):
+    schema = model.model_json_schema()
+    fmt = {"type": "json_schema", "json_schema": {"name": model.__name__, "schema": schema, "strict": True}}
+    for stream, sampling in ((False, {}), (True, {"temperature": 0.9, "seed": 11})):
+        text, finish = chat(qwen.client(), prompt, stream=stream, response_format=fmt, max_tokens=400, **sampling)
+        assert finish == "stop", text
+        jsonschema.validate(json.loads(text), schema)
+        model.model_validate_json(text)
+
+
 def test_properties_come_in_the_schema_order(qwen):
     text, _ = chat(qwen.client(), PROMPTS["person"], response_format=schema_format("person"))
     assert list(json.loads(text)) == ["name", "age", "address", "hobbies"]
@@ -185,7 +226,7 @@ def test_what_cannot_be_held_is_refused_by_name(qwen):
         ({"tool_choice": "required"}, "tool_choice", "no tools"),
         ({"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "nope"}}}, "tool_choice", "nope"),
         ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {
-            "type": "object", "properties": {"n": {"type": "integer", "minimum": 1}}}}}], "tool_choice": "required"},
+            "type": "object", "properties": {"n": {"type": "number", "minimum": 1}}}}}], "tool_choice": "required"},
          "tool_choice", "'minimum'"),
     ]
     for body, param, words in bad:

@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
+#include <vector>
+
 #include "grammar/gbnf_parser.h"
 #include "grammar/grammar_matcher.h"
 #include "util/error.h"
@@ -61,8 +64,12 @@ TEST(JsonSchemaGrammar, InvalidJsonIsRefused) {
 }
 
 TEST(JsonSchemaGrammar, WhatCannotBeHeldIsRefusedByName) {
-  for (const char* bad : {R"({"type": "string", "pattern": "a+"})", R"({"type": "integer", "minimum": 3})",
-                          R"({"type": "string", "format": "date-time"})", R"({"allOf": [{"type": "object"}]})",
+  for (const char* bad : {R"({"type": "string", "pattern": "a+"})", R"({"type": "number", "minimum": 3})",
+                          R"({"minimum": 3})", R"({"type": "integer", "minimum": 5, "maximum": 4})",
+                          R"({"type": "integer", "maximum": 1e300})", R"({"type": "string", "format": "email"})",
+                          R"({"type": "string", "format": "date", "maxLength": 4})",
+                          R"({"allOf": [{"properties": {"a": {"type": "string"}}}, {"properties": {"a": {"type": "integer"}}}]})",
+                          R"({"type": "array", "prefixItems": [{"type": "integer"}], "minItems": 2})",
                           R"({"$ref": "#/$defs/missing"})", R"({"$ref": "https://example.com/s.json"})",
                           R"({"type": "thing"})", R"({"type": "object", "required": ["x"]})", "false"}) {
     EXPECT_THROW(json_schema_gbnf(ojson::parse(bad)), shoal::Error) << bad;
@@ -73,6 +80,95 @@ TEST(JsonSchemaGrammar, WhatCannotBeHeldIsRefusedByName) {
   } catch (const shoal::Error& e) {
     EXPECT_NE(std::string(e.what()).find("schema.properties.id: 'pattern'"), std::string::npos) << e.what();
   }
+}
+
+// Every integer from -1500 to 1500 (and a few far ones) fits exactly when
+// it lies in the range: the digit-by-digit grammar has no gaps and no extras.
+TEST(JsonSchemaGrammar, IntegerBoundsHoldEveryInteger) {
+  struct Range {
+    const char* schema;
+    std::optional<int64_t> lo, hi;
+  };
+  const Range ranges[] = {
+      {R"({"type": "integer", "minimum": 0})", 0, std::nullopt},
+      {R"({"type": "integer", "minimum": 1, "maximum": 12})", 1, 12},
+      {R"({"type": "integer", "minimum": -7, "maximum": 1234})", -7, 1234},
+      {R"({"type": "integer", "minimum": -1000, "maximum": -15})", -1000, -15},
+      {R"({"type": "integer", "exclusiveMinimum": 99, "exclusiveMaximum": 1000})", 100, 999},
+      {R"({"type": "integer", "maximum": 250})", std::nullopt, 250},
+      {R"({"type": "integer", "maximum": -3})", std::nullopt, -3},
+      {R"({"type": "integer", "minimum": 19, "exclusiveMinimum": true})", 20, std::nullopt},
+      {R"({"type": "integer", "minimum": 2.5, "maximum": 7.5})", 3, 7},
+      {R"({"type": "integer", "minimum": 300, "maximum": 300})", 300, 300},
+  };
+  for (const Range& r : ranges) {
+    SCOPED_TRACE(r.schema);
+    grammar::GrammarMatcher base(std::make_shared<const grammar::Grammar>(
+        grammar::parse_gbnf(json_schema_gbnf(ojson::parse(r.schema)))));
+    auto fits_int = [&](int64_t n) {
+      grammar::GrammarMatcher m = base;
+      return m.accept(std::to_string(n)) && m.accepting();
+    };
+    std::vector<int64_t> values;
+    for (int64_t n = -1500; n <= 1500; ++n) values.push_back(n);
+    for (int64_t n : {int64_t{99999}, int64_t{-99999}, int64_t{123456789012345}, int64_t{-123456789012345}})
+      values.push_back(n);
+    for (int64_t n : values) {
+      const bool in = (!r.lo || n >= *r.lo) && (!r.hi || n <= *r.hi);
+      ASSERT_EQ(fits_int(n), in) << n;
+    }
+    grammar::GrammarMatcher m = base;
+    EXPECT_FALSE(m.accept("007") && m.accepting());  // no leading zeros
+  }
+}
+
+TEST(JsonSchemaGrammar, StringFormatsHoldOnlyValidValues) {
+  const ojson date = ojson::parse(R"({"type": "string", "format": "date"})");
+  for (const char* ok : {R"("2024-02-29")", R"("1999-12-31")", R"("2023-04-30")", R"("2023-01-09")"})
+    EXPECT_TRUE(fits(date, ok)) << ok;
+  for (const char* bad : {R"("2023-02-29")", R"("2023-04-31")", R"("2023-13-01")", R"("2023-00-10")",
+                          R"("2023-01-00")", R"("0999-01-01")", R"("2023-1-01")"})
+    EXPECT_FALSE(fits(date, bad)) << bad;
+  const ojson time = ojson::parse(R"({"type": "string", "format": "time"})");
+  EXPECT_TRUE(fits(time, R"("23:59:59Z")"));
+  EXPECT_TRUE(fits(time, R"("08:00:00.125+02:00")"));
+  EXPECT_FALSE(fits(time, R"("24:00:00Z")"));
+  EXPECT_FALSE(fits(time, R"("12:00:00")"));  // RFC 3339 wants the offset
+  const ojson stamp = ojson::parse(R"({"type": "string", "format": "date-time"})");
+  EXPECT_TRUE(fits(stamp, R"("2026-12-07T10:00:00Z")"));
+  EXPECT_FALSE(fits(stamp, R"("2026-12-07 10:00:00Z")"));
+  const ojson uuid = ojson::parse(R"({"type": "string", "format": "uuid"})");
+  EXPECT_TRUE(fits(uuid, R"("123e4567-e89b-12d3-a456-426614174000")"));
+  EXPECT_FALSE(fits(uuid, R"("123e4567-e89b-12d3-a456-42661417400")"));
+  // A property named like a format's rule keeps its own rule.
+  const ojson named = ojson::parse(R"({"type": "object", "$defs": {"format-date": {"type": "integer"}},
+      "properties": {"d": {"type": "string", "format": "date"}, "n": {"$ref": "#/$defs/format-date"}},
+      "required": ["d", "n"], "additionalProperties": false})");
+  EXPECT_TRUE(fits(named, R"({"d": "2020-01-01", "n": 5})"));
+}
+
+TEST(JsonSchemaGrammar, PrefixItemsAndAllOf) {
+  // pydantic's Tuple[int, str]
+  const ojson pair = ojson::parse(R"({"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}],
+                                      "minItems": 2, "maxItems": 2})");
+  EXPECT_TRUE(fits(pair, R"([1, "a"])"));
+  EXPECT_FALSE(fits(pair, R"(["a", 1])"));
+  EXPECT_FALSE(fits(pair, R"([1, "a", 2])"));
+  const ojson more = ojson::parse(R"({"type": "array", "prefixItems": [{"const": "x"}], "items": {"type": "integer"},
+                                      "maxItems": 3})");
+  EXPECT_TRUE(fits(more, R"(["x"])"));
+  EXPECT_TRUE(fits(more, R"(["x", 1, 2])"));
+  EXPECT_FALSE(fits(more, R"(["x", 1, 2, 3])"));
+  // allOf: a $ref'd base and an extension, merged (pydantic v1's field shape too).
+  const ojson merged = ojson::parse(R"({"$defs": {"base": {"type": "object", "properties": {"id": {"type": "integer"}},
+                                                           "required": ["id"]}},
+      "allOf": [{"$ref": "#/$defs/base"}, {"properties": {"tag": {"type": "string"}}, "required": ["tag"]}],
+      "additionalProperties": false})");
+  EXPECT_TRUE(fits(merged, R"({"id": 1, "tag": "t"})"));
+  EXPECT_FALSE(fits(merged, R"({"id": 1})"));
+  EXPECT_FALSE(fits(merged, R"({"tag": "t"})"));
+  EXPECT_TRUE(fits(ojson::parse(R"({"$defs": {"n": {"type": "integer", "minimum": 0}},
+                                   "allOf": [{"$ref": "#/$defs/n"}], "description": "a count"})"), "42"));
 }
 
 TEST(JsonSchemaGrammar, LiteralsAreEscaped) {
