@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "server/integer_range_grammar.h"
+#include "server/regex_grammar.h"
 #include "util/error.h"
 
 namespace shoal::server {
@@ -20,7 +21,7 @@ constexpr uint64_t kMaxLength = 10000; // minLength / maxLength / minItems / max
 
 // What the grammar enforces; the rest are annotations or refused below.
 const std::set<std::string> kRefused = {
-    "pattern", "patternProperties", "multipleOf", "not", "if", "then", "else", "uniqueItems", "contains",
+    "patternProperties", "multipleOf", "not", "if", "then", "else", "uniqueItems", "contains",
     "minContains", "maxContains", "propertyNames", "minProperties", "maxProperties", "dependentRequired",
     "dependentSchemas", "dependencies", "unevaluatedProperties", "unevaluatedItems", "contentEncoding",
     "contentMediaType"};
@@ -255,6 +256,18 @@ std::string JsonGrammarBuilder::typed(const std::string& type, const json& schem
 
 std::string JsonGrammarBuilder::string_rule(const json& schema, const std::string& path) {
   const bool has_min = schema.contains("minLength"), has_max = schema.contains("maxLength");
+  if (const auto pattern = schema.find("pattern"); pattern != schema.end()) {
+    if (!pattern->is_string()) fail("{}.pattern: expected a string", path);
+    if (has_min || has_max || schema.contains("format"))
+      fail("{}: 'pattern' with minLength, maxLength or format is not held here", path);
+    std::string body;
+    try {
+      body = regex_gbnf(pattern->get<std::string>());
+    } catch (const Error& e) {
+      fail("{}: {}", path, e.what());
+    }
+    return add_rule("pattern-string", "\"\\\"\" (" + body + ") \"\\\"\" space");
+  }
   if (const auto f = schema.find("format"); f != schema.end()) {
     if (!f->is_string()) fail("{}.format: expected a string", path);
     const std::string format = f->get<std::string>();

@@ -4,11 +4,12 @@
 // validates against the schema:
 //   type (one or a list), properties / required / additionalProperties,
 //   items / prefixItems / minItems / maxItems, minLength / maxLength,
-//   format date, time, date-time and uuid, an integer's minimum / maximum
+//   format date, time, date-time and uuid, pattern (anchored, the subset
+//   of server/regex_grammar.h), an integer's minimum / maximum
 //   / exclusiveMinimum / exclusiveMaximum (digit by digit), enum, const,
 //   anyOf / oneOf, allOf (merged), $ref into #/$defs or #/definitions
 //   (recursion allowed), and the annotations (title, description, …).
-// Keywords the grammar cannot enforce (pattern, a number's minimum, other
+// Keywords the grammar cannot enforce (an unanchored pattern, a number's minimum, other
 // formats …) are refused by name rather than ignored: a reply must not
 // break its schema.
 // Properties come in the schema's order (ordered_json keeps it); an object without `properties`

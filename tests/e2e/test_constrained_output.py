@@ -116,6 +116,7 @@ class Guest(pydantic.BaseModel):
 
 class Booking(pydantic.BaseModel):
     id: uuid.UUID
+    code: str = pydantic.Field(pattern=r"^[A-Z]{3}-\d{4}(/[a-z]+)?$")
     day: datetime.date
     nights: pydantic.conint(ge=1, le=14)
     room: Tuple[int, Annotated[str, pydantic.StringConstraints(max_length=12)]]
@@ -215,7 +216,7 @@ def test_what_cannot_be_held_is_refused_by_name(qwen):
     msg = [{"role": "user", "content": "hi"}]
     bad = [
         ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {
-            "type": "object", "properties": {"id": {"type": "string", "pattern": "^[a-z]+$"}}}}}},
+            "type": "object", "properties": {"id": {"type": "string", "pattern": "^(?=.*[0-9]).+$"}}}}}},
          "response_format", "'pattern'"),
         ({"response_format": {"type": "xml"}}, "response_format.type", "xml"),
         ({"response_format": {"type": "json_schema"}}, "response_format.json_schema", "json_schema"),

@@ -171,6 +171,42 @@ TEST(JsonSchemaGrammar, PrefixItemsAndAllOf) {
                                    "allOf": [{"$ref": "#/$defs/n"}], "description": "a count"})"), "42"));
 }
 
+// Patterns: each string fits exactly when Python's re.fullmatch says so
+// (the cases below were checked there), and what the JSON text needs
+// escaped comes out escaped.
+TEST(JsonSchemaGrammar, AnchoredPatternsHoldTheirStrings) {
+  struct Case {
+    const char* pattern;
+    std::vector<std::pair<std::string, bool>> texts;  // the JSON string's text, and whether it matches
+  };
+  const Case cases[] = {
+      {R"(^[A-Z]{3}-\d{4}(/[a-z]+)?$)", {{"ABC-1234", true}, {"ABC-1234/xy", true}, {"AB-1234", false},
+                                         {"ABC-12345", false}, {"ABC-1234/", false}, {"abc-1234", false}}},
+      {R"(^(foo|ba[rz])+$)", {{"foo", true}, {"barbazfoo", true}, {"", false}, {"fo", false}, {"bax", false}}},
+      {R"(^\w+@example\.com$)", {{"a_1@example.com", true}, {"a@exampleXcom", false}, {"@example.com", false}}},
+      {R"(^(?:x|y){2,3}z?$)", {{"xy", true}, {"yyxz", true}, {"x", false}, {"xyxy", false}}},
+      {R"(^[^a-c]*$)", {{"xyz 9", true}, {"xaz", false}, {"", true}}},
+      {R"(^a"b\\c$)", {{R"(a\"b\\c)", true}, {R"(a"b\c)", false}}},
+      {R"(^[ -~]{1,3}$)", {{R"(\")", true}, {R"(a\\)", true}, {"abcd", false}}},
+      {R"(^\s?\S+$)", {{" x", true}, {R"(\tx)", true}, {"x", true}, {"  x", false}}},
+      {R"(^.{2}$)", {{"ab", true}, {R"(\n)", false}, {"a", false}}},
+  };
+  for (const Case& c : cases) {
+    const ojson schema = {{"type", "string"}, {"pattern", c.pattern}};
+    for (const auto& [text, matches] : c.texts)
+      EXPECT_EQ(fits(schema, "\"" + text + "\""), matches) << c.pattern << " on " << text;
+  }
+  for (const char* bad : {"[a-z]+", "^a+", "^(?=a)a$", R"(^(a)\1$)", "^a{2,1}$", "^a**$", "^[a-$", "^(a$",
+                          R"(^\bword$)", "^a{5000}$"}) {
+    try {
+      json_schema_gbnf(ojson{{"type", "string"}, {"pattern", bad}});
+      ADD_FAILURE() << bad << " was taken";
+    } catch (const shoal::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("'pattern'"), std::string::npos) << bad << ": " << e.what();
+    }
+  }
+}
+
 TEST(JsonSchemaGrammar, LiteralsAreEscaped) {
   EXPECT_EQ(gbnf_literal("a\"b\\c\n\x01"), "\"a\\\"b\\\\c\\n\\x01\"");
   EXPECT_TRUE(fits(ojson::parse(R"({"const": "say \"hi\"\n"})"), R"("say \"hi\"\n")"));
