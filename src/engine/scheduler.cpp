@@ -491,6 +491,7 @@ void Scheduler::finish(Slot& s, const char* reason, const std::string& error, bo
     // failed request's client is not listening.
     if (why == "stop" || why == "length") call_on_text(s.request, s.decoder->flush());
     r.tokens.assign(s.decoder->generated().begin(), s.decoder->generated().end());
+    r.stop_string = s.decoder->stop_string();
   }
   if (s.prefilling())
     r.prompt_seconds = seconds_between(s.started, now);

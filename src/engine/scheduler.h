@@ -40,6 +40,7 @@ struct RequestResult {
   // The error is the request's own (its grammar past the work bound, a
   // logit_bias that bans every token): the engine is as sound as before.
   bool request_fault = false;
+  std::string stop_string;      // the stop string that ended it ("stop" without one: an end token)
   int n_prompt = 0;
   int n_reused = 0;             // prompt tokens whose KV the slot already held
   double queue_seconds = 0.0;

@@ -73,6 +73,8 @@ class SequenceDecoder {
   // "stop" (end-of-generation token or stop string) or "length" (token
   // limit or context end); nullptr while running.
   const char* finish_reason() const { return finish_reason_; }
+  // The stop string that ended the sequence; empty when something else did.
+  const std::string& stop_string() const { return stops_.matched(); }
 
  private:
   // step() without clearing text(): its text is appended.

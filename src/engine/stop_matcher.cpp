@@ -11,7 +11,10 @@ std::string StopMatcher::push(std::string_view text) {
   for (const auto& s : stops_) {
     if (s.empty()) continue;
     size_t at = pending_.find(s);
-    if (at != std::string::npos) cut = std::min(cut, at);
+    if (at != std::string::npos && at < cut) {
+      cut = at;
+      matched_ = s;
+    }
   }
   if (cut != std::string::npos) {
     stopped_ = true;

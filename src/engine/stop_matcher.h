@@ -18,11 +18,14 @@ class StopMatcher {
   // Releases what is held back (at the end of generation).
   std::string flush();
   bool stopped() const { return stopped_; }
+  // The stop string that ended it (the earliest in the text), once stopped().
+  const std::string& matched() const { return matched_; }
 
  private:
   std::vector<std::string> stops_;
   std::string pending_;
   bool stopped_ = false;
+  std::string matched_;
 };
 
 }  // namespace shoal

@@ -32,6 +32,19 @@ constexpr auto kClientCheck = std::chrono::milliseconds(10);
 // (its end-of-turn markers become stop strings), or the completion prompt,
 // tokenized with special-token parsing as `shoal run` does.
 std::vector<TokenId> build_prompt(Engine& engine, GenerationRequest& g) {
+  if (!g.prompt_tokens.empty()) {  // llama-server's /completion with token ids: as given
+    for (TokenId id : g.prompt_tokens)
+      if (id >= engine.tokenizer().n_vocab())
+        throw ApiError(400, fmt::format("Invalid 'prompt': token {} is outside the vocabulary of {} tokens.", id,
+                                        engine.tokenizer().n_vocab()),
+                       "invalid_request_error", "prompt", "invalid_value");
+    if (static_cast<int>(g.prompt_tokens.size()) >= engine.n_ctx())
+      throw ApiError(400,
+                     fmt::format("This model's maximum context length is {} tokens. However, your prompt has {} "
+                                 "tokens.", engine.n_ctx(), g.prompt_tokens.size()),
+                     "invalid_request_error", "prompt", "context_length_exceeded");
+    return g.prompt_tokens;
+  }
   std::string text = g.prompt;
   if (g.chat) {
     try {
@@ -150,6 +163,12 @@ void send_whole(ServingContext& ctx, httplib::Response& res, const std::shared_p
     }
   }
   res.status = 200;
+  if (meta.native) {
+    res.set_content(dump(native_completion_response(meta, text, r.finish_reason, r.stop_string, usage_of(r), tokenizer,
+                                                    taken.logprobs)),
+                    "application/json");
+    return;
+  }
   size_t offset = 0;
   res.set_content(dump(completion_response(meta, text, finish, usage_of(r), reasoning,
                                            logprobs_json(meta, tokenizer, taken.logprobs, offset), calls)),
@@ -168,11 +187,13 @@ struct StreamState {
   std::vector<TokenLogprob> logprobs;  // taken, not yet sent (their text is held back)
   size_t text_offset = 0;
   ToolCallSplitter tools;  // used when tools are offered
+  int n_prompt = 0;        // llama-server's tokens_evaluated
 };
 
 void send_stream(ServingContext& ctx, httplib::Response& res, std::shared_ptr<RequestChannel> channel, uint64_t id,
-                 const ResponseMeta& meta, bool include_usage, const Tokenizer& tokenizer) {
+                 const ResponseMeta& meta, bool include_usage, const Tokenizer& tokenizer, int n_prompt) {
   auto st = std::make_shared<StreamState>();
+  st->n_prompt = n_prompt;
   st->tokenizer = &tokenizer;
   st->channel = std::move(channel);
   st->id = id;
@@ -231,6 +252,24 @@ void send_stream(ServingContext& ctx, httplib::Response& res, std::shared_ptr<Re
     if (!parts.reasoning.empty() &&
         !write(sse_event(stream_chunk(st->meta, "", "", false, st->include_usage, parts.reasoning, logprobs()))))
       return gone();
+    if (st->meta.native) {  // llama-server's /completion: its own pieces, its own last object, no [DONE]
+      if (!parts.content.empty() &&
+          !write(sse_event(native_stream_chunk(parts.content, st->n_prompt, *st->tokenizer, st->logprobs))))
+        return gone();
+      st->logprobs.clear();
+      if (!t.done) {
+        if (parts.content.empty() && !write(": keep-alive\n\n")) return gone();
+        return true;
+      }
+      const RequestResult r = st->channel->result();
+      if (r.finish_reason == "unavailable") write(sse_event(error_body(unavailable(r.error))));
+      else if (r.finish_reason == "error") write(sse_event(error_body(engine_error(r))));
+      else if (r.finish_reason == "cancelled") write(sse_event(error_body(shutting_down())));
+      else write(sse_event(native_completion_response(st->meta, "", r.finish_reason, r.stop_string, usage_of(r),
+                                                      *st->tokenizer, {})));
+      sink.done();
+      return true;
+    }
     if (!parts.content.empty()) {
       if (!write(sse_event(stream_chunk(st->meta, parts.content, "", false, st->include_usage, {}, logprobs()))))
         return gone();
@@ -273,7 +312,8 @@ void send_stream(ServingContext& ctx, httplib::Response& res, std::shared_ptr<Re
 
 }  // namespace
 
-void handle_generation(ServingContext& ctx, const httplib::Request& req, httplib::Response& res, bool chat) {
+void handle_generation(ServingContext& ctx, const httplib::Request& req, httplib::Response& res, GenerationApi api) {
+  const bool chat = api == GenerationApi::Chat;
   Engine& engine = *ctx.engine.load();
   if (engine.supervisor()) {
     const ServerStatus status = ctx.state.status();
@@ -281,8 +321,9 @@ void handle_generation(ServingContext& ctx, const httplib::Request& req, httplib
   }
   const json body = parse_json_body(req.body);
   const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(req.body);
-  GenerationRequest g = chat ? parse_chat_request(body, ctx.options.defaults, ordered)
-                             : parse_completion_request(body, ctx.options.defaults, ordered);
+  GenerationRequest g = chat                              ? parse_chat_request(body, ctx.options.defaults, ordered)
+                        : api == GenerationApi::Completion ? parse_completion_request(body, ctx.options.defaults, ordered)
+                                                           : parse_native_completion_request(body, ctx.options.defaults, ordered);
   resolve_logit_bias(g, engine.tokenizer());
   compile_output_constraint(g, engine.chat_template().source());
   if (!g.tool_names.empty()) {  // the families' markers must reach the tool-call parser
@@ -300,6 +341,7 @@ void handle_generation(ServingContext& ctx, const httplib::Request& req, httplib
   meta.logprobs = g.options.logprobs;
   meta.tools = g.tool_names;
   meta.parallel_tool_calls = g.parallel_tool_calls;
+  meta.native = g.native;
 
   auto channel = std::make_shared<RequestChannel>();
   Metrics& metrics = ctx.metrics;
@@ -313,7 +355,8 @@ void handle_generation(ServingContext& ctx, const httplib::Request& req, httplib
   std::optional<uint64_t> id = ctx.in_flight.submit(*ctx.scheduler.load(), std::move(request));
   if (!id) throw shutting_down();
   spdlog::debug("request {} ({}): {} prompt tokens, stream {}", *id, meta.id, n_prompt, g.stream);
-  if (g.stream) send_stream(ctx, res, std::move(channel), *id, meta, g.include_usage, engine.tokenizer());
+  if (g.stream)
+    send_stream(ctx, res, std::move(channel), *id, meta, g.include_usage, engine.tokenizer(), static_cast<int>(n_prompt));
   else send_whole(ctx, res, channel, *id, meta, engine.tokenizer());
 }
 

@@ -158,9 +158,14 @@ void HttpServer::add_routes() {
   };
 
   both("POST", "/v1/chat/completions",
-       api([&ctx](const auto& req, auto& res) { handle_generation(ctx, req, res, true); }, true));
-  both("POST", "/v1/completions",
-       api([&ctx](const auto& req, auto& res) { handle_generation(ctx, req, res, false); }, true));
+       api([&ctx](const auto& req, auto& res) { handle_generation(ctx, req, res, GenerationApi::Chat); }, true));
+  add("POST", "/v1/completions",
+      api([&ctx](const auto& req, auto& res) { handle_generation(ctx, req, res, GenerationApi::Completion); }, true));
+  // As llama-server: /completion and /completions without /v1 are its own API, not OpenAI's.
+  for (const char* path : {"/completion", "/completions"})
+    add("POST", path, api([&ctx](const auto& req, auto& res) {
+          handle_generation(ctx, req, res, GenerationApi::NativeCompletion);
+        }, true));
 
   both("POST", "/v1/embeddings", api([&ctx](const auto& req, auto& res) { handle_embeddings(ctx, req, res); }, true));
   add("POST", "/tokenize", api([&ctx](const auto& req, auto& res) { handle_tokenize(ctx, req, res); }, true));

@@ -555,6 +555,40 @@ GenerationRequest parse_completion_request(const json& body, const RequestDefaul
   return r;
 }
 
+GenerationRequest parse_native_completion_request(const json& body, const RequestDefaults& defaults,
+                                                  const nlohmann::ordered_json& ordered_body) {
+  refuse_unknown(body, {"prompt"});
+  GenerationRequest r;
+  r.native = true;
+  read_common(body, defaults, r);
+  read_constraint(ordered_body.is_object() ? ordered_body : nlohmann::ordered_json::parse(body.dump()), r);
+  read_n_probs(body, r);
+  const json* prompt = field(body, "prompt");
+  if (!prompt) throw ApiError(400, "Missing required parameter: 'prompt'.", "invalid_request_error", "prompt",
+                              "missing_required_parameter");
+  auto token_ids = [](const json& list) {
+    return !list.empty() && std::all_of(list.begin(), list.end(), [](const json& t) { return t.is_number_integer(); });
+  };
+  const json* one = prompt;
+  // One prompt per request here (llama-server answers a list of them with a list).
+  if (prompt->is_array() && !token_ids(*prompt)) {
+    if (prompt->size() != 1) bad_value("prompt", "expected a string, token ids, or an array of exactly one of those.");
+    one = &(*prompt)[0];
+  }
+  if (one->is_string()) {
+    r.prompt = one->get<std::string>();
+  } else if (one->is_array() && token_ids(*one)) {
+    for (const json& t : *one) {
+      const int64_t id = t.get<int64_t>();
+      if (id < 0 || id > std::numeric_limits<TokenId>::max()) bad_value("prompt", fmt::format("token {} is not a token id.", id));
+      r.prompt_tokens.push_back(static_cast<TokenId>(id));
+    }
+  } else {
+    bad_value("prompt", "expected a string or token ids (text and ids mixed in one prompt are not supported).");
+  }
+  return r;
+}
+
 }  // namespace shoal::server
 
 namespace shoal::server {

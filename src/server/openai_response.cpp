@@ -150,4 +150,57 @@ std::string dump(const json& value) { return value.dump(-1, ' ', false, json::er
 
 std::string sse_event(const json& data) { return "data: " + dump(data) + "\n\n"; }
 
+namespace {
+
+// llama-server's completion_probabilities: per token its id, text, bytes,
+// logprob and the top alternatives the same way.
+json native_probabilities(const Tokenizer& tokenizer, const std::vector<TokenLogprob>& tokens) {
+  json out = json::array();
+  auto entry = [&](TokenId id, float logprob) {
+    const std::string piece = tokenizer.token_to_piece(id, true);
+    return json{{"id", id}, {"token", piece}, {"bytes", std::vector<unsigned char>(piece.begin(), piece.end())},
+                {"logprob", logprob}};
+  };
+  for (const TokenLogprob& t : tokens) {
+    json e = entry(t.token, t.logprob);
+    json top = json::array();
+    for (const auto& [id, logprob] : t.top) top.push_back(entry(id, logprob));
+    e["top_logprobs"] = std::move(top);
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+}  // namespace
+
+json native_completion_response(const ResponseMeta& meta, const std::string& text, const std::string& finish_reason,
+                                const std::string& stop_string, const Usage& usage, const Tokenizer& tokenizer,
+                                const std::vector<TokenLogprob>& logprobs) {
+  const std::string stop_type = finish_reason == "length" ? "limit" : stop_string.empty() ? "eos" : "word";
+  json r = {{"index", 0},
+            {"content", text},
+            {"tokens", json::array()},
+            {"id_slot", -1},
+            {"stop", true},
+            {"model", meta.model},
+            {"tokens_predicted", usage.completion_tokens},
+            {"tokens_evaluated", usage.prompt_tokens},
+            {"has_new_line", text.find('\n') != std::string::npos},
+            {"truncated", false},
+            {"stop_type", stop_type},
+            {"stopping_word", stop_string},
+            {"tokens_cached", usage.prompt_tokens - usage.prompt_computed},
+            {"timings", timings_json(usage)}};
+  if (meta.logprobs >= 0 && !logprobs.empty()) r["completion_probabilities"] = native_probabilities(tokenizer, logprobs);
+  return r;
+}
+
+json native_stream_chunk(const std::string& text, int n_prompt, const Tokenizer& tokenizer,
+                         const std::vector<TokenLogprob>& logprobs) {
+  json r = {{"index", 0}, {"content", text}, {"tokens", json::array()},
+            {"stop", false}, {"id_slot", -1}, {"tokens_evaluated", n_prompt}};
+  if (!logprobs.empty()) r["completion_probabilities"] = native_probabilities(tokenizer, logprobs);
+  return r;
+}
+
 }  // namespace shoal::server

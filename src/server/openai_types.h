@@ -51,6 +51,8 @@ struct GenerationRequest {
   std::string model;                  // as asked; empty when the body has none
   std::vector<ChatMessage> messages;  // chat: "developer" already mapped to "system"
   std::string prompt;                 // completions
+  std::vector<TokenId> prompt_tokens; // llama-server's /completion: a prompt given as token ids (then `prompt` is empty)
+  bool native = false;                // llama-server's /completion: its request fields and response shape
   GenerationOptions options;          // the request's stops only, not the template's
   bool stream = false;
   bool include_usage = false;         // stream_options.include_usage
@@ -98,6 +100,11 @@ GenerationRequest parse_chat_request(const json& body, const RequestDefaults& de
                                      const nlohmann::ordered_json& ordered = nullptr);
 GenerationRequest parse_completion_request(const json& body, const RequestDefaults& defaults,
                                            const nlohmann::ordered_json& ordered = nullptr);
+// llama-server's native POST /completion: `prompt` a string, token ids, or
+// an array of one of those; n_predict, n_probs, stream, cache_prompt and
+// the common sampling fields.
+GenerationRequest parse_native_completion_request(const json& body, const RequestDefaults& defaults,
+                                                  const nlohmann::ordered_json& ordered = nullptr);
 
 // logit_bias into options.sampling.logit_bias: ids checked against the
 // vocabulary, texts tokenized (each of their tokens biased). Throws
@@ -115,6 +122,7 @@ struct ResponseMeta {
   int logprobs = -1;    // alternatives per token; -1: logprobs not asked
   std::vector<std::string> tools;  // offered tool names: the reply is read for calls (server/tool_calls.h)
   bool parallel_tool_calls = true;
+  bool native = false;  // llama-server's /completion shape (native_completion_response, native_stream_chunk)
 };
 // A choice's "logprobs" for `tokens`: chat's {"content": [{token, logprob,
 // bytes, top_logprobs}]}, or a completion's {tokens, token_logprobs,
@@ -150,6 +158,17 @@ json completion_response(const ResponseMeta& meta, const std::string& text, cons
 json stream_chunk(const ResponseMeta& meta, std::string_view text, const std::string& finish_reason,
                   bool role_chunk, bool with_usage_null, std::string_view reasoning = {},
                   const json& logprobs = nullptr, const json& tool_calls = nullptr);
+// llama-server's /completion answer: content, stop, stop_type (eos, word,
+// limit) and stopping_word, tokens predicted and evaluated, timings, and
+// completion_probabilities when n_probs asked (its own shape: id, token,
+// bytes, logprob, top_logprobs).
+json native_completion_response(const ResponseMeta& meta, const std::string& text, const std::string& finish_reason,
+                                const std::string& stop_string, const Usage& usage, const Tokenizer& tokenizer,
+                                const std::vector<TokenLogprob>& logprobs);
+// One streamed piece of it ("stop": false); the stream ends with a
+// native_completion_response of empty content.
+json native_stream_chunk(const std::string& text, int n_prompt, const Tokenizer& tokenizer,
+                         const std::vector<TokenLogprob>& logprobs);
 // The last chunk when include_usage is asked: no choices, the usage.
 json usage_chunk(const ResponseMeta& meta, const Usage& usage);
 // "data: {json}\n\n"

@@ -58,10 +58,15 @@ struct ServingContext {
   bool is_served_name(const std::string& name) const;
 };
 
-// POST /v1/chat/completions (chat) and /v1/completions: parse, render the
+// POST /v1/chat/completions (chat), /v1/completions and llama-server's /completion: parse, render the
 // chat template, tokenize, submit, answer (SSE or one JSON object). Throws
 // ApiError for the client's mistakes; the engine must be attached.
-void handle_generation(ServingContext& ctx, const httplib::Request& req, httplib::Response& res, bool chat);
+enum class GenerationApi {
+  Chat,              // POST /v1/chat/completions
+  Completion,        // POST /v1/completions (OpenAI's legacy)
+  NativeCompletion,  // POST /completion and /completions (llama-server's own fields and shape)
+};
+void handle_generation(ServingContext& ctx, const httplib::Request& req, httplib::Response& res, GenerationApi api);
 
 // POST /tokenize {content, add_special, with_pieces} → {tokens}; POST
 // /detokenize {tokens} → {content}; GET /props: the model, its context and

@@ -484,3 +484,55 @@ def test_tokenize_detokenize_and_props_as_llama_server_has_them(serve, smollm2):
     assert props["n_ctx"] > 0 and props["total_slots"] >= 1
     assert "<|im_start|>" in props["chat_template"] and props["chat_format"] == "chatml"
     assert props["eos_token"] == "<|im_end|>" and props["capabilities"]["logprobs"] is True
+
+
+def sse_objects(data):
+    return [json.loads(line[6:]) for line in data.decode().splitlines() if line.startswith("data: ")]
+
+
+def test_native_completion_as_llama_server_answers(server):
+    """llama-server's own /completion: its fields in, its shape out, the text /v1/completions gives."""
+    prompt = "The capital of France is"
+    oai = server.client().completions.create(model="x", prompt=prompt, max_tokens=8, temperature=0)
+    status, native = server.post_json("/completion", {"prompt": prompt, "n_predict": 8, "temperature": 0})
+    assert status == 200, native
+    assert native["content"] == oai.choices[0].text and native["stop"] is True
+    assert native["stop_type"] == "limit" and native["stopping_word"] == ""
+    assert native["tokens_predicted"] == 8 and native["tokens_evaluated"] == oai.usage.prompt_tokens
+    assert native["timings"]["predicted_n"] == 8
+    # The same prompt as token ids (as /tokenize gives them, BOS included), and at /completions.
+    _, tokens = server.post_json("/tokenize", {"content": prompt, "add_special": True})
+    status, by_ids = server.post_json("/completions", {"prompt": tokens["tokens"], "n_predict": 8, "temperature": 0})
+    assert status == 200 and by_ids["content"] == native["content"]
+    # A stop word: the text before it, and which word it was.
+    word = native["content"].strip()[2:5]
+    status, stopped = server.post_json("/completion", {"prompt": prompt, "n_predict": 8, "temperature": 0,
+                                                       "stop": [word]})
+    assert stopped["stop_type"] == "word" and stopped["stopping_word"] == word
+    assert stopped["content"] == native["content"][:native["content"].index(word)]
+    # Streamed: pieces with "stop": false, then the last object; no [DONE].
+    status, _, data = server.request("POST", "/completion", {"prompt": prompt, "n_predict": 8, "temperature": 0,
+                                                              "stream": True, "n_probs": 2})
+    events = sse_objects(data)
+    assert status == 200 and b"[DONE]" not in data
+    assert all(not e["stop"] for e in events[:-1]) and events[-1]["stop"] is True
+    assert "".join(e["content"] for e in events) == native["content"]
+    probs = [p for e in events[:-1] for p in e.get("completion_probabilities", [])]
+    assert len(probs) == 8 and all(len(p["top_logprobs"]) == 2 for p in probs)
+    assert probs[0]["top_logprobs"][0]["logprob"] >= probs[0]["top_logprobs"][1]["logprob"]
+    # Whole, with n_probs: one entry a token.
+    _, whole = server.post_json("/completion", {"prompt": prompt, "n_predict": 8, "temperature": 0, "n_probs": 2})
+    assert [p["token"] for p in whole["completion_probabilities"]] == [p["token"] for p in probs]
+    assert "".join(p["token"] for p in probs) == native["content"]
+
+
+@pytest.mark.parametrize("body,words", [
+    ({"prompt": ["a", 1]}, "exactly one"),
+    ({"prompt": [["a", 1]]}, "mixed"),
+    ({"prompt": [10 ** 9]}, "outside the vocabulary"),
+    ({"prompt": "hi", "mirostat": 2}, "mirostat"),
+    ({"n_predict": 3}, "'prompt'"),
+])
+def test_native_completion_bad_input_is_a_400(server, body, words):
+    status, out = server.post_json("/completion", body)
+    assert status == 400 and words in out["error"]["message"], out
