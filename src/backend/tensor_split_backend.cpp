@@ -132,15 +132,19 @@ void TensorSplitBackend::run_routed_experts(const HostRoutes& routes, const std:
   const int n_expert = routes.n_expert, width = routes.width;
   const int* slot_expert = routes.slot_expert;
   const size_t n_slots = routes.n_slots;
+  // Who holds each expert, once per call (not once per slot and member).
+  // Every member holds them all when there are fewer experts than members.
+  const bool split = expert_split(n_expert, size_);
+  owner_.assign(static_cast<size_t>(n_expert), rank_);
+  for (int p = 0; split && p < size_; ++p) {
+    const RowShare held = expert_share(n_expert, p, weights_);
+    std::fill(owner_.begin() + held.begin, owner_.begin() + held.end, p);
+  }
   for (int e = 0; e < n_expert; ++e)
-    if (holds_expert(e, n_expert)) run(e);
+    if (owner_[e] == rank_) run(e);
   inner().download(slots, out, n_slots * static_cast<size_t>(width) * sizeof(float));
-  if (!expert_split(n_expert, size_)) return;
-  auto owner = [&](int expert) {
-    for (int p = 0; p < size_; ++p)
-      if (expert < expert_share(n_expert, p, weights_).end) return p;
-    return size_ - 1;
-  };
+  if (!split) return;
+  auto owner = [&](int expert) { return owner_[expert]; };
   // Each member's slots in slot order: what it computed, what the others read back.
   std::fill(offset_.begin(), offset_.end(), 0);
   for (size_t i = 0; i < n_slots; ++i) ++offset_[owner(slot_expert[i])];

@@ -142,6 +142,7 @@ class TensorSplitBackend : public ForwardingBackend {
   std::vector<MatmulOutput> inner_outputs_;
   std::vector<Matrix> expert_views_;
   std::vector<float> expert_mine_;
+  std::vector<int> owner_;  // by expert: the member that holds it
   std::vector<std::vector<float>> expert_theirs_;
   std::vector<const Split*> split_of_;
   std::vector<float> mine_, whole_;
