@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -31,18 +32,13 @@ constexpr auto kClientCheck = std::chrono::milliseconds(10);
 // The prompt the engine sees: the chat rendered with the model's template
 // (its end-of-turn markers become stop strings), or the completion prompt,
 // tokenized with special-token parsing as `shoal run` does.
-std::vector<TokenId> build_prompt(Engine& engine, GenerationRequest& g) {
+std::vector<TokenId> tokenized_prompt(Engine& engine, GenerationRequest& g) {
   if (!g.prompt_tokens.empty()) {  // llama-server's /completion with token ids: as given
     for (TokenId id : g.prompt_tokens)
       if (id >= engine.tokenizer().n_vocab())
         throw ApiError(400, fmt::format("Invalid 'prompt': token {} is outside the vocabulary of {} tokens.", id,
                                         engine.tokenizer().n_vocab()),
                        "invalid_request_error", "prompt", "invalid_value");
-    if (static_cast<int>(g.prompt_tokens.size()) >= engine.n_ctx())
-      throw ApiError(400,
-                     fmt::format("This model's maximum context length is {} tokens. However, your prompt has {} "
-                                 "tokens.", engine.n_ctx(), g.prompt_tokens.size()),
-                     "invalid_request_error", "prompt", "context_length_exceeded");
     return g.prompt_tokens;
   }
   std::string text = g.prompt;
@@ -63,7 +59,11 @@ std::vector<TokenId> build_prompt(Engine& engine, GenerationRequest& g) {
     }
     for (const auto& s : engine.chat_template().stop_strings()) g.options.stop.push_back(s);
   }
-  std::vector<TokenId> prompt = engine.tokenizer().encode(text, true, true);
+  return engine.tokenizer().encode(text, true, true);
+}
+
+std::vector<TokenId> build_prompt(Engine& engine, GenerationRequest& g) {
+  std::vector<TokenId> prompt = tokenized_prompt(engine, g);
   const char* param = g.chat ? "messages" : "prompt";
   if (prompt.empty()) throw ApiError(400, "The prompt is empty.", "invalid_request_error", param, "invalid_value");
   // The last prompt position must leave room for at least one new token.
@@ -120,6 +120,14 @@ ApiError shutting_down() {
   return ApiError(503, "The server is shutting down.", "server_error", "", "shutting_down");
 }
 
+// What a request that did not end normally answers with; none when it did.
+std::optional<ApiError> failure_of(const RequestResult& r) {
+  if (r.finish_reason == "unavailable") return unavailable(r.error);
+  if (r.finish_reason == "error") return engine_error(r);
+  if (r.finish_reason == "cancelled") return shutting_down();  // the server is stopping
+  return std::nullopt;
+}
+
 Usage usage_of(const RequestResult& r) {
   return Usage{r.n_prompt, static_cast<int>(r.tokens.size()), r.n_prompt - r.n_reused, r.prompt_seconds,
                r.generation_seconds, r.drafted, r.accepted};
@@ -142,9 +150,7 @@ void send_whole(ServingContext& ctx, httplib::Response& res, const std::shared_p
   text = std::move(taken.text);
   ctx.in_flight.remove(id);
   const RequestResult r = channel->result();
-  if (r.finish_reason == "unavailable") throw unavailable(r.error);
-  if (r.finish_reason == "error") throw engine_error(r);
-  if (r.finish_reason == "cancelled") throw shutting_down();
+  if (const auto failure = failure_of(r)) throw *failure;
   std::string reasoning;
   if (meta.thinks) {
     ReasoningSplitter split(meta.reasoning_markers);
@@ -262,9 +268,7 @@ void send_stream(ServingContext& ctx, httplib::Response& res, std::shared_ptr<Re
         return true;
       }
       const RequestResult r = st->channel->result();
-      if (r.finish_reason == "unavailable") write(sse_event(error_body(unavailable(r.error))));
-      else if (r.finish_reason == "error") write(sse_event(error_body(engine_error(r))));
-      else if (r.finish_reason == "cancelled") write(sse_event(error_body(shutting_down())));
+      if (const auto failure = failure_of(r)) write(sse_event(error_body(*failure)));
       else write(sse_event(native_completion_response(st->meta, "", r.finish_reason, r.stop_string, usage_of(r),
                                                       *st->tokenizer, {})));
       sink.done();
@@ -280,12 +284,8 @@ void send_stream(ServingContext& ctx, httplib::Response& res, std::shared_ptr<Re
 
     const RequestResult r = st->channel->result();
     // Headers are out with 200; OpenAI's clients raise on an "error" event.
-    if (r.finish_reason == "unavailable") {
-      write(sse_event(error_body(unavailable(r.error))));
-    } else if (r.finish_reason == "error") {
-      write(sse_event(error_body(engine_error(r))));
-    } else if (r.finish_reason == "cancelled") {
-      write(sse_event(error_body(shutting_down())));  // the server is stopping
+    if (const auto failure = failure_of(r)) {
+      write(sse_event(error_body(*failure)));
     } else {
       for (const json& delta : tool_call_deltas(st->meta, calls))
         write(sse_event(stream_chunk(st->meta, "", "", false, st->include_usage, {}, nullptr, delta)));

@@ -520,6 +520,15 @@ GenerationRequest parse_chat_request(const json& body, const RequestDefaults& de
   return r;
 }
 
+namespace {
+const json& required_prompt(const json& body) {
+  const json* prompt = field(body, "prompt");
+  if (!prompt) throw ApiError(400, "Missing required parameter: 'prompt'.", "invalid_request_error", "prompt",
+                              "missing_required_parameter");
+  return *prompt;
+}
+}  // namespace
+
 GenerationRequest parse_completion_request(const json& body, const RequestDefaults& defaults,
                                            const nlohmann::ordered_json& ordered_body) {
   if (const json* v = field(body, "tools"); v && !(v->is_array() && v->empty()))
@@ -539,9 +548,7 @@ GenerationRequest parse_completion_request(const json& body, const RequestDefaul
   if (const json* v = field(body, "suffix"); v && !(v->is_string() && v->get<std::string>().empty()))
     unsupported("suffix", "insertion is not supported");
 
-  const json* prompt = field(body, "prompt");
-  if (!prompt) throw ApiError(400, "Missing required parameter: 'prompt'.", "invalid_request_error", "prompt",
-                              "missing_required_parameter");
+  const json* prompt = &required_prompt(body);
   if (prompt->is_array()) {
     // One choice per prompt in OpenAI's API; this server answers one.
     if (prompt->size() != 1 || !(*prompt)[0].is_string())
@@ -563,9 +570,7 @@ GenerationRequest parse_native_completion_request(const json& body, const Reques
   read_common(body, defaults, r);
   read_constraint(ordered_body.is_object() ? ordered_body : nlohmann::ordered_json::parse(body.dump()), r);
   read_n_probs(body, r);
-  const json* prompt = field(body, "prompt");
-  if (!prompt) throw ApiError(400, "Missing required parameter: 'prompt'.", "invalid_request_error", "prompt",
-                              "missing_required_parameter");
+  const json* prompt = &required_prompt(body);
   auto token_ids = [](const json& list) {
     return !list.empty() && std::all_of(list.begin(), list.end(), [](const json& t) { return t.is_number_integer(); });
   };
