@@ -31,26 +31,6 @@ const char* const kBounds[] = {"minimum", "maximum", "exclusiveMinimum", "exclus
 const std::set<std::string> kAnnotations = {"title", "description", "default", "examples", "$comment", "$id",
                                             "$schema", "deprecated", "readOnly", "writeOnly"};
 
-// String formats as llama.cpp's converter holds them, tightened so that every
-// string fits its format: days per month, 29 February in leap years only
-// (those ending 04, 08, …, 96: the centuries left out), years from 1000.
-// Rule names: "format-" and the format's name; parts of them too.
-const std::map<std::string, std::string> kFormats = {
-    {"format-date", "[1-9] [0-9]{3} \"-\" ( (\"0\" [13578] | \"1\" [02]) \"-\" (format-day-30 | \"31\") | "
-                    "(\"0\" [469] | \"11\") \"-\" format-day-30 | \"02\" \"-\" format-day-28 ) | "
-                    "[1-9] [0-9] ([02468] [48] | [2468] \"0\" | [13579] [26]) \"-02-29\""},
-    {"format-time", "([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9] \":\" [0-5] [0-9] (\".\" [0-9]{1,6})? "
-                    "(\"Z\" | [+-] ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9])"},
-    {"format-date-time", "format-date \"T\" format-time"},
-    {"format-uuid", "[0-9a-fA-F]{8} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" "
-                    "[0-9a-fA-F]{12}"},
-    {"format-day-28", "\"0\" [1-9] | \"1\" [0-9] | \"2\" [0-8]"},
-    {"format-day-30", "format-day-28 | \"29\" | \"30\""},
-};
-const std::map<std::string, std::vector<std::string>> kFormatUses = {
-    {"format-date", {"format-day-28", "format-day-30"}},
-    {"format-day-30", {"format-day-28"}},
-    {"format-date-time", {"format-date", "format-time"}}};
 // The formats a schema may name.
 const std::set<std::string> kStringFormats = {"date", "time", "date-time", "uuid"};
 
@@ -70,6 +50,20 @@ const std::map<std::string, std::string> kPrimitives = {
     {"value", R"(object | array | string | number | boolean | null)"},
     {"object", R"("{" space ( string ":" space value ("," space string ":" space value)* )? "}" space)"},
     {"array", R"("[" space ( value ("," space value)* )? "]" space)"},
+    // String formats as llama.cpp's converter holds them, tightened so that every
+    // string fits its format: days per month, 29 February in leap years only
+    // (those ending 04, 08, …, 96: the centuries left out), years from 1000.
+    // Rule names: "format-" and the format's name; parts of them too.
+    {"format-date", "[1-9] [0-9]{3} \"-\" ( (\"0\" [13578] | \"1\" [02]) \"-\" (format-day-30 | \"31\") | "
+                    "(\"0\" [469] | \"11\") \"-\" format-day-30 | \"02\" \"-\" format-day-28 ) | "
+                    "[1-9] [0-9] ([02468] [48] | [2468] \"0\" | [13579] [26]) \"-02-29\""},
+    {"format-time", "([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9] \":\" [0-5] [0-9] (\".\" [0-9]{1,6})? "
+                    "(\"Z\" | [+-] ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9])"},
+    {"format-date-time", "format-date \"T\" format-time"},
+    {"format-uuid", "[0-9a-fA-F]{8} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" "
+                    "[0-9a-fA-F]{12}"},
+    {"format-day-28", "\"0\" [1-9] | \"1\" [0-9] | \"2\" [0-8]"},
+    {"format-day-30", "format-day-28 | \"29\" | \"30\""},
 };
 
 // What each primitive uses, so adding one adds its parts.
@@ -82,6 +76,9 @@ const std::map<std::string, std::vector<std::string>> kUses = {
     {"value", {"object", "array", "string", "number", "boolean", "null"}},
     {"object", {"string", "value", "space"}},
     {"array", {"value", "space"}},
+    {"format-date", {"format-day-28", "format-day-30"}},
+    {"format-day-30", {"format-day-28"}},
+    {"format-date-time", {"format-date", "format-time"}},
 };
 
 std::string sanitize(const std::string& hint) {
@@ -136,7 +133,7 @@ std::string gbnf_literal(const std::string& text) {
 
 std::string JsonGrammarBuilder::fresh(const std::string& hint) const {
   const std::string base = sanitize(hint);
-  auto taken = [&](const std::string& n) { return rules_.count(n) || kPrimitives.count(n) || kFormats.count(n); };
+  auto taken = [&](const std::string& n) { return rules_.count(n) || kPrimitives.count(n); };
   if (!taken(base)) return base;
   for (size_t i = 1;; ++i) {
     std::string name = fmt::format("{}-{}", base, i);
@@ -274,7 +271,7 @@ std::string JsonGrammarBuilder::string_rule(const json& schema, const std::strin
     if (!kStringFormats.count(format))
       fail("{}: 'format' {} is not held here (date, time, date-time and uuid are)", path, f->dump());
     if (has_min || has_max) fail("{}: 'format' with minLength or maxLength is not held here", path);
-    return add_rule(format + "-string", "\"\\\"\" " + format_part("format-" + format) + " \"\\\"\" space");
+    return add_rule(format + "-string", "\"\\\"\" " + primitive("format-" + format) + " \"\\\"\" space");
   }
   if (!has_min && !has_max) return primitive("string");
   const uint64_t min = count_of(schema, "minLength", path);
@@ -373,16 +370,6 @@ std::string JsonGrammarBuilder::object_rule(const json& schema, const std::strin
     r_next = add_rule(name + "-r" + std::to_string(i), r);
   }
   return add_rule(name, "\"{\" space " + (f_next.empty() ? "" : f_next + " ") + "\"}\" space");
-}
-
-// A rule of the fixed string formats (kFormats) and what it uses.
-std::string JsonGrammarBuilder::format_part(const std::string& name) {
-  if (rules_.count(name)) return name;
-  rules_[name] = kFormats.at(name);
-  order_.push_back(name);
-  if (const auto uses = kFormatUses.find(name); uses != kFormatUses.end())
-    for (const std::string& u : uses->second) format_part(u);
-  return name;
 }
 
 // minimum / maximum and the exclusive forms (a number, or draft 4's boolean

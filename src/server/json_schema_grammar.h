@@ -48,7 +48,6 @@ class JsonGrammarBuilder {
                          int depth);
   nlohmann::ordered_json merge_all_of(const nlohmann::ordered_json& schema, const std::string& path);
   const nlohmann::ordered_json& resolve_ref(const nlohmann::ordered_json& ref, const std::string& path) const;
-  std::string format_part(const std::string& name);
   std::string primitive(const std::string& name);
   std::string fresh(const std::string& hint) const;
 
