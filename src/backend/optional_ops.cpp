@@ -30,14 +30,21 @@ namespace {
 void Backend::delta_net(DevicePtr, DevicePtr, DevicePtr, const RecurrentLayer&, const DeltaNetParams&, int, DevicePtr) {
   lacks(*this, OptionalOp::DeltaNet);
 }
-// Through the host: correct on any device that can upload and download,
-// and slow (a GPU overrides them).
+namespace {
+// out[i] = f(a[i], b[i]) through the host: correct on any device that can
+// upload and download, and slow (a GPU overrides the ops that use it).
+template <class F>
+void through_host(Backend& be, DevicePtr a, DevicePtr b, DevicePtr out, int64_t n, F f) {
+  std::vector<float> as(static_cast<size_t>(n)), bs(static_cast<size_t>(n));
+  be.download(as.data(), a, as.size() * sizeof(float));
+  be.download(bs.data(), b, bs.size() * sizeof(float));
+  for (size_t i = 0; i < as.size(); ++i) as[i] = f(as[i], bs[i]);
+  be.upload(out, as.data(), as.size() * sizeof(float));
+}
+}  // namespace
+
 void Backend::sigmoid_mul(DevicePtr x, DevicePtr gate, int64_t n) {
-  std::vector<float> xs(static_cast<size_t>(n)), gates(static_cast<size_t>(n));
-  download(xs.data(), x, xs.size() * sizeof(float));
-  download(gates.data(), gate, gates.size() * sizeof(float));
-  for (size_t i = 0; i < xs.size(); ++i) xs[i] *= sigmoid(gates[i]);
-  upload(x, xs.data(), xs.size() * sizeof(float));
+  through_host(*this, x, gate, x, n, [](float v, float g) { return v * sigmoid(g); });
 }
 void Backend::split_halves(DevicePtr src, int64_t n_rows, int half, DevicePtr a, DevicePtr b) {
   copy_rows(a, half, src, 2 * int64_t{half}, half, n_rows);
@@ -53,11 +60,7 @@ void Backend::weighted_sum(DevicePtr, DevicePtr, int, int, int, DevicePtr) {
   fail("the {} backend does not route experts on the device", name());
 }
 void Backend::swiglu_oai(DevicePtr gate, DevicePtr up, DevicePtr out, int64_t n) {
-  std::vector<float> gates(static_cast<size_t>(n)), ups(static_cast<size_t>(n));
-  download(gates.data(), gate, gates.size() * sizeof(float));
-  download(ups.data(), up, ups.size() * sizeof(float));
-  for (size_t i = 0; i < gates.size(); ++i) gates[i] = clamped_swiglu(gates[i], ups[i]);
-  upload(out, gates.data(), gates.size() * sizeof(float));
+  through_host(*this, gate, up, out, n, clamped_swiglu);
 }
 
 }  // namespace shoal

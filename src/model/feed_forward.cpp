@@ -6,6 +6,7 @@
 #include <numeric>
 #include <vector>
 
+#include "backend/scalar_activations.h"
 #include "model/transformer_layer.h"
 
 namespace shoal {
@@ -215,7 +216,7 @@ void expert_ffn(Backend& be, const ModelConfig& c, const LayerWeights& w, Device
       for (int i = 0; i < width; ++i) o[i] += weight * y[i];
     }
     if (shared) {
-      const float gate = shared_gated ? 1.0f / (1.0f + std::exp(-s.shared_gate_host[t])) : 1.0f;
+      const float gate = shared_gated ? sigmoid(s.shared_gate_host[t]) : 1.0f;
       const float* y = s.shared_host.data() + static_cast<size_t>(t) * width;
       for (int i = 0; i < width; ++i) o[i] += gate * y[i];
     }

@@ -51,11 +51,16 @@ int KvCache::max_rollback(const ModelConfig& c, int n_ctx, int max_tokens) {
   return most;
 }
 
+namespace {
+// How many of each layer's KV heads a cache holds (kv_heads 0: all).
+int heads_held(const ModelConfig& c, int kv_heads) { return kv_heads > 0 ? kv_heads : c.n_head_kv; }
+}  // namespace
+
 size_t KvCache::bytes_for(const ModelConfig& c, int begin, int end, int n_seq, int n_ctx, int max_tokens,
                           KvTypes types, int kv_heads) {
   size_t positions = 0;
   for (int l = begin; l < end; ++l) positions += static_cast<size_t>(positions_for(c, l, n_ctx, max_tokens));
-  const int held = kv_heads > 0 ? kv_heads : c.n_head_kv;
+  const int held = heads_held(c, kv_heads);
   return positions * n_seq *
          (row_bytes(types.k, c.kv_width() / c.n_head_kv * held) + row_bytes(types.v, c.kv_v_width() / c.n_head_kv * held));
 }
@@ -65,7 +70,7 @@ KvCache::KvCache(Backend& backend, const ModelConfig& config, int begin, int end
     : backend_(backend),
       n_seq_(n_seq),
       n_ctx_(n_ctx),
-      width_(config.kv_width() / config.n_head_kv * (kv_heads > 0 ? kv_heads : config.n_head_kv)),
+      width_(config.kv_width() / config.n_head_kv * heads_held(config, kv_heads)),
       rollback_(max_rollback(config, n_ctx, max_tokens)),
       recurrent_(config.has_recurrent_layers()),
       v_in_k_(config.latent_attention()),
@@ -77,7 +82,7 @@ KvCache::KvCache(Backend& backend, const ModelConfig& config, int begin, int end
     fail("bad layer range [{}, {}) for a model of {} layers", begin, end, config.n_layer);
   check_kv_types(types, config);
   k_row_bytes_ = row_bytes(types.k, width_);
-  v_row_bytes_ = row_bytes(types.v, config.kv_v_width() / config.n_head_kv * (kv_heads > 0 ? kv_heads : config.n_head_kv));
+  v_row_bytes_ = row_bytes(types.v, config.kv_v_width() / config.n_head_kv * heads_held(config, kv_heads));
   backend.check_kv_rows(k_row_bytes_, v_row_bytes_);
   for (int l = begin; l < end; ++l) {
     const int positions = positions_for(config, l, n_ctx, max_tokens);

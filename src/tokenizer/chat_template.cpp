@@ -90,6 +90,16 @@ std::vector<std::string> output_literals(const std::string& src) {
 
 }  // namespace
 
+namespace {
+// Role-and-text messages as a template's `messages`.
+ChatRenderRequest conversation(const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
+  ChatRenderRequest request;
+  for (const ChatMessage& m : messages) request.messages.push_back({{"role", m.role}, {"content", m.content}});
+  request.add_generation_prompt = add_generation_prompt;
+  return request;
+}
+}  // namespace
+
 bool ChatTemplate::set_variant(const std::string& name) {
   for (const Variant& v : kVariants) {
     if (name != v.name) continue;
@@ -224,9 +234,7 @@ std::string ChatTemplate::find_default_system(const std::string& src) const {
 std::string ChatTemplate::render(const std::vector<ChatMessage>& messages,
                                  bool add_generation_prompt, bool reasoning) const {
   if (jinja_) {
-    ChatRenderRequest request;
-    for (const ChatMessage& m : messages) request.messages.push_back({{"role", m.role}, {"content", m.content}});
-    request.add_generation_prompt = add_generation_prompt;
+    ChatRenderRequest request = conversation(messages, add_generation_prompt);
     request.kwargs["enable_thinking"] = reasoning;
     return render_prompt(request);
   }
@@ -259,9 +267,7 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& messages,
 
 std::string ChatTemplate::render_turns(const std::vector<ChatMessage>& messages,
                                        bool add_generation_prompt) const {
-  ChatRenderRequest request;
-  for (const ChatMessage& m : messages) request.messages.push_back({{"role", m.role}, {"content", m.content}});
-  request.add_generation_prompt = add_generation_prompt;
+  ChatRenderRequest request = conversation(messages, add_generation_prompt);
   request.kwargs = format_variables(flags_);
   return builtin_format(format_).render(request);
 }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "backend/scalar_activations.h"
 #include "util/error.h"
 
 namespace shoal {
@@ -13,7 +14,6 @@ constexpr int kMaxHeadDim = 512;  // ModelConfig::validate's bound
 
 // As llama.cpp's ggml_softplus: x itself where exp would overflow.
 float softplus(float x) { return x > 20.0f ? x : std::log(1.0f + std::exp(x)); }
-float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
 // Channels [c0, c1) of every row: out = silu(taps . [state, x]), oldest
 // input first; the state shifts by one input per row.
