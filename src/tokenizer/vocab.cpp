@@ -37,6 +37,14 @@ const char* const kEogTexts[] = {
     "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
     "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
     "<｜end▁of▁sentence｜>", "[e~["};
+// Fill-in-the-middle: prefix, suffix and middle markers (llama.cpp's list,
+// for GGUFs that do not name them).
+const char* const kFimPreTexts[] = {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>",
+                                    "▁<PRE>", "<|code_prefix|>", "<|prefix|>"};
+const char* const kFimSufTexts[] = {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>",
+                                    "▁<SUF>", "<|code_suffix|>", "<|suffix|>"};
+const char* const kFimMidTexts[] = {"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>",
+                                    "▁<MID>", "<|code_middle|>", "<|middle|>"};
 const char* const kFimPadTexts[] = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"};
 const char* const kFimRepTexts[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"};
 const char* const kFimSepTexts[] = {"<|file_sep|>"};
@@ -201,6 +209,11 @@ void Vocab::read_special_ids(const gguf::File& file) {
       {"tokenizer.ggml.unknown_token_id", &unk_}, {"tokenizer.ggml.seperator_token_id", &sep_},
       {"tokenizer.ggml.padding_token_id", &pad_}, {"tokenizer.ggml.fim_pad_token_id", &fim_pad_},
       {"tokenizer.ggml.fim_rep_token_id", &fim_rep_}, {"tokenizer.ggml.fim_sep_token_id", &fim_sep_},
+      {"tokenizer.ggml.fim_pre_token_id", &fim_pre_}, {"tokenizer.ggml.fim_suf_token_id", &fim_suf_},
+      {"tokenizer.ggml.fim_mid_token_id", &fim_mid_},
+      // The older names of the same three; as in llama.cpp, they win where both are written.
+      {"tokenizer.ggml.prefix_token_id", &fim_pre_}, {"tokenizer.ggml.suffix_token_id", &fim_suf_},
+      {"tokenizer.ggml.middle_token_id", &fim_mid_},
   };
   for (const auto& [key, id] : keys) {
     if (*id != kNoToken && !valid(*id)) *id = kNoToken;  // a default outside the vocabulary
@@ -229,6 +242,18 @@ void Vocab::detect_end_of_generation() {
     }
     if (eom_ == kNoToken && text == "<|eom_id|>") {
       eom_ = id;
+      mark_control(id);
+    }
+    if (fim_pre_ == kNoToken && in_list(text, kFimPreTexts)) {
+      fim_pre_ = id;
+      mark_control(id);
+    }
+    if (fim_suf_ == kNoToken && in_list(text, kFimSufTexts)) {
+      fim_suf_ = id;
+      mark_control(id);
+    }
+    if (fim_mid_ == kNoToken && in_list(text, kFimMidTexts)) {
+      fim_mid_ = id;
       mark_control(id);
     }
     if (fim_pad_ == kNoToken && in_list(text, kFimPadTexts)) {

@@ -71,6 +71,13 @@ class Vocab {
   TokenId eom() const { return eom_; }
   TokenId unk() const { return unk_; }
   TokenId pad() const { return pad_; }
+  // Fill-in-the-middle markers (kNoToken when the model has none): prefix,
+  // suffix, middle; the repository name and the file separator.
+  TokenId fim_pre() const { return fim_pre_; }
+  TokenId fim_suf() const { return fim_suf_; }
+  TokenId fim_mid() const { return fim_mid_; }
+  TokenId fim_rep() const { return fim_rep_; }
+  TokenId fim_sep() const { return fim_sep_; }
   bool add_bos() const { return add_bos_; }
   bool add_eos() const { return add_eos_; }
   bool add_space_prefix() const { return add_space_prefix_; }
@@ -122,6 +129,7 @@ class Vocab {
 
   TokenId bos_ = kNoToken, eos_ = kNoToken, eot_ = kNoToken, eom_ = kNoToken;
   TokenId unk_ = kNoToken, pad_ = kNoToken, sep_ = kNoToken;
+  TokenId fim_pre_ = kNoToken, fim_suf_ = kNoToken, fim_mid_ = kNoToken;
   TokenId fim_pad_ = kNoToken, fim_rep_ = kNoToken, fim_sep_ = kNoToken;
   bool add_bos_ = false;
   bool add_eos_ = false;

@@ -180,6 +180,24 @@ TEST(TokenizerVocab, EndOfGeneration) {
   EXPECT_FALSE(l->tok->is_end_of_generation(-1));
 }
 
+// Fill-in-the-middle markers come from the metadata (the current keys or
+// the older prefix/suffix/middle names), and none is made up where neither
+// names one and no token has a marker's text.
+TEST(TokenizerVocab, FillInTheMiddleTokens) {
+  auto none = load(spm_vocab());
+  EXPECT_EQ(none->tok->vocab().fim_pre(), kNoToken);
+  EXPECT_EQ(none->tok->vocab().fim_suf(), kNoToken);
+  EXPECT_EQ(none->tok->vocab().fim_mid(), kNoToken);
+  GgufBuilder b = spm_vocab();
+  b.u32("tokenizer.ggml.fim_pre_token_id", 260);
+  b.u32("tokenizer.ggml.fim_suf_token_id", 261);
+  b.u32("tokenizer.ggml.middle_token_id", 262);
+  auto named = load(b);
+  EXPECT_EQ(named->tok->vocab().fim_pre(), 260);
+  EXPECT_EQ(named->tok->vocab().fim_suf(), 261);
+  EXPECT_EQ(named->tok->vocab().fim_mid(), 262);
+}
+
 TEST(TokenizerVocab, BadIdsThrow) {
   auto l = load(spm_vocab());
   EXPECT_THROW(l->tok->token_to_piece(-1), Error);
