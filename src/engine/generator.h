@@ -22,6 +22,13 @@ struct GenerationOptions {
   SamplingParams sampling;
   std::vector<std::string> stop;  // stop strings (not shown in the output)
   bool ignore_eos = false;
+  // llama-server's code-completion limits (/infill): after the first line,
+  // a line indented by fewer than min_indent spaces or tabs ends the text
+  // before that line's first character; past max_predict_ms since the first
+  // generated token, a token that writes a newline ends it. Both end with
+  // finish "length" (llama-server's stop_type "limit"); 0: off.
+  int min_indent = 0;
+  double max_predict_ms = 0;
   // Sees the logits ([n_vocab]) each token is sampled from (tests, tools).
   std::function<void(const float* logits, int n_vocab)> on_logits;
   // With logprobs >= 0, on_logprob gets each generated token's log-probability

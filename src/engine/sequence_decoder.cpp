@@ -21,7 +21,7 @@ SequenceDecoder::SequenceDecoder(const Tokenizer& tokenizer, int n_vocab, int n_
       n_ctx_(n_ctx),
       n_prompt_(static_cast<int>(prompt.size())),
       sampler_(options.sampling, n_vocab),
-      stops_(options.stop) {
+      stops_(options.stop, options.min_indent) {
   if (options.grammar) grammar_.emplace(options.grammar);
   // The history never outgrows the context (plus the token that filled it),
   // so steps do not reallocate it.
@@ -87,9 +87,15 @@ bool SequenceDecoder::advance(const float* logits) {
   history_.push_back(token);
   const bool shown = std::find(options_.shown_tokens.begin(), options_.shown_tokens.end(), token) !=
                      options_.shown_tokens.end();
-  text_ += stops_.push(utf8_.push(tokenizer_.token_to_piece(token, shown)));
+  const std::string piece = tokenizer_.token_to_piece(token, shown);
+  if (n_generated() == 1) first_token_at_ = std::chrono::steady_clock::now();
+  text_ += stops_.push(utf8_.push(piece));
   if (stops_.stopped()) {
-    finish_reason_ = "stop";
+    finish_reason_ = stops_.stopped_by_indent() ? "length" : "stop";
+  } else if (options_.max_predict_ms > 0 && piece.find('\n') != std::string::npos &&
+             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - first_token_at_).count() >
+                 options_.max_predict_ms) {
+    finish_reason_ = "length";
   } else if (limited && n_generated() >= options_.max_tokens) {
     // Decided now rather than before the next sample, so the last token is
     // not fed for nothing.

@@ -5,6 +5,7 @@
 // sequences in one batch) both drive it, so a request ends the same way and
 // yields the same tokens whichever runs it.
 #include <algorithm>
+#include <chrono>
 #include <optional>
 #include <span>
 #include <string>
@@ -99,6 +100,7 @@ class SequenceDecoder {
   Utf8Stream utf8_;
   std::vector<TokenId> history_;  // prompt + generated
   std::string text_;
+  std::chrono::steady_clock::time_point first_token_at_;  // for options.max_predict_ms
   const char* finish_reason_ = nullptr;
   int accepted_ = 0;
   // The draft window: a guess that was right throughout doubles it, a wrong

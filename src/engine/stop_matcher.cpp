@@ -20,7 +20,7 @@ std::string StopMatcher::push(std::string_view text) {
     stopped_ = true;
     std::string out = pending_.substr(0, cut);
     pending_.clear();
-    return out;
+    return indent_checked(std::move(out));
   }
   // Hold back the longest tail that is a prefix of some stop string.
   size_t hold = 0;
@@ -32,14 +32,39 @@ std::string StopMatcher::push(std::string_view text) {
       }
   std::string out = pending_.substr(0, pending_.size() - hold);
   pending_.erase(0, pending_.size() - hold);
-  return out;
+  return indent_checked(std::move(out));
 }
 
 std::string StopMatcher::flush() {
   std::string out;
   if (!stopped_) out.swap(pending_);
   pending_.clear();
-  return out;
+  return indent_checked(std::move(out));
+}
+
+// The text is released as it comes: only a line's first character after
+// its indentation decides, and that character is where the text is cut.
+std::string StopMatcher::indent_checked(std::string text) {
+  if (min_indent_ <= 0) return text;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\n') {
+      line_start_ = true;
+      indent_ = 0;
+    } else if (line_start_ && (c == ' ' || c == '\t')) {
+      ++indent_;
+    } else if (line_start_) {
+      line_start_ = false;
+      if (indent_ < min_indent_) {
+        stopped_ = true;
+        matched_.clear();
+        pending_.clear();
+        text.resize(i);
+        return text;
+      }
+    }
+  }
+  return text;
 }
 
 }  // namespace shoal

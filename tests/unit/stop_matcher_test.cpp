@@ -30,5 +30,29 @@ TEST(StopMatcher, HeldBackTextComesOutWhenNoStopFollows) {
   EXPECT_EQ(m.matched(), "");
 }
 
+// llama-server's n_indent: the first line is free; a later line indented
+// less ends the text at its first character, newline and indentation kept.
+TEST(StopMatcher, ALineIndentedLessThanTheMinimumEndsTheText) {
+  StopMatcher m({}, 4);
+  std::string out = m.push("a + b\n");  // the first line may start anywhere
+  out += m.push("    c\n\n  ");          // an indented line, an empty one, then two spaces
+  EXPECT_FALSE(m.stopped());
+  out += m.push("  d\n  e");             // four spaces in all: still fine; "e" has two
+  EXPECT_TRUE(m.stopped());
+  EXPECT_TRUE(m.stopped_by_indent());
+  EXPECT_EQ(out, "a + b\n    c\n\n    d\n  ");
+  EXPECT_EQ(m.flush(), "");
+}
+
+TEST(StopMatcher, IndentationAndStopStringsTogether) {
+  StopMatcher m({"END"}, 2);
+  EXPECT_EQ(m.push("x\n  yEND\nz"), "x\n  y");
+  EXPECT_FALSE(m.stopped_by_indent());
+  EXPECT_EQ(m.matched(), "END");
+  StopMatcher n({"END"}, 2);
+  EXPECT_EQ(n.push("x\nz END"), "x\n");  // the short line comes first
+  EXPECT_TRUE(n.stopped_by_indent());
+}
+
 }  // namespace
 }  // namespace shoal
