@@ -5,14 +5,19 @@
 #include <httplib.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 
 #include <fmt/format.h>
 
+#include "server/anthropic_messages.h"
 #include "server/http_front.h"
+#include "server/infill_prompt.h"
+#include "server/openai_responses.h"
 #include "server/output_constraint.h"
 #include "server/reasoning_splitter.h"
+#include "server/reply_format.h"
 #include "server/tool_calls.h"
 #include "server/request_channel.h"
 #include "server/serving_context.h"
@@ -91,31 +96,6 @@ ApiError unavailable(const std::string& reason) {
   return ApiError(503, "The cluster cannot run the model now: " + reason, "server_error", "", "cluster_unavailable");
 }
 
-// OpenAI's message.tool_calls; one call only when parallel calls are off.
-json tool_calls_json(const ResponseMeta& meta, const std::vector<ToolCall>& calls) {
-  json out = json::array();
-  for (const ToolCall& c : calls) {
-    out.push_back({{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
-    if (!meta.parallel_tool_calls) break;
-  }
-  return out;
-}
-
-// A stream's tool calls, as OpenAI streams them: per call, a delta with its
-// index, id, type, name and empty arguments, then the arguments in pieces.
-std::vector<json> tool_call_deltas(const ResponseMeta& meta, const std::vector<ToolCall>& calls) {
-  constexpr size_t kPiece = 24;
-  std::vector<json> deltas;
-  for (size_t i = 0; i < calls.size() && (meta.parallel_tool_calls || i == 0); ++i) {
-    const ToolCall& c = calls[i];
-    deltas.push_back(json::array({{{"index", i}, {"id", c.id}, {"type", "function"},
-                                   {"function", {{"name", c.name}, {"arguments", ""}}}}}));
-    for (size_t at = 0; at < c.arguments.size(); at += kPiece)
-      deltas.push_back(json::array({{{"index", i}, {"function", {{"arguments", c.arguments.substr(at, kPiece)}}}}}));
-  }
-  return deltas;
-}
-
 ApiError shutting_down() {
   return ApiError(503, "The server is shutting down.", "server_error", "", "shutting_down");
 }
@@ -133,11 +113,36 @@ Usage usage_of(const RequestResult& r) {
                r.generation_seconds, r.drafted, r.accepted};
 }
 
+// What the model's text says: a thinking model's reasoning split out, the
+// tool calls read (the first alone when parallel calls are off).
+struct SplitText {
+  std::string reasoning, content;
+  std::vector<ToolCall> calls;
+};
+SplitText split_text(const ResponseMeta& meta, std::string text) {
+  SplitText out;
+  if (meta.thinks) {
+    ReasoningSplitter split(meta.reasoning_markers);
+    ReasoningSplitter::Parts a = split.feed(text), b = split.finish();
+    out.reasoning = a.reasoning + b.reasoning;
+    text = a.content + b.content;
+  }
+  if (!meta.tools.empty()) {
+    ToolReply reply = parse_tool_calls(text, meta.tools);
+    if (!reply.calls.empty()) {
+      text = reply.content;
+      out.calls = std::move(reply.calls);
+      if (!meta.parallel_tool_calls) out.calls.resize(1);
+    }
+  }
+  out.content = std::move(text);
+  return out;
+}
+
 void send_whole(ServingContext& ctx, httplib::Response& res, const std::shared_ptr<RequestChannel>& channel,
-                uint64_t id, const ResponseMeta& meta, const Tokenizer& tokenizer) {
+                uint64_t id, const ResponseMeta& meta, ReplyFormat& format) {
   // The client is watched while it waits for the whole answer: one that
   // leaves frees its slot at the next step, as a stream's does.
-  std::string text;
   while (!channel->wait_done(kClientCheck)) {
     if (HttpFront::client_gone()) {
       channel->close();
@@ -147,38 +152,14 @@ void send_whole(ServingContext& ctx, httplib::Response& res, const std::shared_p
     }
   }
   RequestChannel::Taken taken = channel->take(std::chrono::milliseconds(0));
-  text = std::move(taken.text);
   ctx.in_flight.remove(id);
   const RequestResult r = channel->result();
   if (const auto failure = failure_of(r)) throw *failure;
-  std::string reasoning;
-  if (meta.thinks) {
-    ReasoningSplitter split(meta.reasoning_markers);
-    ReasoningSplitter::Parts a = split.feed(text), b = split.finish();
-    reasoning = a.reasoning + b.reasoning;
-    text = a.content + b.content;
-  }
-  json calls = nullptr;
-  std::string finish = r.finish_reason;
-  if (!meta.tools.empty()) {
-    ToolReply reply = parse_tool_calls(text, meta.tools);
-    if (!reply.calls.empty()) {
-      text = reply.content;
-      calls = tool_calls_json(meta, reply.calls);
-      if (finish == "stop") finish = "tool_calls";
-    }
-  }
+  SplitText parts = split_text(meta, std::move(taken.text));
+  Reply reply{std::move(parts.content), std::move(parts.reasoning), std::move(parts.calls), r.finish_reason,
+              r.stop_string, usage_of(r), std::move(taken.logprobs)};
   res.status = 200;
-  if (meta.native) {
-    res.set_content(dump(native_completion_response(meta, text, r.finish_reason, r.stop_string, usage_of(r), tokenizer,
-                                                    taken.logprobs)),
-                    "application/json");
-    return;
-  }
-  size_t offset = 0;
-  res.set_content(dump(completion_response(meta, text, finish, usage_of(r), reasoning,
-                                           logprobs_json(meta, tokenizer, taken.logprobs, offset), calls)),
-                  "application/json");
+  res.set_content(dump(format.whole(reply)), "application/json");
 }
 
 // Per-stream state the content provider keeps between its calls.
@@ -186,27 +167,22 @@ struct StreamState {
   std::shared_ptr<RequestChannel> channel;
   uint64_t id = 0;
   ResponseMeta meta;
-  bool include_usage = false;
+  std::unique_ptr<ReplyFormat> format;
   bool opened = false;
   ReasoningSplitter split;  // used when meta.thinks
-  const Tokenizer* tokenizer = nullptr;
   std::vector<TokenLogprob> logprobs;  // taken, not yet sent (their text is held back)
-  size_t text_offset = 0;
   ToolCallSplitter tools;  // used when tools are offered
-  int n_prompt = 0;        // llama-server's tokens_evaluated
 };
 
 void send_stream(ServingContext& ctx, httplib::Response& res, std::shared_ptr<RequestChannel> channel, uint64_t id,
-                 const ResponseMeta& meta, bool include_usage, const Tokenizer& tokenizer, int n_prompt) {
+                 const ResponseMeta& meta, std::unique_ptr<ReplyFormat> format) {
   auto st = std::make_shared<StreamState>();
-  st->n_prompt = n_prompt;
-  st->tokenizer = &tokenizer;
   st->channel = std::move(channel);
   st->id = id;
   st->meta = meta;
+  st->format = std::move(format);
   st->split = ReasoningSplitter(meta.reasoning_markers);
   st->tools = ToolCallSplitter(meta.tools);
-  st->include_usage = include_usage;
   res.status = 200;
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");  // no buffering in a reverse proxy
@@ -214,7 +190,7 @@ void send_stream(ServingContext& ctx, httplib::Response& res, std::shared_ptr<Re
   // httplib calls this again and again until sink.done(); each call blocks
   // until there is something to send. Returning false drops the connection.
   auto provider = [st, scheduler](size_t, httplib::DataSink& sink) -> bool {
-    auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
+    auto write = [&](const std::string& s) { return s.empty() || sink.write(s.data(), s.size()); };
     auto gone = [&] {
       // Free the slot now: on_text says so at the next token, and cancel()
       // covers a request still queued or in prefill.
@@ -224,19 +200,10 @@ void send_stream(ServingContext& ctx, httplib::Response& res, std::shared_ptr<Re
     };
     if (!st->opened) {
       st->opened = true;
-      // The first chat chunk carries the role, as OpenAI's does.
-      if (st->meta.chat && !write(sse_event(stream_chunk(st->meta, "", "", true, st->include_usage))))
-        return gone();
-      return true;
+      return write(st->format->open()) || gone();
     }
     RequestChannel::Taken t = st->channel->take(kKeepAlive);
     for (auto& lp : t.logprobs) st->logprobs.push_back(std::move(lp));
-    // The logprobs of the tokens taken so far go with the next chunk sent.
-    auto logprobs = [&] {
-      json j = logprobs_json(st->meta, *st->tokenizer, st->logprobs, st->text_offset);
-      st->logprobs.clear();
-      return j;
-    };
     ReasoningSplitter::Parts parts{{}, t.text};
     if (st->meta.thinks) {
       parts = st->split.feed(t.text);
@@ -253,47 +220,21 @@ void send_stream(ServingContext& ctx, httplib::Response& res, std::shared_ptr<Re
         ToolReply reply = st->tools.finish();
         parts.content += reply.content;
         calls = std::move(reply.calls);
+        if (!st->meta.parallel_tool_calls && calls.size() > 1) calls.resize(1);
       }
     }
-    if (!parts.reasoning.empty() &&
-        !write(sse_event(stream_chunk(st->meta, "", "", false, st->include_usage, parts.reasoning, logprobs()))))
-      return gone();
-    if (st->meta.native) {  // llama-server's /completion: its own pieces, its own last object, no [DONE]
-      if (!parts.content.empty() &&
-          !write(sse_event(native_stream_chunk(parts.content, st->n_prompt, *st->tokenizer, st->logprobs))))
-        return gone();
-      st->logprobs.clear();
-      if (!t.done) {
-        if (parts.content.empty() && !write(": keep-alive\n\n")) return gone();
-        return true;
-      }
-      const RequestResult r = st->channel->result();
-      if (const auto failure = failure_of(r)) write(sse_event(error_body(*failure)));
-      else write(sse_event(native_completion_response(st->meta, "", r.finish_reason, r.stop_string, usage_of(r),
-                                                      *st->tokenizer, {})));
-      sink.done();
+    const std::string sent = st->format->delta(parts.reasoning, parts.content, st->logprobs);
+    if (!write(sent)) return gone();
+    if (!t.done) {
+      if (sent.empty() && !write(": keep-alive\n\n")) return gone();
       return true;
     }
-    if (!parts.content.empty()) {
-      if (!write(sse_event(stream_chunk(st->meta, parts.content, "", false, st->include_usage, {}, logprobs()))))
-        return gone();
-    } else if (!t.done && parts.reasoning.empty()) {
-      if (!write(": keep-alive\n\n")) return gone();
-    }
-    if (!t.done) return true;
-
     const RequestResult r = st->channel->result();
-    // Headers are out with 200; OpenAI's clients raise on an "error" event.
     if (const auto failure = failure_of(r)) {
-      write(sse_event(error_body(*failure)));
+      write(st->format->failure(*failure));
     } else {
-      for (const json& delta : tool_call_deltas(st->meta, calls))
-        write(sse_event(stream_chunk(st->meta, "", "", false, st->include_usage, {}, nullptr, delta)));
-      const std::string finish = !calls.empty() && r.finish_reason == "stop" ? "tool_calls" : r.finish_reason;
-      json rest = st->logprobs.empty() ? json(nullptr) : logprobs();
-      write(sse_event(stream_chunk(st->meta, "", finish, false, st->include_usage, {}, rest)));
-      if (st->include_usage) write(sse_event(usage_chunk(st->meta, usage_of(r))));
-      write("data: [DONE]\n\n");
+      write(st->format->finish(Reply{{}, {}, std::move(calls), r.finish_reason, r.stop_string, usage_of(r),
+                                     std::move(st->logprobs)}));
     }
     sink.done();
     return true;
@@ -310,20 +251,70 @@ void send_stream(ServingContext& ctx, httplib::Response& res, std::shared_ptr<Re
   res.set_chunked_content_provider("text/event-stream", std::move(provider), std::move(release));
 }
 
-}  // namespace
+// A request of any of the generation APIs as the engine takes it, and how
+// its answer is written.
+struct ParsedRequest {
+  GenerationRequest g;
+  std::function<std::unique_ptr<ReplyFormat>(const ResponseMeta&, int n_prompt)> format;
+  const char* id_prefix = nullptr;  // the API's own response ids (msg_, resp_); null: OpenAI's chat/completion ids
+};
 
-void handle_generation(ServingContext& ctx, const httplib::Request& req, httplib::Response& res, GenerationApi api) {
-  const bool chat = api == GenerationApi::Chat;
-  Engine& engine = *ctx.engine.load();
-  if (engine.supervisor()) {
-    const ServerStatus status = ctx.state.status();
-    if (status.phase == Phase::Degraded) throw unavailable(status.reason);
+ParsedRequest parse_request(ServingContext& ctx, Engine& engine, const std::string& text, GenerationApi api) {
+  json body = parse_json_body(text);
+  nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(text);
+  const RequestDefaults& defaults = ctx.options.defaults;
+  const Tokenizer& tokenizer = engine.tokenizer();
+  ParsedRequest p;
+  auto openai = [&tokenizer](const GenerationRequest& g) {
+    return [&tokenizer, include_usage = g.include_usage](const ResponseMeta& meta, int n_prompt) {
+      return openai_reply_format(meta, tokenizer, include_usage, n_prompt);
+    };
+  };
+  switch (api) {
+    case GenerationApi::Chat:
+      p.g = parse_chat_request(body, defaults, ordered);
+      break;
+    case GenerationApi::Completion:
+      p.g = parse_completion_request(body, defaults, ordered);
+      break;
+    case GenerationApi::NativeCompletion:
+      p.g = parse_native_completion_request(body, defaults, ordered);
+      break;
+    case GenerationApi::Infill: {
+      // The rest of an /infill request is a /completion request.
+      const InfillInput input = take_infill_input(body);
+      for (const char* key : {"input_prefix", "input_suffix", "input_extra", "prompt"}) ordered.erase(key);
+      body["prompt"] = ordered["prompt"] = "";
+      p.g = parse_native_completion_request(body, defaults, ordered);
+      p.g.prompt_tokens = infill_prompt(tokenizer, input, defaults.max_tokens, engine.n_ctx());
+      break;
+    }
+    case GenerationApi::AnthropicMessages: {
+      AnthropicRequest a = parse_anthropic_request(ordered, defaults);
+      p.g = std::move(a.request);
+      p.format = [stops = std::move(a.stop_sequences)](const ResponseMeta& meta, int n_prompt) {
+        return anthropic_reply_format(meta, stops, n_prompt);
+      };
+      p.id_prefix = "msg_";
+      return p;
+    }
+    case GenerationApi::Responses: {
+      ResponsesRequest r = parse_responses_request(ordered, defaults);
+      p.g = std::move(r.request);
+      p.format = [&tokenizer, echo = std::move(r.echo)](const ResponseMeta& meta, int) {
+        return responses_reply_format(meta, tokenizer, echo);
+      };
+      p.id_prefix = "resp_";
+      return p;
+    }
   }
-  const json body = parse_json_body(req.body);
-  const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(req.body);
-  GenerationRequest g = chat                              ? parse_chat_request(body, ctx.options.defaults, ordered)
-                        : api == GenerationApi::Completion ? parse_completion_request(body, ctx.options.defaults, ordered)
-                                                           : parse_native_completion_request(body, ctx.options.defaults, ordered);
+  p.format = openai(p.g);
+  return p;
+}
+
+// What every route does once its request is parsed: the logit bias and the
+// output constraint resolved against the model, the tool-call markers shown.
+void prepare(Engine& engine, GenerationRequest& g) {
   resolve_logit_bias(g, engine.tokenizer());
   compile_output_constraint(g, engine.chat_template().source());
   if (!g.tool_names.empty()) {  // the families' markers must reach the tool-call parser
@@ -333,15 +324,30 @@ void handle_generation(ServingContext& ctx, const httplib::Request& req, httplib
       if (id && tok.is_control(*id)) g.options.shown_tokens.push_back(*id);
     }
   }
+}
+
+}  // namespace
+
+void handle_generation(ServingContext& ctx, const httplib::Request& req, httplib::Response& res, GenerationApi api) {
+  Engine& engine = *ctx.engine.load();
+  if (engine.supervisor()) {
+    const ServerStatus status = ctx.state.status();
+    if (status.phase == Phase::Degraded) throw unavailable(status.reason);
+  }
+  ParsedRequest parsed = parse_request(ctx, engine, req.body, api);
+  GenerationRequest& g = parsed.g;
+  prepare(engine, g);
   std::vector<TokenId> prompt = build_prompt(engine, g);
   const size_t n_prompt = prompt.size();
-  ResponseMeta meta = new_response_meta(chat, ctx.echoed_model(g.model));
-  meta.thinks = chat && engine.chat_template().thinks();
+  ResponseMeta meta = new_response_meta(g.chat, ctx.echoed_model(g.model));
+  if (parsed.id_prefix) meta.id = random_id(parsed.id_prefix);
+  meta.thinks = g.chat && engine.chat_template().thinks();
   meta.reasoning_markers = engine.chat_template().reasoning_markers();
   meta.logprobs = g.options.logprobs;
   meta.tools = g.tool_names;
   meta.parallel_tool_calls = g.parallel_tool_calls;
   meta.native = g.native;
+  meta.response_fields = g.response_fields;
 
   auto channel = std::make_shared<RequestChannel>();
   Metrics& metrics = ctx.metrics;
@@ -355,9 +361,18 @@ void handle_generation(ServingContext& ctx, const httplib::Request& req, httplib
   std::optional<uint64_t> id = ctx.in_flight.submit(*ctx.scheduler.load(), std::move(request));
   if (!id) throw shutting_down();
   spdlog::debug("request {} ({}): {} prompt tokens, stream {}", *id, meta.id, n_prompt, g.stream);
-  if (g.stream)
-    send_stream(ctx, res, std::move(channel), *id, meta, g.include_usage, engine.tokenizer(), static_cast<int>(n_prompt));
-  else send_whole(ctx, res, channel, *id, meta, engine.tokenizer());
+  std::unique_ptr<ReplyFormat> format = parsed.format(meta, static_cast<int>(n_prompt));
+  if (g.stream) send_stream(ctx, res, std::move(channel), *id, meta, std::move(format));
+  else send_whole(ctx, res, channel, *id, meta, *format);
+}
+
+void handle_count_tokens(ServingContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  Engine& engine = *ctx.engine.load();
+  parse_json_body(req.body);  // its errors first
+  AnthropicRequest a = parse_anthropic_request(nlohmann::ordered_json::parse(req.body), ctx.options.defaults, true);
+  prepare(engine, a.request);
+  res.status = 200;
+  res.set_content(dump(json{{"input_tokens", tokenized_prompt(engine, a.request).size()}}), "application/json");
 }
 
 }  // namespace shoal::server

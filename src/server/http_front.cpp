@@ -189,7 +189,7 @@ void HttpFront::release(Conn& c) {
 void HttpFront::refuse(std::unique_ptr<Conn>& c, int status, const std::string& message) {
   httplib::Response res;
   res.status = status;
-  res.body = refusal_(status, message);
+  res.body = refusal_(status, message, c->reader.request().path);
   res.set_header("Content-Type", "application/json");
   // Best effort and never blocking: the client may be the one misbehaving.
   const std::string out = head_of(res, false, true) + res.body;
@@ -421,7 +421,7 @@ void HttpFront::serve(Conn& c) {
     res = httplib::Response();
     res.status = 500;
     res.set_header("Content-Type", "application/json");
-    res.body = refusal_(500, "The server had an internal error.");
+    res.body = refusal_(500, "The server had an internal error.", req.path);
   }
   if (res.status < 0) res.status = 200;
   ++c.served;

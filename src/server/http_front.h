@@ -53,7 +53,10 @@ class HttpFront {
   // (a body, or a chunked content provider for a stream).
   using Route = std::function<void(httplib::Request& req, httplib::Response& res)>;
   // The JSON body for a request the front refuses itself (408, 413, ...).
-  using Refusal = std::function<std::string(int status, const std::string& message)>;
+  // The body of a refusal the front makes itself; path is the request's
+  // when its head was read (empty otherwise), so a route's API can give
+  // its own error shape.
+  using Refusal = std::function<std::string(int status, const std::string& message, const std::string& path)>;
   // After each response (for metrics and logs).
   using Logger = std::function<void(const httplib::Request& req, int status)>;
 

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "server/anthropic_messages.h"
 #include "server/web_assets.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -22,9 +23,21 @@ void send_json(httplib::Response& res, int status, const json& body) {
   res.set_content(dump(body), "application/json");
 }
 
-void send_error(httplib::Response& res, const ApiError& e) {
+// Which API's error object a route answers with.
+enum class ErrorShape { OpenAI, Anthropic };
+
+void send_error(httplib::Response& res, const ApiError& e, ErrorShape shape = ErrorShape::OpenAI) {
   if (e.status == 401) res.set_header("WWW-Authenticate", "Bearer");
-  send_json(res, e.status, error_body(e));
+  send_json(res, e.status, shape == ErrorShape::Anthropic ? anthropic_error_body(e) : error_body(e));
+}
+
+// The key as OpenAI's clients send it (Authorization: Bearer KEY) or as
+// Anthropic's do (x-api-key: KEY); empty when neither header is there.
+std::optional<std::string> given_key(const httplib::Request& req) {
+  if (req.has_header("x-api-key")) return req.get_header_value("x-api-key");
+  const std::string auth = req.get_header_value("Authorization");
+  if (auth.empty()) return std::nullopt;
+  return auth.starts_with("Bearer ") ? auth.substr(7) : std::string();
 }
 
 std::string stem(const std::string& file) {
@@ -62,13 +75,15 @@ HttpServer::HttpServer(ServerOptions options, ServerState& state) : ctx_(std::mo
   Metrics& metrics = ctx_.metrics;
   front_ = std::make_unique<HttpFront>(
       limits, [this](httplib::Request& req, httplib::Response& res) { dispatch(req, res); },
-      [](int status, const std::string& message) {
+      [](int status, const std::string& message, const std::string& path) {
         const char* code = status == 413   ? "request_too_large"
                            : status == 408 ? "request_timeout"
                            : status == 431 ? "headers_too_large"
                            : status == 429 ? "too_many_connections"
                                            : "";
-        return dump(error_body(status, message, status >= 500 ? "server_error" : "invalid_request_error", "", code));
+        const ApiError e(status, message, status >= 500 ? "server_error" : "invalid_request_error", "", code);
+        return dump(path.starts_with("/v1/messages") || path.starts_with("/messages") ? anthropic_error_body(e)
+                                                                                       : error_body(e));
       },
       [&metrics](const httplib::Request& req, int status) {
         metrics.count_http(status);
@@ -117,17 +132,17 @@ void HttpServer::dispatch(httplib::Request& req, httplib::Response& res) {
 void HttpServer::add_routes() {
   ServingContext& ctx = ctx_;
 
-  // Wraps a /v1 route: the API key, loading state and errors in OpenAI's shape.
-  auto api = [&ctx](Handler handler, bool needs_model) -> Handler {
-    return [&ctx, handler, needs_model](const httplib::Request& req, httplib::Response& res) {
+  // Wraps an API route: the API key, loading state and errors in the API's shape.
+  auto api = [&ctx](Handler handler, bool needs_model, ErrorShape shape = ErrorShape::OpenAI) -> Handler {
+    return [&ctx, handler, needs_model, shape](const httplib::Request& req, httplib::Response& res) {
       try {
         if (ctx.options.api_key) {
-          const std::string auth = req.get_header_value("Authorization");
-          if (auth.empty())
-            throw ApiError(401, "You didn't provide an API key. Send it as 'Authorization: Bearer KEY'.",
+          const std::optional<std::string> sent = given_key(req);
+          if (!sent)
+            throw ApiError(401, "You didn't provide an API key. Send it as 'Authorization: Bearer KEY' (or 'x-api-key: KEY').",
                            "invalid_request_error", "", "invalid_api_key");
           const std::string& key = *ctx.options.api_key;
-          const std::string given = auth.starts_with("Bearer ") ? auth.substr(7) : std::string();
+          const std::string& given = *sent;
           // Constant time, so the key cannot be guessed byte by byte from timings.
           if (given.size() != key.size() || CRYPTO_memcmp(given.data(), key.data(), key.size()) != 0)
             throw ApiError(401, "Incorrect API key provided.", "invalid_request_error", "", "invalid_api_key");
@@ -143,13 +158,13 @@ void HttpServer::add_routes() {
         }
         handler(req, res);
       } catch (const ApiError& e) {
-        send_error(res, e);
+        send_error(res, e, shape);
       } catch (const Error& e) {
-        send_error(res, ApiError(400, e.what()));
+        send_error(res, ApiError(400, e.what()), shape);
       } catch (const std::exception& e) {
         // A library's message is for the log, not for the client.
         spdlog::error("{} {}: {}", req.method, req.path, e.what());
-        send_error(res, ApiError(500, "The server had an internal error.", "server_error"));
+        send_error(res, ApiError(500, "The server had an internal error.", "server_error"), shape);
       }
     };
   };
@@ -165,6 +180,34 @@ void HttpServer::add_routes() {
   for (const char* path : {"/completion", "/completions"})
     add("POST", path, api([&ctx](const auto& req, auto& res) {
           handle_generation(ctx, req, res, GenerationApi::NativeCompletion);
+        }, true));
+
+  // llama-server's fill-in-the-middle, in its /completion shape.
+  add("POST", "/infill",
+      api([&ctx](const auto& req, auto& res) { handle_generation(ctx, req, res, GenerationApi::Infill); }, true));
+  both("POST", "/v1/messages", api([&ctx](const auto& req, auto& res) {
+         handle_generation(ctx, req, res, GenerationApi::AnthropicMessages);
+       }, true, ErrorShape::Anthropic));
+  both("POST", "/v1/messages/count_tokens",
+       api([&ctx](const auto& req, auto& res) { handle_count_tokens(ctx, req, res); }, true, ErrorShape::Anthropic));
+  both("POST", "/v1/responses",
+       api([&ctx](const auto& req, auto& res) { handle_generation(ctx, req, res, GenerationApi::Responses); }, true));
+
+  // Reranking needs a ranking head (llama.cpp's pooling_type 4, rank), which
+  // no model this server reads has: refused by name, under each of
+  // llama-server's four paths, rather than a 404 a client cannot read.
+  for (const char* path : {"/v1/rerank", "/rerank", "/v1/reranking", "/reranking"})
+    add("POST", path, api([&ctx](const auto&, auto&) {
+          const Engine& engine = *ctx.engine.load();
+          constexpr int64_t kRankPooling = 4;
+          const bool declared = engine.file().get_int(engine.config().arch + ".pooling_type", 0) == kRankPooling;
+          throw ApiError(400,
+                         declared ? fmt::format("`{}` declares a ranking head (pooling_type rank), which this server "
+                                                "does not read: no reranker family is supported yet.", ctx.model_id)
+                                  : fmt::format("Reranking needs a model with a ranking head (a GGUF whose "
+                                                "pooling_type is rank); `{}` has none, and this server reads no "
+                                                "reranker family yet.", ctx.model_id),
+                         "invalid_request_error", "", "reranking_not_supported");
         }, true));
 
   both("POST", "/v1/embeddings", api([&ctx](const auto& req, auto& res) { handle_embeddings(ctx, req, res); }, true));

@@ -283,6 +283,39 @@ void read_common(const json& body, const RequestDefaults& defaults, GenerationRe
   read_logit_bias(body, r);
 }
 
+// What llama-server's code-completion clients (llama.vscode, llama.vim) send
+// with /infill and /completion: n_indent and t_max_predict_ms (honoured, as
+// GenerationOptions::min_indent and max_predict_ms), response_fields (the
+// answer cut to those fields); t_max_prompt_ms, which llama-server does not
+// honour either, and samplers, the order of llama.cpp's sampler chain, are
+// checked and accepted: the chain here has one fixed order (penalties,
+// top-k, top-p, min-p, temperature), and llama.cpp's "infill" sampler is not
+// run (docs/server-api.md).
+void read_code_completion_limits(const json& body, GenerationRequest& r) {
+  int64_t i = 0;
+  if (read_integer(body, "n_indent", 0, std::numeric_limits<int32_t>::max(), i)) r.options.min_indent = static_cast<int>(i);
+  if (read_integer(body, "t_max_predict_ms", -1, std::numeric_limits<int32_t>::max(), i) && i > 0)
+    r.options.max_predict_ms = static_cast<double>(i);
+  read_integer(body, "t_max_prompt_ms", -1, std::numeric_limits<int32_t>::max(), i);
+  static const std::set<std::string, std::less<>> kSamplers = {
+      "dry", "top_k", "top_p", "typ_p", "typical_p", "min_p", "top_n_sigma", "xtc", "infill", "temperature",
+      "penalties", "adaptive_p"};
+  if (const json* v = field(body, "samplers")) {
+    if (!v->is_array() && !v->is_string()) bad_type("samplers", "an array of sampler names", *v);
+    if (v->is_array())
+      for (const json& name : *v)
+        if (!name.is_string() || !kSamplers.count(name.get<std::string>()))
+          bad_value("samplers", fmt::format("{} is not one of llama.cpp's sampler names.", name.dump()));
+  }
+  if (const json* v = field(body, "response_fields")) {
+    if (!v->is_array()) bad_type("response_fields", "an array of field names", *v);
+    for (const json& name : *v) {
+      if (!name.is_string()) bad_type("response_fields", "an array of field names", name);
+      r.response_fields.push_back(name.get<std::string>());
+    }
+  }
+}
+
 // llama-server's n_probs: the most likely alternatives per token, as
 // logprobs (chat) or the legacy logprobs count (completions) ask.
 void read_n_probs(const json& body, GenerationRequest& r) {
@@ -520,6 +553,22 @@ GenerationRequest parse_chat_request(const json& body, const RequestDefaults& de
   return r;
 }
 
+GenerationRequest parse_translated_chat(const nlohmann::ordered_json& chat, const RequestDefaults& defaults,
+                                        const std::function<std::string(const std::string&)>& field_of) {
+  GenerationRequest r;
+  try {
+    r = parse_chat_request(json::parse(chat.dump()), defaults, chat);
+  } catch (const ApiError& e) {
+    const std::string field = field_of(e.param);
+    std::string message = e.what();
+    if (const size_t at = message.find("'" + e.param + "'"); at != std::string::npos && field != e.param)
+      message.replace(at, e.param.size() + 2, "'" + field + "'");
+    throw ApiError(e.status, message, e.type, field, e.code);
+  }
+  if (!r.constrained_by.empty()) r.constrained_by = field_of(r.constrained_by);
+  return r;
+}
+
 namespace {
 const json& required_prompt(const json& body) {
   const json* prompt = field(body, "prompt");
@@ -564,12 +613,13 @@ GenerationRequest parse_completion_request(const json& body, const RequestDefaul
 
 GenerationRequest parse_native_completion_request(const json& body, const RequestDefaults& defaults,
                                                   const nlohmann::ordered_json& ordered_body) {
-  refuse_unknown(body, {"prompt"});
+  refuse_unknown(body, {"prompt", "n_indent", "t_max_predict_ms", "t_max_prompt_ms", "samplers", "response_fields"});
   GenerationRequest r;
   r.native = true;
   read_common(body, defaults, r);
   read_constraint(ordered_body.is_object() ? ordered_body : nlohmann::ordered_json::parse(body.dump()), r);
   read_n_probs(body, r);
+  read_code_completion_limits(body, r);
   const json* prompt = &required_prompt(body);
   auto token_ids = [](const json& list) {
     return !list.empty() && std::all_of(list.begin(), list.end(), [](const json& t) { return t.is_number_integer(); });

@@ -30,7 +30,13 @@ json timings_json(const Usage& u) {
           {"draft_n_accepted", u.accepted}};
 }
 
-// Ids only need to be unique enough for a client to tell responses apart.
+json base(const ResponseMeta& meta, const char* object) {
+  return {{"id", meta.id}, {"object", object}, {"created", meta.created}, {"model", meta.model},
+          {"system_fingerprint", "shoal"}};
+}
+
+}  // namespace
+
 std::string random_id(const char* prefix) {
   static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
   thread_local std::mt19937_64 rng{std::random_device{}()};
@@ -38,13 +44,6 @@ std::string random_id(const char* prefix) {
   for (int i = 0; i < 24; ++i) id += kAlphabet[rng() % (sizeof(kAlphabet) - 1)];
   return id;
 }
-
-json base(const ResponseMeta& meta, const char* object) {
-  return {{"id", meta.id}, {"object", object}, {"created", meta.created}, {"model", meta.model},
-          {"system_fingerprint", "shoal"}};
-}
-
-}  // namespace
 
 json error_body(int status, const std::string& message, const std::string& type, const std::string& param,
                 const std::string& code) {

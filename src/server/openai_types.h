@@ -6,6 +6,7 @@
 // touches the engine; the routes (http_server.cpp, generation_routes.cpp)
 // glue the two together.
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -53,6 +54,7 @@ struct GenerationRequest {
   std::string prompt;                 // completions
   std::vector<TokenId> prompt_tokens; // llama-server's /completion: a prompt given as token ids (then `prompt` is empty)
   bool native = false;                // llama-server's /completion: its request fields and response shape
+  std::vector<std::string> response_fields;  // llama-server's: the answer cut to these (a/b: b of a, as "a/b")
   GenerationOptions options;          // the request's stops only, not the template's
   bool stream = false;
   bool include_usage = false;         // stream_options.include_usage
@@ -100,6 +102,12 @@ GenerationRequest parse_chat_request(const json& body, const RequestDefaults& de
                                      const nlohmann::ordered_json& ordered = nullptr);
 GenerationRequest parse_completion_request(const json& body, const RequestDefaults& defaults,
                                            const nlohmann::ordered_json& ordered = nullptr);
+// A chat request that another API's parser wrote (Anthropic's Messages,
+// OpenAI's Responses), parsed as any chat request; its errors, and the
+// output constraint's later ones, name the field the client sent:
+// field_of maps the chat parser's names (max_tokens, response_format, …).
+GenerationRequest parse_translated_chat(const nlohmann::ordered_json& chat, const RequestDefaults& defaults,
+                                        const std::function<std::string(const std::string&)>& field_of);
 // llama-server's native POST /completion: `prompt` a string, token ids, or
 // an array of one of those; n_predict, n_probs, stream, cache_prompt and
 // the common sampling fields.
@@ -123,6 +131,7 @@ struct ResponseMeta {
   std::vector<std::string> tools;  // offered tool names: the reply is read for calls (server/tool_calls.h)
   bool parallel_tool_calls = true;
   bool native = false;  // llama-server's /completion shape (native_completion_response, native_stream_chunk)
+  std::vector<std::string> response_fields;  // native: only these fields of the whole answer; empty: all
 };
 // A choice's "logprobs" for `tokens`: chat's {"content": [{token, logprob,
 // bytes, top_logprobs}]}, or a completion's {tokens, token_logprobs,
@@ -132,6 +141,9 @@ json logprobs_json(const ResponseMeta& meta, const Tokenizer& tokenizer, const s
                    size_t& offset);
 
 ResponseMeta new_response_meta(bool chat, const std::string& model);
+// PREFIX and 24 random letters and digits: ids need only be unique enough
+// for a client to tell responses, items and calls apart.
+std::string random_id(const char* prefix);
 
 struct Usage {
   int prompt_tokens = 0;

@@ -58,15 +58,21 @@ struct ServingContext {
   bool is_served_name(const std::string& name) const;
 };
 
-// POST /v1/chat/completions (chat), /v1/completions and llama-server's /completion: parse, render the
-// chat template, tokenize, submit, answer (SSE or one JSON object). Throws
-// ApiError for the client's mistakes; the engine must be attached.
+// Every generation route: parse the API's request into a chat or completion
+// request, render the chat template, tokenize, submit, answer in the API's
+// shape (SSE or one JSON object; server/reply_format.h). Throws ApiError for
+// the client's mistakes; the engine must be attached.
 enum class GenerationApi {
-  Chat,              // POST /v1/chat/completions
-  Completion,        // POST /v1/completions (OpenAI's legacy)
-  NativeCompletion,  // POST /completion and /completions (llama-server's own fields and shape)
+  Chat,               // POST /v1/chat/completions
+  Completion,         // POST /v1/completions (OpenAI's legacy)
+  NativeCompletion,   // POST /completion and /completions (llama-server's own fields and shape)
+  Infill,             // POST /infill (llama-server's fill-in-the-middle; its /completion shape)
+  AnthropicMessages,  // POST /v1/messages (server/anthropic_messages.h)
+  Responses,          // POST /v1/responses (server/openai_responses.h)
 };
 void handle_generation(ServingContext& ctx, const httplib::Request& req, httplib::Response& res, GenerationApi api);
+// POST /v1/messages/count_tokens: {"input_tokens"}, the prompt the request would give the model.
+void handle_count_tokens(ServingContext& ctx, const httplib::Request& req, httplib::Response& res);
 
 // POST /tokenize {content, add_special, with_pieces} → {tokens}; POST
 // /detokenize {tokens} → {content}; GET /props: the model, its context and

@@ -1,11 +1,11 @@
 #include "server/tool_calls.h"
 
 #include <algorithm>
-#include <random>
 
 #include <nlohmann/json.hpp>
 
 #include "server/json_brackets.h"
+#include "server/openai_types.h"
 
 namespace shoal::server {
 namespace {
@@ -21,14 +21,6 @@ std::string trim(std::string_view s) {
   while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
   while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
   return std::string(s.substr(b, e - b));
-}
-
-std::string call_id() {
-  static constexpr char kAlphabet[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  std::string id = "call_";
-  for (int i = 0; i < 24; ++i) id += kAlphabet[rng() % (sizeof(kAlphabet) - 1)];
-  return id;
 }
 
 // Where the JSON object or array that opens at s[start] ends (one past its
@@ -49,7 +41,7 @@ bool to_call(const ojson& j, ToolCall& call) {
   if (name == j.end() || !name->is_string()) return false;
   auto args = j.find("arguments");
   if (args == j.end()) args = j.find("parameters");
-  call.id = call_id();
+  call.id = random_id("call_");
   call.name = name->get<std::string>();
   if (args == j.end() || args->is_null()) {
     call.arguments = "{}";
@@ -135,7 +127,7 @@ bool glm_call(std::string_view body, ToolCall& call) {
     args[key] = parsed.is_discarded() ? ojson(std::string(text)) : parsed;
     at = value_end;
   }
-  call.id = call_id();
+  call.id = random_id("call_");
   call.arguments = args.dump();
   return true;
 }
@@ -169,7 +161,7 @@ bool section_calls(std::string_view s, const SectionMarkers& m, NameOf name_of, 
     std::string_view arguments =
         s.substr(sep + m.sep.size(), end == std::string_view::npos ? end : end - sep - m.sep.size());
     ToolCall c;
-    c.id = call_id();
+    c.id = random_id("call_");
     if (!name_of(head, arguments, c.name) || c.name.empty() || !json_arguments(arguments, c)) return false;
     calls.push_back(std::move(c));
     stop = end == std::string_view::npos ? s.size() : end + m.call_end.size();
@@ -225,7 +217,7 @@ bool gpt_oss_call(std::string_view s, ToolReply& reply) {
   const size_t message = s.find("<|message|>", name_end);
   if (message == std::string_view::npos) return false;
   ToolCall c;
-  c.id = call_id();
+  c.id = random_id("call_");
   c.name = std::string(s.substr(to + kTo.size(), name_end - to - kTo.size()));
   if (c.name.empty() || !json_arguments(s.substr(message + 11), c)) return false;
   size_t start = s.rfind("<|start|>", to);
@@ -287,7 +279,7 @@ ToolReply parse_tool_calls(const std::string& text, const std::vector<std::strin
     if (marker == "[TOOL_CALLS]" && args != std::string_view::npos) {
       while (args != std::string_view::npos) {
         ToolCall c;
-        c.id = call_id();
+        c.id = random_id("call_");
         c.name = trim(rest.substr(0, args));
         size_t open = rest.find('{', args);
         size_t end = open == std::string_view::npos ? open : json_extent(rest, open);

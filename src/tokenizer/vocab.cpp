@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <span>
 
 #include "gguf/reader.h"
 #include "tokenizer/byte_level.h"
@@ -234,38 +235,20 @@ void Vocab::detect_end_of_generation() {
   // llama.cpp walks an unordered map here; walking by id makes the choice of
   // eot/eom deterministic. Every candidate ends up in the EOG set either way.
   auto mark_control = [this](TokenId id) { tokens_[id].attr |= kAttrControl; };
+  // Each special id the metadata left unnamed, and the texts that name it.
+  const std::pair<TokenId*, std::span<const char* const>> by_text[] = {
+      {&eot_, kEotTexts},       {&fim_pre_, kFimPreTexts}, {&fim_suf_, kFimSufTexts}, {&fim_mid_, kFimMidTexts},
+      {&fim_pad_, kFimPadTexts}, {&fim_rep_, kFimRepTexts}, {&fim_sep_, kFimSepTexts}};
   for (TokenId id = 0; id < size(); ++id) {
     const std::string& text = tokens_[id].text;
-    if (eot_ == kNoToken && in_list(text, kEotTexts)) {
-      eot_ = id;
-      mark_control(id);
+    for (const auto& [slot, texts] : by_text) {
+      if (*slot == kNoToken && std::find(texts.begin(), texts.end(), text) != texts.end()) {
+        *slot = id;
+        mark_control(id);
+      }
     }
     if (eom_ == kNoToken && text == "<|eom_id|>") {
       eom_ = id;
-      mark_control(id);
-    }
-    if (fim_pre_ == kNoToken && in_list(text, kFimPreTexts)) {
-      fim_pre_ = id;
-      mark_control(id);
-    }
-    if (fim_suf_ == kNoToken && in_list(text, kFimSufTexts)) {
-      fim_suf_ = id;
-      mark_control(id);
-    }
-    if (fim_mid_ == kNoToken && in_list(text, kFimMidTexts)) {
-      fim_mid_ = id;
-      mark_control(id);
-    }
-    if (fim_pad_ == kNoToken && in_list(text, kFimPadTexts)) {
-      fim_pad_ = id;
-      mark_control(id);
-    }
-    if (fim_rep_ == kNoToken && in_list(text, kFimRepTexts)) {
-      fim_rep_ = id;
-      mark_control(id);
-    }
-    if (fim_sep_ == kNoToken && in_list(text, kFimSepTexts)) {
-      fim_sep_ = id;
       mark_control(id);
     }
   }
