@@ -4,6 +4,7 @@
 // waits for the client.
 #include <httplib.h>
 
+#include <cctype>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -59,6 +60,13 @@ std::vector<TokenId> tokenized_prompt(Engine& engine, GenerationRequest& g) {
       const bool think = g.reasoning.value_or(engine.options().reasoning && !g.options.grammar);
       if (!r.kwargs.contains("enable_thinking")) r.kwargs["enable_thinking"] = think;
       text = engine.chat_template().render_prompt(r);
+      // QwQ's and DeepSeek R1's templates open the block themselves: the
+      // output starts inside it.
+      if (engine.chat_template().thinks()) {
+        std::string_view end = text;
+        while (!end.empty() && std::isspace(static_cast<unsigned char>(end.back()))) end.remove_suffix(1);
+        g.reasoning_opened = end.ends_with(engine.chat_template().reasoning_markers().open);
+      }
     } catch (const Error& e) {
       throw ApiError(400, e.what(), "invalid_request_error", "messages", "invalid_value");
     }
@@ -122,7 +130,7 @@ struct SplitText {
 SplitText split_text(const ResponseMeta& meta, std::string text) {
   SplitText out;
   if (meta.thinks) {
-    ReasoningSplitter split(meta.reasoning_markers);
+    ReasoningSplitter split(meta.reasoning_markers, meta.reasoning_opened);
     ReasoningSplitter::Parts a = split.feed(text), b = split.finish();
     out.reasoning = a.reasoning + b.reasoning;
     text = a.content + b.content;
@@ -181,7 +189,7 @@ void send_stream(ServingContext& ctx, httplib::Response& res, std::shared_ptr<Re
   st->id = id;
   st->meta = meta;
   st->format = std::move(format);
-  st->split = ReasoningSplitter(meta.reasoning_markers);
+  st->split = ReasoningSplitter(meta.reasoning_markers, meta.reasoning_opened);
   st->tools = ToolCallSplitter(meta.tools);
   res.status = 200;
   res.set_header("Cache-Control", "no-cache");
@@ -343,6 +351,7 @@ void handle_generation(ServingContext& ctx, const httplib::Request& req, httplib
   if (parsed.id_prefix) meta.id = random_id(parsed.id_prefix);
   meta.thinks = g.chat && engine.chat_template().thinks();
   meta.reasoning_markers = engine.chat_template().reasoning_markers();
+  meta.reasoning_opened = g.reasoning_opened;
   meta.logprobs = g.options.logprobs;
   meta.tools = g.tool_names;
   meta.parallel_tool_calls = g.parallel_tool_calls;

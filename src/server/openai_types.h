@@ -59,6 +59,7 @@ struct GenerationRequest {
   bool stream = false;
   bool include_usage = false;         // stream_options.include_usage
   std::optional<bool> reasoning;      // chat_template_kwargs.enable_thinking; unset: the server's --reasoning
+  bool reasoning_opened = false;      // set by the route: the rendered prompt ends with the template's open marker
   // Chat through the model's Jinja template: the messages as sent (role
   // "developer" as "system", content parts joined into text), in the
   // client's key order; the offered tools (null when none, or with
@@ -127,6 +128,7 @@ struct ResponseMeta {
   bool chat = false;
   bool thinks = false;  // chat with a thinking template: split out reasoning_content
   ReasoningMarkers reasoning_markers;  // where the template's output puts it
+  bool reasoning_opened = false;       // the prompt ends inside the reasoning block (server/reasoning_splitter.h)
   int logprobs = -1;    // alternatives per token; -1: logprobs not asked
   std::vector<std::string> tools;  // offered tool names: the reply is read for calls (server/tool_calls.h)
   bool parallel_tool_calls = true;

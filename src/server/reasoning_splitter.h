@@ -15,7 +15,11 @@ namespace shoal::server {
 
 class ReasoningSplitter {
  public:
-  explicit ReasoningSplitter(ReasoningMarkers markers = {}) : markers_(markers) {}
+  // opened: the prompt already opened the block (QwQ's and DeepSeek R1's
+  // templates end the generation prompt with "<think>\n"), so the output
+  // starts inside it.
+  explicit ReasoningSplitter(ReasoningMarkers markers = {}, bool opened = false)
+      : markers_(markers), state_(opened ? State::Reasoning : State::Start), trim_front_(opened) {}
 
   struct Parts {
     std::string reasoning;
@@ -30,9 +34,9 @@ class ReasoningSplitter {
  private:
   enum class State { Start, Reasoning, ToAnswer, Content };
   ReasoningMarkers markers_;
-  State state_ = State::Start;
+  State state_;
   std::string held_;          // text not yet sent (a possible tag, or whitespace)
-  bool trim_front_ = false;   // drop whitespace before the section's first character
+  bool trim_front_;           // drop whitespace before the section's first character
 };
 
 }  // namespace shoal::server

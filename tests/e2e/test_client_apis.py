@@ -196,6 +196,37 @@ def test_anthropic_sdk_raises_on_bad_json_and_unknown_model_route(servers):
     assert "max_tokens" in str(e.value)
 
 
+def test_thinking_goes_to_thinking_blocks_and_reasoning_items(shoal_bin, tmp_path):
+    """A thinking template (QwQ's opens <think> in the prompt itself): the
+    reasoning chat gives as reasoning_content is Anthropic's thinking block
+    and the Responses reasoning item, whole and streamed."""
+    template = ROOT / "tests" / "data" / "chat-templates" / "Qwen-QwQ-32B.jinja"
+    question = [{"role": "user", "content": "What is 2+2?"}]
+    with Server(shoal_bin, fetch("qwen2.5-coder-0.5b"), tmp_path, "--temp", "0", "--chat-template-file",
+                template) as server:
+        chat = server.client().chat.completions.create(model="x", messages=question, max_tokens=40).choices[0]
+        reasoning = chat.message.model_extra["reasoning_content"]
+        assert reasoning and "</think>" not in reasoning + (chat.message.content or "")
+
+        client = anthropic_client(server)
+        whole = client.messages.create(model="x", max_tokens=40, messages=question,
+                                       thinking={"type": "enabled", "budget_tokens": 1024})
+        assert whole.content[0].type == "thinking" and whole.content[0].thinking == reasoning
+        with client.messages.stream(model="x", max_tokens=40, messages=question) as stream:
+            deltas = [e.delta.type for e in stream if e.type == "content_block_delta"]
+            streamed = stream.get_final_message()
+        assert "thinking_delta" in deltas and streamed.content[0].thinking == reasoning
+
+        responses = server.client().responses.create(model="x", input=question, max_output_tokens=40,
+                                                     reasoning={"effort": "medium"})
+        [item] = [i for i in responses.output if i.type == "reasoning"]
+        assert item.content[0].text == reasoning
+        text = "".join(e.delta for e in server.client().responses.create(
+            model="x", input=question, max_output_tokens=40, stream=True)
+            if e.type == "response.reasoning_text.delta")
+        assert text == reasoning
+
+
 # --- OpenAI Responses ----------------------------------------------------------
 
 def test_responses_plain_and_streamed(servers):

@@ -7,8 +7,9 @@
 namespace shoal::server {
 namespace {
 
-ReasoningSplitter::Parts split_in_pieces(const std::string& text, size_t piece, ReasoningMarkers markers) {
-  ReasoningSplitter s(markers);
+ReasoningSplitter::Parts split_in_pieces(const std::string& text, size_t piece, ReasoningMarkers markers,
+                                         bool opened) {
+  ReasoningSplitter s(markers, opened);
   ReasoningSplitter::Parts all;
   for (size_t i = 0; i < text.size(); i += piece) {
     auto p = s.feed(std::string_view(text).substr(i, piece));
@@ -22,9 +23,9 @@ ReasoningSplitter::Parts split_in_pieces(const std::string& text, size_t piece, 
 }
 
 void expect_split(const std::string& text, const std::string& reasoning, const std::string& content,
-                  ReasoningMarkers markers = {}) {
+                  ReasoningMarkers markers = {}, bool opened = false) {
   for (size_t piece : {text.size() + 1, size_t{1}, size_t{2}, size_t{3}, size_t{5}, size_t{8}}) {
-    auto p = split_in_pieces(text, piece, markers);
+    auto p = split_in_pieces(text, piece, markers, opened);
     EXPECT_EQ(p.reasoning, reasoning) << "pieces of " << piece << " of " << text;
     EXPECT_EQ(p.content, content) << "pieces of " << piece << " of " << text;
   }
@@ -43,6 +44,14 @@ TEST(ReasoningSplitter, TextWithoutABlockIsAllContent) {
   expect_split("Paris is the capital.", "", "Paris is the capital.");
   expect_split("<b>bold</b> and <think>later</think>", "", "<b>bold</b> and <think>later</think>");
   expect_split("<thin", "", "<thin");
+}
+
+// QwQ and DeepSeek R1 end the prompt with "<think>\n": the output starts
+// inside the block and only closes it.
+TEST(ReasoningSplitter, APromptThatOpenedTheBlockMakesTheOutputStartInsideIt) {
+  expect_split("2 + 2 is 4.\n</think>\n\nIt is 4.", "2 + 2 is 4.", "It is 4.", {}, true);
+  expect_split("\nStill thinking", "Still thinking", "", {}, true);
+  expect_split("</think>Paris.", "", "Paris.", {}, true);
 }
 
 TEST(ReasoningSplitter, CutOffInsideTheBlockIsStillReasoning) {
