@@ -1,3 +1,5 @@
+// The prompt of llama-server's /infill, laid out token for token as it lays
+// it out (infill_prompt.h).
 #include "server/infill_prompt.h"
 
 #include <algorithm>
@@ -12,51 +14,11 @@ namespace {
 // llama-server's default batch, which its layout fits prefix and suffix to.
 constexpr int kBatch = 2048;
 
-[[noreturn]] void invalid(const std::string& field, const std::string& message) {
-  throw ApiError(400, fmt::format("Invalid '{}': {}", field, message), "invalid_request_error", field,
-                 "invalid_value");
-}
-
-// where: the object's own path ("input_extra[2]"), empty for the body.
-std::string text_field(const nlohmann::json& body, const char* key, bool required, const std::string& where = {}) {
-  const std::string field = where.empty() ? key : where + "." + key;
-  auto it = body.find(key);
-  if (it == body.end() || it->is_null()) {
-    if (required)
-      throw ApiError(400, fmt::format("Missing required parameter: '{}'.", field), "invalid_request_error", field,
-                     "missing_required_parameter");
-    return {};
-  }
-  if (!it->is_string()) invalid(field, "expected a string.");
-  return it->get<std::string>();
-}
-
 void append(std::vector<TokenId>& to, const std::vector<TokenId>& tokens) {
   to.insert(to.end(), tokens.begin(), tokens.end());
 }
 
 }  // namespace
-
-InfillInput take_infill_input(nlohmann::json& body) {
-  InfillInput in;
-  in.prefix = text_field(body, "input_prefix", true);
-  in.suffix = text_field(body, "input_suffix", true);
-  in.prompt = text_field(body, "prompt", false);
-  if (auto it = body.find("input_extra"); it != body.end() && !it->is_null()) {
-    if (!it->is_array()) invalid("input_extra", "expected an array of {\"filename\": string, \"text\": string}.");
-    for (size_t i = 0; i < it->size(); ++i) {
-      const nlohmann::json& chunk = (*it)[i];
-      const std::string at = fmt::format("input_extra[{}]", i);
-      if (!chunk.is_object()) invalid(at, "expected {\"filename\": string, \"text\": string}.");
-      const std::string text = text_field(chunk, "text", true, at);
-      auto name = chunk.find("filename");
-      if (name != chunk.end() && !name->is_string()) invalid(at + ".filename", "expected a string.");
-      in.extra.emplace_back(name == chunk.end() ? "tmp" : name->get<std::string>(), text);
-    }
-  }
-  for (const char* key : {"input_prefix", "input_suffix", "input_extra", "prompt"}) body.erase(key);
-  return in;
-}
 
 std::vector<TokenId> infill_prompt(const Tokenizer& tokenizer, const InfillInput& in, int n_predict, int n_ctx) {
   const Vocab& vocab = tokenizer.vocab();

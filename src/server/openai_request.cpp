@@ -645,22 +645,3 @@ GenerationRequest parse_native_completion_request(const json& body, const Reques
 }
 
 }  // namespace shoal::server
-
-namespace shoal::server {
-
-void resolve_logit_bias(GenerationRequest& g, const Tokenizer& tokenizer) {
-  auto& out = g.options.sampling.logit_bias;
-  const int n_vocab = tokenizer.n_vocab();
-  for (const GenerationRequest::Bias& b : g.logit_bias) {
-    if (b.text.empty()) {
-      if (b.token >= n_vocab)
-        bad_value("logit_bias", fmt::format("token {} is outside the vocabulary of {} tokens.", b.token, n_vocab));
-      out.emplace_back(static_cast<int32_t>(b.token), b.bias);
-      continue;
-    }
-    // As llama-server: the text's tokens, without BOS or special tokens.
-    for (TokenId t : tokenizer.encode(b.text, false, false)) out.emplace_back(t, b.bias);
-  }
-}
-
-}  // namespace shoal::server
