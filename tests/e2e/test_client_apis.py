@@ -462,3 +462,17 @@ def test_an_oversized_messages_body_is_refused_in_anthropics_shape(servers):
     status, _, data = servers["local"].request("POST", "/v1/messages", body)
     err = json.loads(data)
     assert status == 413 and err["type"] == "error" and err["error"]["type"] == "request_too_large"
+
+
+@pytest.mark.parametrize("path", ["/v1/messages", "/v1/messages/count_tokens", "/v1/responses", "/infill"])
+@pytest.mark.parametrize("body", [b"[" * 100_000, b"[1, 2]", b'{"a": 1e400}', b"\xff\xfe{"])
+def test_hostile_bodies_to_the_new_routes_are_400s_in_their_shape(servers, path, body):
+    server = servers["local"]
+    status, _, data = server.request("POST", path, body)
+    err = json.loads(data)
+    assert status == 400, err
+    if path.startswith("/v1/messages"):
+        assert err["type"] == "error" and err["error"]["type"] == "invalid_request_error"
+    else:
+        assert err["error"]["type"] == "invalid_request_error"
+    assert server.alive()
