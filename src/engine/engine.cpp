@@ -148,6 +148,11 @@ std::optional<int> Engine::rebuild_stages(const std::exception* cause, const Pip
 }
 
 
+const RankHead* Engine::rank_head() const {
+  std::call_once(rank_head_read_, [this] { rank_head_ = RankHead::from_gguf(*file_, config_); });
+  return rank_head_.get();
+}
+
 Pooling Engine::pooling() const {
   const int64_t type = file_->get_int(config_.arch + ".pooling_type", 0);
   switch (type) {

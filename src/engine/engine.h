@@ -4,6 +4,7 @@
 // and a pipeline of local stages.
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -12,6 +13,7 @@
 #include "engine/drafter.h"
 #include "engine/pipeline.h"
 #include "engine/pooling.h"
+#include "engine/rank_head.h"
 #include "engine/stage_supervisor.h"
 #include "gguf/reader.h"
 #include "model/config.h"
@@ -83,6 +85,10 @@ class Engine {
   // 3 last), or the last token for a causal LM without one. Throws
   // shoal::Error for a type Shoal does not pool (rank).
   Pooling pooling() const;
+  // A reranker's ranking head (engine/rank_head.h), read on first use: null
+  // for a model without one; throws shoal::Error for a rank model whose
+  // head is not read.
+  const RankHead* rank_head() const;
   Pipeline& pipeline() { return *pipeline_; }
   const Pipeline& pipeline() const { return *pipeline_; }
   // The cluster's supervisor, if the stages have one (set by the builder).
@@ -119,6 +125,8 @@ class Engine {
   std::unique_ptr<Pipeline> pipeline_;
   std::shared_ptr<StageSupervisor> supervisor_;
   std::unique_ptr<Drafter> drafter_;
+  mutable std::once_flag rank_head_read_;
+  mutable std::unique_ptr<RankHead> rank_head_;
   void check_speculative();
   void make_drafter();
 };

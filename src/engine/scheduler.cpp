@@ -468,6 +468,11 @@ void Scheduler::pool_rows(Slot& s, const float* normed) {
     for (size_t i = 0; i < width; ++i) s.embed_sum[i] += row[i];
   }
   if (s.prefilling()) return;
+  if (s.request.options.pooling == Pooling::Rank) {  // the head reads the row as it is
+    s.result.embedding.assign(s.embed_sum.begin(), s.embed_sum.end());
+    s.embed_sum.clear();
+    return;
+  }
   // The sum of the rows (one for CLS and last) scaled to unit length, which
   // is the mean's direction too (llama-server normalises, Euclidean, by default).
   double norm = 0;

@@ -46,7 +46,7 @@ struct RequestResult {
   double queue_seconds = 0.0;
   double prompt_seconds = 0.0;
   double generation_seconds = 0.0;
-  std::vector<float> embedding;  // an embedding request's (options.pooling), L2-normalised
+  std::vector<float> embedding;  // an embedding request's (options.pooling), L2-normalised (Rank: as it is)
   int drafted = 0;   // speculative guesses checked
   int accepted = 0;  // of which right
 };

@@ -193,22 +193,9 @@ void HttpServer::add_routes() {
   both("POST", "/v1/responses",
        api([&ctx](const auto& req, auto& res) { handle_generation(ctx, req, res, GenerationApi::Responses); }, true));
 
-  // Reranking needs a ranking head (llama.cpp's pooling_type 4, rank), which
-  // no model this server reads has: refused by name, under each of
-  // llama-server's four paths, rather than a 404 a client cannot read.
+  // llama-server's four paths for reranking.
   for (const char* path : {"/v1/rerank", "/rerank", "/v1/reranking", "/reranking"})
-    add("POST", path, api([&ctx](const auto&, auto&) {
-          const Engine& engine = *ctx.engine.load();
-          constexpr int64_t kRankPooling = 4;
-          const bool declared = engine.file().get_int(engine.config().arch + ".pooling_type", 0) == kRankPooling;
-          throw ApiError(400,
-                         declared ? fmt::format("`{}` declares a ranking head (pooling_type rank), which this server "
-                                                "does not read: no reranker family is supported yet.", ctx.model_id)
-                                  : fmt::format("Reranking needs a model with a ranking head (a GGUF whose "
-                                                "pooling_type is rank); `{}` has none, and this server reads no "
-                                                "reranker family yet.", ctx.model_id),
-                         "invalid_request_error", "", "reranking_not_supported");
-        }, true));
+    add("POST", path, api([&ctx](const auto& req, auto& res) { handle_rerank(ctx, req, res); }, true));
 
   both("POST", "/v1/embeddings", api([&ctx](const auto& req, auto& res) { handle_embeddings(ctx, req, res); }, true));
   add("POST", "/tokenize", api([&ctx](const auto& req, auto& res) { handle_tokenize(ctx, req, res); }, true));

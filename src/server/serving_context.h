@@ -83,5 +83,9 @@ nlohmann::json props_json(ServingContext& ctx);
 
 // POST /v1/embeddings: {input, encoding_format?} → OpenAI's list of embeddings.
 void handle_embeddings(ServingContext& ctx, const httplib::Request& req, httplib::Response& res);
+// POST /v1/rerank: {query, documents, top_n?} → the documents' relevance
+// scores, best first (Jina's and Cohere's shape; `texts`: TEI's); a model
+// without a ranking head is a 400 naming why.
+void handle_rerank(ServingContext& ctx, const httplib::Request& req, httplib::Response& res);
 
 }  // namespace shoal::server

@@ -227,6 +227,7 @@ void Vocab::read_special_ids(const gguf::File& file) {
   }
   add_bos_ = file.get_bool("tokenizer.ggml.add_bos_token", add_bos_);
   add_eos_ = file.get_bool("tokenizer.ggml.add_eos_token", add_eos_);
+  add_sep_ = file.get_bool("tokenizer.ggml.add_sep_token", add_sep_);
   if (add_bos_ && bos_ == kNoToken) fail("{}: tokenizer.ggml.add_bos_token is true but there is no BOS token", file.path());
   if (add_eos_ && eos_ == kNoToken) fail("{}: tokenizer.ggml.add_eos_token is true but there is no EOS token", file.path());
 }

@@ -71,6 +71,8 @@ class Vocab {
   TokenId eom() const { return eom_; }
   TokenId unk() const { return unk_; }
   TokenId pad() const { return pad_; }
+  TokenId sep() const { return sep_; }
+  bool add_sep() const { return add_sep_; }  // a separator between a pair of texts (rerankers)
   // Fill-in-the-middle markers (kNoToken when the model has none): prefix,
   // suffix, middle; the repository name and the file separator.
   TokenId fim_pre() const { return fim_pre_; }
@@ -133,6 +135,7 @@ class Vocab {
   TokenId fim_pad_ = kNoToken, fim_rep_ = kNoToken, fim_sep_ = kNoToken;
   bool add_bos_ = false;
   bool add_eos_ = false;
+  bool add_sep_ = false;
   bool add_space_prefix_ = false;
   bool ignore_merges_ = false;
   bool clean_spaces_ = false;

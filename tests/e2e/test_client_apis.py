@@ -451,7 +451,8 @@ def test_anthropic_clients_send_their_key_as_x_api_key(shoal_bin, smollm2, tmp_p
 
 
 @pytest.mark.parametrize("path", ["/v1/rerank", "/rerank", "/v1/reranking", "/reranking"])
-def test_rerank_is_refused_by_name(servers, path):
+def test_rerank_on_a_model_without_a_ranking_head_is_refused_by_name(servers, path):
+    # Reranking itself: test_embeddings.py::test_rerank_scores_are_llama_cpps.
     status, err = servers["local"].post_json(path, {"query": "q", "documents": ["a", "b"]})
     assert status == 400 and err["error"]["code"] == "reranking_not_supported", err
     assert "ranking head" in err["error"]["message"]

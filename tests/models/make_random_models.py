@@ -148,6 +148,16 @@ MODELS = {
 MODELS["random-qwen3-yarn"] = dict(MODELS["random-qwen3"], yarn=dict(factor=4.0, original_context_length=128),
                                    sha256="27718904d40333c0e1a4b5591ed8fbf386b3c3f4fe13f85d6320e4ff59dae93d")
 
+# Qwen3 as convert_hf_to_gguf writes Qwen3-Reranker: pooling_type rank, the
+# two labels' rows ("yes", "no") as cls.output.weight, a rerank template
+# with {query} and {document} (its structure, written for the tests), and
+# no BOS added.
+RERANK_TEMPLATE = ("<|im_start|>system\nAnswer yes or no: does the document answer the query?<|im_end|>\n"
+                   "<|im_start|>user\n<Query>: {query}\n<Document>: {document}<|im_end|>\n"
+                   "<|im_start|>assistant\n<think>\n\n</think>\n\n")
+MODELS["random-qwen3-reranker"] = dict(MODELS["random-qwen3"], rerank=True,
+                                       sha256="9cf82778bd32cc7b1d64f1b9d1ea48915f05d3437e76a4a152a4d27593012afd")
+
 # gpt-oss as its files are: the experts' matrices in MXFP4, the rest F32.
 MODELS["random-gpt-oss-mxfp4"] = dict(MODELS["random-gpt-oss"], expert_quant="MXFP4", sha256="ab32bb8bd9f5d4b214c8e04c9a6da89b9f70b61801c12ab0c47ad2ea43b71526")
 
@@ -349,6 +359,11 @@ def write(name, path):
     w.add_token_types(types)
     for key in ("bos_token_id", "eos_token_id", "unknown_token_id"):
         w.add_uint32(f"tokenizer.ggml.{key}", int(src.fields[f"tokenizer.ggml.{key}"].parts[-1][0]))
+    if m.get("rerank"):
+        w.add_pooling_type(gguf.PoolingType.RANK)
+        w.add_classifier_output_labels(["yes", "no"])
+        w.add_string("tokenizer.chat_template.rerank", RERANK_TEMPLATE)
+        w.add_bool("tokenizer.ggml.add_bos_token", False)
 
     def add_matrix(name, data):
         quant = m.get("quant")
@@ -365,6 +380,8 @@ def write(name, path):
     add_matrix("output.weight", uniform("output", (n_vocab, e), 3.0 / np.sqrt(e)))
     if m.get("rope_freqs"):
         w.add_tensor("rope_freqs.weight", llama3_rope_freqs(m["head_dim"], m["rope_base"]))
+    if m.get("rerank"):
+        w.add_tensor("cls.output.weight", uniform("cls.output", (2, e), 3.0 / np.sqrt(e)))
     interval = m.get("full_attention_interval", 0)
     for l in range(m["n_layer"]):
         recurrent = interval > 0 and (l + 1) % interval != 0
