@@ -81,7 +81,7 @@ def test_rerank_scores_are_llama_cpps(shoal_bin, workers, tmp_path):
     same bits."""
     import json
     from conftest import ROOT, random_model
-    ref = json.loads((ROOT / "tests" / "golden" / "random-qwen3-reranker.rerank.json").read_text())
+    ref = json.loads((ROOT / "tests" / "golden" / "rerank" / "random-qwen3-reranker.json").read_text())
     model = random_model("random-qwen3-reranker")
     body = {"model": "reranker", "query": ref["query"], "documents": ref["documents"]}
     with Server(shoal_bin, model, tmp_path) as s:

@@ -11,7 +11,7 @@ docs/benchmarks.md says (cmake --build BUILD --target llama-embedding):
 llama-embedding reads each "query<TAB>document" line through the model's
 rerank template and prints, unnormalised (--embd-normalize -1), the softmax
 over the two labels; the first ("yes") is the score llama-server's /rerank
-returns. Writes tests/golden/random-qwen3-reranker.rerank.json.
+returns. Writes tests/golden/rerank/random-qwen3-reranker.json.
 """
 import argparse
 import json
@@ -41,7 +41,7 @@ def main():
     reference = {"reference": "llama.cpp 0c1e570 (llama-cpp-python 0.3.36 sdist), llama-embedding --pooling rank",
                  "model": Path(model).name, "query": QUERY, "documents": DOCUMENTS,
                  "scores": [float(r[0]) for r in rows]}
-    dst = ROOT / "tests" / "golden" / "random-qwen3-reranker.rerank.json"
+    dst = ROOT / "tests" / "golden" / "rerank" / "random-qwen3-reranker.json"
     dst.write_text(json.dumps(reference, indent=1) + "\n")
     print(dst)
 
