@@ -6,6 +6,7 @@
 #include <set>
 
 #include "server/anthropic_messages.h"
+#include "server/request_errors.h"
 
 namespace shoal::server {
 namespace {
@@ -16,18 +17,13 @@ using ojson = nlohmann::ordered_json;
   throw ApiError(400, fmt::format("{}: {}", field, message), "invalid_request_error", field, "invalid_value");
 }
 
-[[noreturn]] void unsupported(const std::string& field, const std::string& what) {
+[[noreturn]] void not_served(const std::string& field, const std::string& what) {
   throw ApiError(400, fmt::format("{}: {} is not supported by this server.", field, what), "invalid_request_error",
                  field, "unsupported_parameter");
 }
 
-const ojson* find(const ojson& object, const char* key) {
-  auto it = object.find(key);
-  return it == object.end() || it->is_null() ? nullptr : &*it;
-}
-
 const ojson& require(const ojson& object, const char* key, const std::string& where) {
-  const ojson* v = find(object, key);
+  const ojson* v = field(object, key);
   if (!v) {
     const std::string field = where.empty() ? key : where + "." + key;
     throw ApiError(400, field + ": Field required", "invalid_request_error", field, "missing_required_parameter");
@@ -82,7 +78,7 @@ std::string system_text(const ojson& system) {
 
 // A tool_result's content: a string, or text blocks (joined).
 std::string tool_result_text(const ojson& block, const std::string& where) {
-  const ojson* content = find(block, "content");
+  const ojson* content = field(block, "content");
   if (!content) return {};
   if (content->is_string()) return content->get<std::string>();
   if (!content->is_array()) invalid(where + ".content", "Input should be a valid string or a list of blocks");
@@ -92,7 +88,7 @@ std::string tool_result_text(const ojson& block, const std::string& where) {
     const std::string at = fmt::format("{}.content.{}", where, i);
     if (!part.is_object()) invalid(at, "Input should be a valid block");
     const std::string type = string_field(part, "type", at);
-    if (type != "text") unsupported(at + ".type", fmt::format("a tool result block of type '{}' (only 'text')", type));
+    if (type != "text") not_served(at + ".type", fmt::format("a tool result block of type '{}' (only 'text')", type));
     if (!text.empty()) text += "\n";
     text += text_of_block(part, at);
   }
@@ -135,7 +131,7 @@ void add_message(const ojson& m, size_t index, ojson& out) {
                        {"type", "function"},
                        {"function", {{"name", string_field(block, "name", at)}, {"arguments", input.dump()}}}});
     } else if (type == "tool_result" && role == "user") {
-      if (const ojson* e = find(block, "is_error"); e && !e->is_boolean())
+      if (const ojson* e = field(block, "is_error"); e && !e->is_boolean())
         invalid(at + ".is_error", "Input should be a valid boolean");
       results.push_back({{"role", "tool"},
                          {"tool_call_id", string_field(block, "tool_use_id", at)},
@@ -143,7 +139,7 @@ void add_message(const ojson& m, size_t index, ojson& out) {
     } else if (type == "thinking" || type == "redacted_thinking" || type == "tool_use" || type == "tool_result") {
       invalid(at + ".type", fmt::format("a '{}' block cannot be in a {} message", type, role));
     } else {
-      unsupported(at + ".type", fmt::format("a content block of type '{}' (text, tool_use, tool_result and thinking "
+      not_served(at + ".type", fmt::format("a content block of type '{}' (text, tool_use, tool_result and thinking "
                                             "are)", type));
     }
   }
@@ -168,11 +164,11 @@ ojson chat_tools(const ojson& tools) {
     const ojson& t = tools[i];
     const std::string where = fmt::format("tools.{}", i);
     if (!t.is_object()) invalid(where, "Input should be a valid tool object");
-    if (const ojson* type = find(t, "type"); type && *type != "custom")
-      unsupported(where + ".type", fmt::format("the server tool {} (only custom tools with an input_schema)",
+    if (const ojson* type = field(t, "type"); type && *type != "custom")
+      not_served(where + ".type", fmt::format("the server tool {} (only custom tools with an input_schema)",
                                                type->dump()));
     ojson fn = {{"name", string_field(t, "name", where)}};
-    if (const ojson* d = find(t, "description")) {
+    if (const ojson* d = field(t, "description")) {
       if (!d->is_string()) invalid(where + ".description", "Input should be a valid string");
       fn["description"] = *d;
     }
@@ -194,7 +190,7 @@ void chat_tool_choice(const ojson& choice, ojson& chat) {
   else if (type == "tool")
     chat["tool_choice"] = {{"type", "function"}, {"function", {{"name", string_field(choice, "name", "tool_choice")}}}};
   else invalid("tool_choice.type", fmt::format("Input should be 'auto', 'any', 'tool' or 'none', but got '{}'", type));
-  if (const ojson* v = find(choice, "disable_parallel_tool_use")) {
+  if (const ojson* v = field(choice, "disable_parallel_tool_use")) {
     if (!v->is_boolean()) invalid("tool_choice.disable_parallel_tool_use", "Input should be a valid boolean");
     chat["parallel_tool_calls"] = !v->get<bool>();
   }
@@ -249,14 +245,14 @@ std::string anthropic_field(const std::string& chat_field) {
 AnthropicRequest parse_anthropic_request(const ojson& body, const RequestDefaults& defaults, bool count_only) {
   for (const auto& [key, value] : body.items()) {
     if (key == "container" || key == "mcp_servers" || key == "context_management")
-      unsupported(key, fmt::format("'{}' (it runs on Anthropic's side)", key));
+      not_served(key, fmt::format("'{}' (it runs on Anthropic's side)", key));
     if (!kFields.count(key))
       throw ApiError(400, fmt::format("{}: Extra inputs are not permitted", key), "invalid_request_error", key,
                      "unknown_parameter");
   }
-  if (const ojson* v = find(body, "metadata"); v && !v->is_object()) invalid("metadata", "Input should be a valid dictionary");
+  if (const ojson* v = field(body, "metadata"); v && !v->is_object()) invalid("metadata", "Input should be a valid dictionary");
   ojson chat = ojson::object();
-  if (const ojson* model = find(body, "model")) {
+  if (const ojson* model = field(body, "model")) {
     if (!model->is_string()) invalid("model", "Input should be a valid string");
     chat["model"] = *model;
   }
@@ -266,15 +262,15 @@ AnthropicRequest parse_anthropic_request(const ojson& body, const RequestDefault
       invalid("max_tokens", "Input should be an integer greater than or equal to 1");
     chat["max_tokens"] = max_tokens;
     for (const char* key : {"stream", "top_p", "top_k"})
-      if (const ojson* v = find(body, key)) chat[key] = *v;
-    if (const ojson* t = find(body, "temperature")) {  // Anthropic's range is [0, 1]
+      if (const ojson* v = field(body, key)) chat[key] = *v;
+    if (const ojson* t = field(body, "temperature")) {  // Anthropic's range is [0, 1]
       if (!t->is_number() || t->get<double>() < 0 || t->get<double>() > 1)
         invalid("temperature", "Input should be a number in [0, 1]");
       chat["temperature"] = *t;
     }
   }
   AnthropicRequest out;
-  if (const ojson* stops = find(body, "stop_sequences")) {
+  if (const ojson* stops = field(body, "stop_sequences")) {
     if (!stops->is_array()) invalid("stop_sequences", "Input should be a valid list");
     for (size_t i = 0; i < stops->size(); ++i) {
       if (!(*stops)[i].is_string()) invalid(fmt::format("stop_sequences.{}", i), "Input should be a valid string");
@@ -284,25 +280,25 @@ AnthropicRequest parse_anthropic_request(const ojson& body, const RequestDefault
   }
 
   ojson messages = ojson::array();
-  if (const ojson* system = find(body, "system")) messages.push_back({{"role", "system"}, {"content", system_text(*system)}});
+  if (const ojson* system = field(body, "system")) messages.push_back({{"role", "system"}, {"content", system_text(*system)}});
   const ojson& turns = require(body, "messages", "");
   if (!turns.is_array()) invalid("messages", "Input should be a valid list");
   if (turns.empty()) invalid("messages", "at least one message is required");
   for (size_t i = 0; i < turns.size(); ++i) add_message(turns[i], i, messages);
   chat["messages"] = std::move(messages);
 
-  if (const ojson* tools = find(body, "tools")) chat["tools"] = chat_tools(*tools);
-  if (const ojson* choice = find(body, "tool_choice")) chat_tool_choice(*choice, chat);
-  if (const ojson* thinking = find(body, "thinking")) chat_thinking(*thinking, chat);
-  if (const ojson* config = find(body, "output_config")) {
+  if (const ojson* tools = field(body, "tools")) chat["tools"] = chat_tools(*tools);
+  if (const ojson* choice = field(body, "tool_choice")) chat_tool_choice(*choice, chat);
+  if (const ojson* thinking = field(body, "thinking")) chat_thinking(*thinking, chat);
+  if (const ojson* config = field(body, "output_config")) {
     if (!config->is_object()) invalid("output_config", "Input should be a valid dictionary");
     for (const auto& [key, value] : config->items())
       if (key != "format" && key != "effort") invalid("output_config." + key, "Extra inputs are not permitted");
-    if (const ojson* format = find(*config, "format")) chat_output_format(*format, "output_config.format", chat);
+    if (const ojson* format = field(*config, "format")) chat_output_format(*format, "output_config.format", chat);
   }
-  if (const ojson* format = find(body, "output_format")) chat_output_format(*format, "output_format", chat);
+  if (const ojson* format = field(body, "output_format")) chat_output_format(*format, "output_format", chat);
 
-  const bool older_format = find(body, "output_format") != nullptr;
+  const bool older_format = field(body, "output_format") != nullptr;
   out.request = parse_translated_chat(chat, defaults, [older_format](const std::string& field) {
     return older_format && field.starts_with("response_format") ? "output_format" : anthropic_field(field);
   });

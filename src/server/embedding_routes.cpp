@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "server/request_channel.h"
+#include "server/request_errors.h"
 #include "server/serving_context.h"
 
 namespace shoal::server {
@@ -124,8 +125,7 @@ void handle_embeddings(ServingContext& ctx, const httplib::Request& req, httplib
   const std::string model = requested_model(body);
   auto input = body.find("input");
   if (input == body.end())
-    throw ApiError(400, "Missing required parameter: 'input'.", "invalid_request_error", "input",
-                   "missing_required_parameter");
+    missing_parameter("input");
   std::string format = "float";
   if (auto f = body.find("encoding_format"); f != body.end() && !f->is_null()) {
     if (!f->is_string() || (*f != "float" && *f != "base64"))
@@ -185,11 +185,6 @@ std::vector<TokenId> rerank_prompt(const Engine& engine, const std::string& quer
   return out;
 }
 
-[[noreturn]] void bad_rerank(const std::string& param, const std::string& message) {
-  throw ApiError(400, fmt::format("Invalid '{}': {}", param, message), "invalid_request_error", param,
-                 "invalid_value");
-}
-
 }  // namespace
 
 void handle_rerank(ServingContext& ctx, const httplib::Request& req, httplib::Response& res) {
@@ -218,24 +213,24 @@ void handle_rerank(ServingContext& ctx, const httplib::Request& req, httplib::Re
   const char* docs_key = tei ? "texts" : "documents";
   auto query = body.find("query");
   if (query == body.end() || !query->is_string())
-    bad_rerank("query", "expected a string.");
+    bad_value("query", "expected a string.");
   auto docs = body.find(docs_key);
   if (docs == body.end() || !docs->is_array() || docs->empty() || docs->size() > 2048)
-    bad_rerank(docs_key, "expected an array of 1 to 2048 strings.");
+    bad_value(docs_key, "expected an array of 1 to 2048 strings.");
   std::vector<std::string> texts;
   for (const json& d : *docs) {
-    if (!d.is_string()) bad_rerank(docs_key, "expected an array of strings.");
+    if (!d.is_string()) bad_value(docs_key, "expected an array of strings.");
     texts.push_back(d.get<std::string>());
   }
   int64_t top_n = static_cast<int64_t>(texts.size());
   if (auto t = body.find("top_n"); t != body.end() && !t->is_null()) {
-    if (!t->is_number_integer() || t->get<int64_t>() < 1) bad_rerank("top_n", "expected an integer of at least 1.");
+    if (!t->is_number_integer() || t->get<int64_t>() < 1) bad_value("top_n", "expected an integer of at least 1.");
     top_n = std::min<int64_t>(t->get<int64_t>(), top_n);
   }
   bool with_text = false;
   for (const char* key : {"return_text", "return_documents"})
     if (auto v = body.find(key); v != body.end() && !v->is_null()) {
-      if (!v->is_boolean()) bad_rerank(key, "expected a boolean.");
+      if (!v->is_boolean()) bad_value(key, "expected a boolean.");
       with_text = with_text || v->get<bool>();
     }
 
@@ -243,7 +238,7 @@ void handle_rerank(ServingContext& ctx, const httplib::Request& req, httplib::Re
   int prompt_tokens = 0;
   for (const std::string& doc : texts) {
     prompts.push_back(rerank_prompt(engine, query->get<std::string>(), doc));
-    if (prompts.back().empty()) bad_rerank(docs_key, "a query and document make an empty prompt.");
+    if (prompts.back().empty()) bad_value(docs_key, "a query and document make an empty prompt.");
     prompt_tokens += static_cast<int>(prompts.back().size());
   }
   check_context(engine, prompts, docs_key);

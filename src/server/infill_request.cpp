@@ -3,28 +3,21 @@
 #include <fmt/format.h>
 
 #include "server/infill_prompt.h"
-#include "server/openai_types.h"
+#include "server/request_errors.h"
 
 namespace shoal::server {
 namespace {
 
-[[noreturn]] void invalid(const std::string& field, const std::string& message) {
-  throw ApiError(400, fmt::format("Invalid '{}': {}", field, message), "invalid_request_error", field,
-                 "invalid_value");
-}
-
 // where: the object's own path ("input_extra[2]"), empty for the body.
 std::string text_field(const nlohmann::json& body, const char* key, bool required, const std::string& where = {}) {
-  const std::string field = where.empty() ? key : where + "." + key;
-  auto it = body.find(key);
-  if (it == body.end() || it->is_null()) {
-    if (required)
-      throw ApiError(400, fmt::format("Missing required parameter: '{}'.", field), "invalid_request_error", field,
-                     "missing_required_parameter");
+  const std::string name = where.empty() ? key : where + "." + key;
+  const nlohmann::json* v = field(body, key);
+  if (!v) {
+    if (required) missing_parameter(name);
     return {};
   }
-  if (!it->is_string()) invalid(field, "expected a string.");
-  return it->get<std::string>();
+  if (!v->is_string()) bad_value(name, "expected a string.");
+  return v->get<std::string>();
 }
 
 }  // namespace
@@ -35,14 +28,14 @@ InfillInput take_infill_input(nlohmann::json& body) {
   in.suffix = text_field(body, "input_suffix", true);
   in.prompt = text_field(body, "prompt", false);
   if (auto it = body.find("input_extra"); it != body.end() && !it->is_null()) {
-    if (!it->is_array()) invalid("input_extra", "expected an array of {\"filename\": string, \"text\": string}.");
+    if (!it->is_array()) bad_value("input_extra", "expected an array of {\"filename\": string, \"text\": string}.");
     for (size_t i = 0; i < it->size(); ++i) {
       const nlohmann::json& chunk = (*it)[i];
       const std::string at = fmt::format("input_extra[{}]", i);
-      if (!chunk.is_object()) invalid(at, "expected {\"filename\": string, \"text\": string}.");
+      if (!chunk.is_object()) bad_value(at, "expected {\"filename\": string, \"text\": string}.");
       const std::string text = text_field(chunk, "text", true, at);
       auto name = chunk.find("filename");
-      if (name != chunk.end() && !name->is_string()) invalid(at + ".filename", "expected a string.");
+      if (name != chunk.end() && !name->is_string()) bad_value(at + ".filename", "expected a string.");
       in.extra.emplace_back(name == chunk.end() ? "tmp" : name->get<std::string>(), text);
     }
   }

@@ -13,6 +13,7 @@
 
 #include "server/json_brackets.h"
 #include "server/openai_types.h"
+#include "server/request_errors.h"
 
 namespace shoal::server {
 namespace {
@@ -35,17 +36,6 @@ const char* type_name(const json& v) {
   throw ApiError(400, fmt::format("Invalid type for '{}': expected {}, but got {} instead.", key, expected,
                                   type_name(got)),
                  "invalid_request_error", key, "invalid_type");
-}
-
-[[noreturn]] void bad_value(const std::string& key, const std::string& message) {
-  throw ApiError(400, fmt::format("Invalid '{}': {}", key, message), "invalid_request_error", key, "invalid_value");
-}
-
-// A field that is absent or null leaves the default alone.
-const json* field(const json& body, const char* key) {
-  auto it = body.find(key);
-  if (it == body.end() || it->is_null()) return nullptr;
-  return &*it;
 }
 
 void read_number(const json& body, const char* key, double lo, double hi, float& out) {
@@ -84,11 +74,6 @@ bool read_bool(const json& body, const char* key, bool& out) {
   return true;
 }
 
-[[noreturn]] void unsupported(const std::string& key, const std::string& what) {
-  throw ApiError(400, fmt::format("'{}' is not supported: {}", key, what), "invalid_request_error", key,
-                 "unsupported_parameter");
-}
-
 // One constraint per request: a second is a 400 naming both.
 void claim_constraint(GenerationRequest& r, const std::string& param) {
   if (!r.constrained_by.empty())
@@ -109,15 +94,13 @@ void read_constraint(const nlohmann::ordered_json& body, GenerationRequest& r) {
   if (const ojson* v = get(body, "response_format")) {
     if (!v->is_object()) bad_type("response_format", "an object", plain(*v));
     const ojson* type = get(*v, "type");
-    if (!type) throw ApiError(400, "Missing required parameter: 'response_format.type'.", "invalid_request_error",
-                              "response_format.type", "missing_required_parameter");
+    if (!type) missing_parameter("response_format.type");
     if (*type == "json_object") {
       claim_constraint(r, "response_format");
       r.response_schema = ojson{{"type", "object"}};
     } else if (*type == "json_schema") {
       const ojson* spec = get(*v, "json_schema");
-      if (!spec) throw ApiError(400, "Missing required parameter: 'response_format.json_schema'.",
-                                "invalid_request_error", "response_format.json_schema", "missing_required_parameter");
+      if (!spec) missing_parameter("response_format.json_schema");
       if (!spec->is_object()) bad_type("response_format.json_schema", "an object", plain(*spec));
       if (const ojson* strict = get(*spec, "strict"); strict && !strict->is_boolean())
         bad_type("response_format.json_schema.strict", "a boolean", plain(*strict));
@@ -444,8 +427,7 @@ void read_tools(const nlohmann::ordered_json& tools, GenerationRequest& r) {
     if (!t.contains("type") || t["type"] != "function")
       bad_value(key + ".type", "only tools of type 'function' are supported.");
     if (!t.contains("function") || !t["function"].is_object())
-      throw ApiError(400, fmt::format("Missing required parameter: '{}.function'.", key), "invalid_request_error",
-                     key + ".function", "missing_required_parameter");
+      missing_parameter(key + ".function");
     const auto& fn = t["function"];
     if (!fn.contains("name") || !fn["name"].is_string() || !std::regex_match(fn["name"].get<std::string>(), kName))
       bad_value(key + ".function.name", "expected a name of 1 to 64 letters, digits, '_' or '-'.");
@@ -511,8 +493,7 @@ GenerationRequest parse_chat_request(const json& body, const RequestDefaults& de
   read_n_probs(body, r);
 
   const json* messages = field(body, "messages");
-  if (!messages) throw ApiError(400, "Missing required parameter: 'messages'.", "invalid_request_error", "messages",
-                                "missing_required_parameter");
+  if (!messages) missing_parameter("messages");
   if (!messages->is_array()) bad_type("messages", "an array", *messages);
   if (messages->empty()) bad_value("messages", "expected an array with at least 1 message, but got an empty array.");
   for (size_t i = 0; i < messages->size(); ++i) {
@@ -520,8 +501,7 @@ GenerationRequest parse_chat_request(const json& body, const RequestDefaults& de
     const std::string key = fmt::format("messages[{}]", i);
     if (!m.is_object()) bad_type(key, "an object", m);
     const json* role = field(m, "role");
-    if (!role) throw ApiError(400, fmt::format("Missing required parameter: '{}.role'.", key),
-                              "invalid_request_error", key + ".role", "missing_required_parameter");
+    if (!role) missing_parameter(key + ".role");
     if (!role->is_string()) bad_type(key + ".role", "a string", *role);
     std::string name = role->get<std::string>();
     if (name == "developer") name = "system";  // OpenAI's new name for the system turn
@@ -532,8 +512,7 @@ GenerationRequest parse_chat_request(const json& body, const RequestDefaults& de
     auto content = m.find("content");
     const bool calls = m.contains("tool_calls") && m["tool_calls"].is_array() && !m["tool_calls"].empty();
     if (content == m.end() && !(name == "assistant" && calls))
-      throw ApiError(400, fmt::format("Missing required parameter: '{}.content'.", key), "invalid_request_error",
-                     key + ".content", "missing_required_parameter");
+      missing_parameter(key + ".content");
     const std::string text = content == m.end() ? std::string() : message_content(*content, name, i);
     r.messages.push_back({name, text});
     // As the template sees it: the client's fields, the role mapped, the text joined.
@@ -572,8 +551,7 @@ GenerationRequest parse_translated_chat(const nlohmann::ordered_json& chat, cons
 namespace {
 const json& required_prompt(const json& body) {
   const json* prompt = field(body, "prompt");
-  if (!prompt) throw ApiError(400, "Missing required parameter: 'prompt'.", "invalid_request_error", "prompt",
-                              "missing_required_parameter");
+  if (!prompt) missing_parameter("prompt");
   return *prompt;
 }
 }  // namespace

@@ -5,34 +5,18 @@
 #include <set>
 
 #include "server/openai_responses.h"
+#include "server/request_errors.h"
 
 namespace shoal::server {
 namespace {
 
 using ojson = nlohmann::ordered_json;
 
-[[noreturn]] void invalid(const std::string& field, const std::string& message) {
-  throw ApiError(400, fmt::format("Invalid '{}': {}", field, message), "invalid_request_error", field,
-                 "invalid_value");
-}
-
-[[noreturn]] void unsupported(const std::string& field, const std::string& what) {
-  throw ApiError(400, fmt::format("'{}' is not supported: {}", field, what), "invalid_request_error", field,
-                 "unsupported_parameter");
-}
-
-const ojson* find(const ojson& object, const char* key) {
-  auto it = object.find(key);
-  return it == object.end() || it->is_null() ? nullptr : &*it;
-}
-
 std::string string_field(const ojson& object, const char* key, const std::string& where) {
-  const ojson* v = find(object, key);
-  const std::string field = where + "." + key;
-  if (!v)
-    throw ApiError(400, fmt::format("Missing required parameter: '{}'.", field), "invalid_request_error", field,
-                   "missing_required_parameter");
-  if (!v->is_string()) invalid(field, "expected a string.");
+  const ojson* v = field(object, key);
+  const std::string name = where + "." + key;
+  if (!v) missing_parameter(name);
+  if (!v->is_string()) bad_value(name, "expected a string.");
   return v->get<std::string>();
 }
 
@@ -40,12 +24,12 @@ std::string string_field(const ojson& object, const char* key, const std::string
 // output_text, refusal), joined.
 std::string content_text(const ojson& content, const std::string& where) {
   if (content.is_string()) return content.get<std::string>();
-  if (!content.is_array()) invalid(where, "expected a string or an array of content parts.");
+  if (!content.is_array()) bad_value(where, "expected a string or an array of content parts.");
   std::string text;
   for (size_t i = 0; i < content.size(); ++i) {
     const ojson& part = content[i];
     const std::string at = fmt::format("{}[{}]", where, i);
-    if (!part.is_object()) invalid(at, "expected a content part object.");
+    if (!part.is_object()) bad_value(at, "expected a content part object.");
     const std::string type = string_field(part, "type", at);
     if (type == "input_text" || type == "output_text" || type == "text") text += string_field(part, "text", at);
     else if (type == "refusal") text += string_field(part, "refusal", at);
@@ -60,15 +44,15 @@ std::string content_text(const ojson& content, const std::string& where) {
 ojson chat_messages(const ojson& input, const ojson* instructions) {
   ojson messages = ojson::array();
   if (instructions) {
-    if (!instructions->is_string()) invalid("instructions", "expected a string.");
+    if (!instructions->is_string()) bad_value("instructions", "expected a string.");
     messages.push_back({{"role", "system"}, {"content", *instructions}});
   }
   if (input.is_string()) {
     messages.push_back({{"role", "user"}, {"content", input}});
     return messages;
   }
-  if (!input.is_array()) invalid("input", "expected a string or an array of input items.");
-  if (input.empty()) invalid("input", "expected at least one input item.");
+  if (!input.is_array()) bad_value("input", "expected a string or an array of input items.");
+  if (input.empty()) bad_value("input", "expected at least one input item.");
   std::string reasoning;  // not yet given to an assistant turn
   auto assistant_turn = [&](ojson content) -> ojson& {
     messages.push_back({{"role", "assistant"}, {"content", std::move(content)}});
@@ -78,18 +62,17 @@ ojson chat_messages(const ojson& input, const ojson* instructions) {
   for (size_t i = 0; i < input.size(); ++i) {
     const ojson& item = input[i];
     const std::string at = fmt::format("input[{}]", i);
-    if (!item.is_object()) invalid(at, "expected an input item object.");
-    const ojson* type_field = find(item, "type");
-    if (type_field && !type_field->is_string()) invalid(at + ".type", "expected a string.");
+    if (!item.is_object()) bad_value(at, "expected an input item object.");
+    const ojson* type_field = field(item, "type");
+    if (type_field && !type_field->is_string()) bad_value(at + ".type", "expected a string.");
     const std::string type = type_field ? type_field->get<std::string>() : "message";
     if (type == "message") {
       const std::string role = string_field(item, "role", at);
       if (role != "user" && role != "assistant" && role != "system" && role != "developer")
-        invalid(at + ".role", fmt::format("expected 'user', 'assistant', 'system' or 'developer', but got '{}'.", role));
-      const ojson* content = find(item, "content");
+        bad_value(at + ".role", fmt::format("expected 'user', 'assistant', 'system' or 'developer', but got '{}'.", role));
+      const ojson* content = field(item, "content");
       if (!content)
-        throw ApiError(400, fmt::format("Missing required parameter: '{}.content'.", at), "invalid_request_error",
-                       at + ".content", "missing_required_parameter");
+        missing_parameter(at + ".content");
       const std::string text = content_text(*content, at + ".content");
       if (role == "assistant") assistant_turn(text);
       else messages.push_back({{"role", role}, {"content", text}});
@@ -102,10 +85,9 @@ ojson chat_messages(const ojson& input, const ojson* instructions) {
       ojson& turn = joins ? messages.back() : assistant_turn(nullptr);
       turn["tool_calls"].push_back(std::move(call));
     } else if (type == "function_call_output") {
-      const ojson* output = find(item, "output");
+      const ojson* output = field(item, "output");
       if (!output)
-        throw ApiError(400, fmt::format("Missing required parameter: '{}.output'.", at), "invalid_request_error",
-                       at + ".output", "missing_required_parameter");
+        missing_parameter(at + ".output");
       messages.push_back({{"role", "tool"},
                           {"tool_call_id", string_field(item, "call_id", at)},
                           {"content", content_text(*output, at + ".output")}});
@@ -113,9 +95,9 @@ ojson chat_messages(const ojson& input, const ojson* instructions) {
       // Its text (this server's reasoning items carry it), else its summary;
       // encrypted_content is another server's and cannot be read here.
       for (const char* key : {"content", "summary"}) {
-        const ojson* parts = find(item, key);
+        const ojson* parts = field(item, key);
         if (!parts) continue;
-        if (!parts->is_array()) invalid(fmt::format("{}.{}", at, key), "expected an array.");
+        if (!parts->is_array()) bad_value(fmt::format("{}.{}", at, key), "expected an array.");
         std::string text;
         for (size_t p = 0; p < parts->size(); ++p)
           if ((*parts)[p].is_object()) text += string_field((*parts)[p], "text", fmt::format("{}.{}[{}]", at, key, p));
@@ -134,19 +116,19 @@ ojson chat_messages(const ojson& input, const ojson* instructions) {
 
 // tools: [{"type": "function", "name", "description"?, "parameters"?, "strict"?}].
 ojson chat_tools(const ojson& tools) {
-  if (!tools.is_array()) invalid("tools", "expected an array.");
+  if (!tools.is_array()) bad_value("tools", "expected an array.");
   ojson out = ojson::array();
   for (size_t i = 0; i < tools.size(); ++i) {
     const ojson& t = tools[i];
     const std::string at = fmt::format("tools[{}]", i);
-    if (!t.is_object()) invalid(at, "expected a tool object.");
+    if (!t.is_object()) bad_value(at, "expected a tool object.");
     const std::string type = string_field(t, "type", at);
     if (type != "function")
       unsupported(at + ".type", fmt::format("tools of type '{}' (only 'function'; hosted tools run on OpenAI's side)",
                                             type));
     ojson fn = {{"name", string_field(t, "name", at)}};
     for (const char* key : {"description", "parameters", "strict"})
-      if (const ojson* v = find(t, key)) fn[key] = *v;
+      if (const ojson* v = field(t, key)) fn[key] = *v;
     out.push_back({{"type", "function"}, {"function", std::move(fn)}});
   }
   return out;
@@ -154,7 +136,7 @@ ojson chat_tools(const ojson& tools) {
 
 ojson chat_tool_choice(const ojson& choice) {
   if (choice.is_string()) return choice;  // none, auto, required: the chat parser checks
-  if (!choice.is_object()) invalid("tool_choice", "expected a string or an object.");
+  if (!choice.is_object()) bad_value("tool_choice", "expected a string or an object.");
   const std::string type = string_field(choice, "type", "tool_choice");
   if (type != "function")
     unsupported("tool_choice.type", fmt::format("'{}' (only 'none', 'auto', 'required' or a function)", type));
@@ -163,24 +145,24 @@ ojson chat_tool_choice(const ojson& choice) {
 
 // text: {"format": {"type": "text" | "json_object" | "json_schema", "name", "schema", "strict"}}.
 void chat_text_format(const ojson& text, ojson& chat) {
-  if (!text.is_object()) invalid("text", "expected an object.");
+  if (!text.is_object()) bad_value("text", "expected an object.");
   for (const auto& [key, value] : text.items())
-    if (key != "format" && key != "verbosity") invalid("text." + key, "expected only 'format' and 'verbosity'.");
-  if (const ojson* v = find(text, "verbosity"); v && *v != "medium")
+    if (key != "format" && key != "verbosity") bad_value("text." + key, "expected only 'format' and 'verbosity'.");
+  if (const ojson* v = field(text, "verbosity"); v && *v != "medium")
     unsupported("text.verbosity", "only 'medium' (the model writes as it writes)");
-  const ojson* format = find(text, "format");
+  const ojson* format = field(text, "format");
   if (!format) return;
-  if (!format->is_object()) invalid("text.format", "expected an object.");
+  if (!format->is_object()) bad_value("text.format", "expected an object.");
   const std::string type = string_field(*format, "type", "text.format");
   if (type == "json_object") {
     chat["response_format"] = {{"type", "json_object"}};
   } else if (type == "json_schema") {
     ojson spec = {{"name", string_field(*format, "name", "text.format")}};
     for (const char* key : {"schema", "strict", "description"})
-      if (const ojson* v = find(*format, key)) spec[key] = *v;
+      if (const ojson* v = field(*format, key)) spec[key] = *v;
     chat["response_format"] = {{"type", "json_schema"}, {"json_schema", std::move(spec)}};
   } else if (type != "text") {
-    invalid("text.format.type", fmt::format("expected 'text', 'json_object' or 'json_schema', but got '{}'.", type));
+    bad_value("text.format.type", fmt::format("expected 'text', 'json_object' or 'json_schema', but got '{}'.", type));
   }
 }
 
@@ -188,15 +170,15 @@ void chat_text_format(const ojson& text, ojson& chat) {
 // other level on (and reaches templates that read reasoning_effort, as
 // gpt-oss's does); absent: the server's --reasoning.
 void chat_reasoning(const ojson& reasoning, ojson& chat) {
-  if (!reasoning.is_object()) invalid("reasoning", "expected an object.");
+  if (!reasoning.is_object()) bad_value("reasoning", "expected an object.");
   for (const auto& [key, value] : reasoning.items())
     if (key != "effort" && key != "summary" && key != "generate_summary")
-      invalid("reasoning." + key, "expected only 'effort' and 'summary'.");
-  const ojson* effort = find(reasoning, "effort");
+      bad_value("reasoning." + key, "expected only 'effort' and 'summary'.");
+  const ojson* effort = field(reasoning, "effort");
   if (!effort) return;
   static const std::set<std::string, std::less<>> kEfforts = {"none", "minimal", "low", "medium", "high", "xhigh"};
   if (!effort->is_string() || !kEfforts.count(effort->get<std::string>()))
-    invalid("reasoning.effort", "expected one of none, minimal, low, medium, high, xhigh.");
+    bad_value("reasoning.effort", "expected one of none, minimal, low, medium, high, xhigh.");
   chat["chat_template_kwargs"]["enable_thinking"] = *effort != "none";
   if (*effort == "low" || *effort == "medium" || *effort == "high") chat["chat_template_kwargs"]["reasoning_effort"] = *effort;
 }
@@ -239,36 +221,35 @@ ResponsesRequest parse_responses_request(const ojson& body, const RequestDefault
       throw ApiError(400, fmt::format("Unrecognized request argument supplied: {}", key), "invalid_request_error",
                      key, "unknown_parameter");
   }
-  if (const ojson* v = find(body, "truncation"); v && *v != "disabled")
+  if (const ojson* v = field(body, "truncation"); v && *v != "disabled")
     unsupported("truncation", "only 'disabled' (a prompt longer than the context is a 400)");
-  if (const ojson* v = find(body, "include")) {
-    if (!v->is_array()) invalid("include", "expected an array of strings.");
+  if (const ojson* v = field(body, "include")) {
+    if (!v->is_array()) bad_value("include", "expected an array of strings.");
     for (const ojson& s : *v)
-      if (!s.is_string()) invalid("include", "expected an array of strings.");
+      if (!s.is_string()) bad_value("include", "expected an array of strings.");
   }
-  if (const ojson* v = find(body, "stream_options"); v && !v->is_object()) invalid("stream_options", "expected an object.");
+  if (const ojson* v = field(body, "stream_options"); v && !v->is_object()) bad_value("stream_options", "expected an object.");
 
   ojson chat = ojson::object();
-  const ojson* input = find(body, "input");
+  const ojson* input = field(body, "input");
   if (!input)
-    throw ApiError(400, "Missing required parameter: 'input'.", "invalid_request_error", "input",
-                   "missing_required_parameter");
-  chat["messages"] = chat_messages(*input, find(body, "instructions"));
+    missing_parameter("input");
+  chat["messages"] = chat_messages(*input, field(body, "instructions"));
   for (const char* key : {"model", "temperature", "top_p", "stream", "parallel_tool_calls", "top_k", "min_p",
                           "repeat_penalty", "seed"})
-    if (const ojson* v = find(body, key)) chat[key] = *v;
-  if (const ojson* v = find(body, "max_output_tokens")) chat["max_tokens"] = *v;
-  if (const ojson* v = find(body, "tools")) chat["tools"] = chat_tools(*v);
-  if (const ojson* v = find(body, "tool_choice")) chat["tool_choice"] = chat_tool_choice(*v);
-  if (const ojson* v = find(body, "text")) chat_text_format(*v, chat);
-  if (const ojson* v = find(body, "reasoning")) chat_reasoning(*v, chat);
+    if (const ojson* v = field(body, key)) chat[key] = *v;
+  if (const ojson* v = field(body, "max_output_tokens")) chat["max_tokens"] = *v;
+  if (const ojson* v = field(body, "tools")) chat["tools"] = chat_tools(*v);
+  if (const ojson* v = field(body, "tool_choice")) chat["tool_choice"] = chat_tool_choice(*v);
+  if (const ojson* v = field(body, "text")) chat_text_format(*v, chat);
+  if (const ojson* v = field(body, "reasoning")) chat_reasoning(*v, chat);
   // Logprobs: top_logprobs, or include's message.output_text.logprobs.
-  bool logprobs = find(body, "top_logprobs") != nullptr;
-  if (const ojson* v = find(body, "include"))
+  bool logprobs = field(body, "top_logprobs") != nullptr;
+  if (const ojson* v = field(body, "include"))
     for (const ojson& s : *v) logprobs = logprobs || s == "message.output_text.logprobs";
   if (logprobs) {
     chat["logprobs"] = true;
-    if (const ojson* v = find(body, "top_logprobs")) chat["top_logprobs"] = *v;
+    if (const ojson* v = field(body, "top_logprobs")) chat["top_logprobs"] = *v;
   }
 
   ResponsesRequest out;
