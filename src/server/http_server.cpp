@@ -23,12 +23,18 @@ void send_json(httplib::Response& res, int status, const json& body) {
   res.set_content(dump(body), "application/json");
 }
 
-// Which API's error object a route answers with.
-enum class ErrorShape { OpenAI, Anthropic };
+// An error in the shape of the API the path belongs to: Anthropic's for
+// /v1/messages (and count_tokens, with or without /v1), OpenAI's elsewhere.
+// The routes and the front's own refusals (413, 408, …) both ask here.
+std::string error_text(const ApiError& e, const std::string& path) {
+  const bool anthropic = path.starts_with("/v1/messages") || path.starts_with("/messages");
+  return dump(anthropic ? anthropic_error_body(e) : error_body(e));
+}
 
-void send_error(httplib::Response& res, const ApiError& e, ErrorShape shape = ErrorShape::OpenAI) {
+void send_error(httplib::Response& res, const ApiError& e, const std::string& path = {}) {
   if (e.status == 401) res.set_header("WWW-Authenticate", "Bearer");
-  send_json(res, e.status, shape == ErrorShape::Anthropic ? anthropic_error_body(e) : error_body(e));
+  res.status = e.status;
+  res.set_content(error_text(e, path), "application/json");
 }
 
 // The key as OpenAI's clients send it (Authorization: Bearer KEY) or as
@@ -81,9 +87,8 @@ HttpServer::HttpServer(ServerOptions options, ServerState& state) : ctx_(std::mo
                            : status == 431 ? "headers_too_large"
                            : status == 429 ? "too_many_connections"
                                            : "";
-        const ApiError e(status, message, status >= 500 ? "server_error" : "invalid_request_error", "", code);
-        return dump(path.starts_with("/v1/messages") || path.starts_with("/messages") ? anthropic_error_body(e)
-                                                                                       : error_body(e));
+        return error_text(ApiError(status, message, status >= 500 ? "server_error" : "invalid_request_error", "", code),
+                          path);
       },
       [&metrics](const httplib::Request& req, int status) {
         metrics.count_http(status);
@@ -133,8 +138,8 @@ void HttpServer::add_routes() {
   ServingContext& ctx = ctx_;
 
   // Wraps an API route: the API key, loading state and errors in the API's shape.
-  auto api = [&ctx](Handler handler, bool needs_model, ErrorShape shape = ErrorShape::OpenAI) -> Handler {
-    return [&ctx, handler, needs_model, shape](const httplib::Request& req, httplib::Response& res) {
+  auto api = [&ctx](Handler handler, bool needs_model) -> Handler {
+    return [&ctx, handler, needs_model](const httplib::Request& req, httplib::Response& res) {
       try {
         if (ctx.options.api_key) {
           const std::optional<std::string> sent = given_key(req);
@@ -158,13 +163,13 @@ void HttpServer::add_routes() {
         }
         handler(req, res);
       } catch (const ApiError& e) {
-        send_error(res, e, shape);
+        send_error(res, e, req.path);
       } catch (const Error& e) {
-        send_error(res, ApiError(400, e.what()), shape);
+        send_error(res, ApiError(400, e.what()), req.path);
       } catch (const std::exception& e) {
         // A library's message is for the log, not for the client.
         spdlog::error("{} {}: {}", req.method, req.path, e.what());
-        send_error(res, ApiError(500, "The server had an internal error.", "server_error"), shape);
+        send_error(res, ApiError(500, "The server had an internal error.", "server_error"), req.path);
       }
     };
   };
@@ -187,9 +192,9 @@ void HttpServer::add_routes() {
       api([&ctx](const auto& req, auto& res) { handle_generation(ctx, req, res, GenerationApi::Infill); }, true));
   both("POST", "/v1/messages", api([&ctx](const auto& req, auto& res) {
          handle_generation(ctx, req, res, GenerationApi::AnthropicMessages);
-       }, true, ErrorShape::Anthropic));
+       }, true));
   both("POST", "/v1/messages/count_tokens",
-       api([&ctx](const auto& req, auto& res) { handle_count_tokens(ctx, req, res); }, true, ErrorShape::Anthropic));
+       api([&ctx](const auto& req, auto& res) { handle_count_tokens(ctx, req, res); }, true));
   both("POST", "/v1/responses",
        api([&ctx](const auto& req, auto& res) { handle_generation(ctx, req, res, GenerationApi::Responses); }, true));
 
