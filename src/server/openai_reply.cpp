@@ -96,9 +96,9 @@ class OpenAiReplyFormat : public ReplyFormat {
     std::string out;
     for (const json& delta : tool_call_deltas(r.calls))
       out += sse_event(stream_chunk(meta_, "", "", false, include_usage_, {}, nullptr, delta));
-    std::vector<TokenLogprob> rest = r.logprobs;
     out += sse_event(stream_chunk(meta_, "", finish_of(r), false, include_usage_, {},
-                                  rest.empty() ? json(nullptr) : take_logprobs(rest)));
+                                  r.logprobs.empty() ? json(nullptr)
+                                                     : logprobs_json(meta_, tokenizer_, r.logprobs, text_offset_)));
     if (include_usage_) out += sse_event(usage_chunk(meta_, r.usage));
     return out + "data: [DONE]\n\n";
   }

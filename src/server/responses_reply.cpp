@@ -54,8 +54,7 @@ class ResponsesReplyFormat : public ReplyFormat {
 
   std::string finish(const Reply& r) override {
     constexpr size_t kPiece = 24;  // arguments are streamed in pieces, as OpenAI's are
-    std::vector<TokenLogprob> rest = r.logprobs;
-    for (const json& l : logprobs_of(rest)) logprobs_.push_back(l);
+    for (const json& l : logprobs_of(r.logprobs)) logprobs_.push_back(l);
     std::string out = close_item();
     if (r.calls.empty() && output_.empty()) out += open_item(Open::Message) + close_item();  // an empty answer is still a message
     for (const ToolCall& c : r.calls) {
