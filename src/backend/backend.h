@@ -136,6 +136,10 @@ struct DeltaNetParams {
   int n_k_heads = 0;
   int n_v_heads = 0;
   float eps = 1e-6f;  // in the L2 norm of q and k
+  // Value head h reads key head h / (n_v_heads / n_k_heads) (qwen3next),
+  // not h % n_k_heads (qwen35).
+  bool keys_interleaved = false;
+  int key_head_of(int h) const { return keys_interleaved ? h / (n_v_heads / n_k_heads) : h % n_k_heads; }
   int key_width() const { return head_dim * n_k_heads; }
   int value_width() const { return head_dim * n_v_heads; }
   int conv_width() const { return 2 * key_width() + value_width(); }

@@ -48,6 +48,10 @@ constexpr LayerTensor kQwen35DeltaNetExperts[] = {
     {K::AttnNorm}, {K::AttnQkv}, {K::AttnGate}, {K::SsmConv1d}, {K::SsmDt}, {K::SsmA}, {K::SsmBeta},
     {K::SsmAlpha}, {K::SsmNorm}, {K::SsmOut}, {K::FfnNorm}, {K::FfnGateInp}, {K::FfnGateExps}, {K::FfnUpExps},
     {K::FfnDownExps}};
+// Qwen3-Next: Qwen3.5-MoE's layers, but beta and alpha in one projection.
+constexpr LayerTensor kQwen3NextDeltaNet[] = {
+    {K::AttnNorm}, {K::AttnQkv}, {K::AttnGate}, {K::SsmConv1d}, {K::SsmDt}, {K::SsmA}, {K::SsmBetaAlpha},
+    {K::SsmNorm}, {K::SsmOut}, {K::FfnNorm}, {K::FfnGateInp}, {K::FfnGateExps}, {K::FfnUpExps}, {K::FfnDownExps}};
 constexpr LayerTensor kSharedExpert[] = {
     {K::FfnGateInpShexp}, {K::FfnGateShexp}, {K::FfnUpShexp}, {K::FfnDownShexp}};
 
@@ -81,6 +85,22 @@ constexpr auto kDeepseek2Lead = join(kLatentAttention, kDenseFfn);
 constexpr auto kDeepseek2Experts = join(kLatentAttention, kBiasedExperts);
 constexpr LayerTensor kUngatedSharedExpert[] = {{K::FfnGateShexp}, {K::FfnUpShexp}, {K::FfnDownShexp}};
 
+// GLM-4.5/4.6/4.7 (glm4moe): attention with biases and, where the file has
+// them (GLM-4.5), per-head Q/K norms; leading dense layers, then experts as
+// deepseek2's (sigmoid, selection bias, an ungated shared expert) but in one group.
+constexpr LayerTensor kGlm4MoeAttention[] = {
+    {K::AttnNorm}, {K::AttnQ}, {K::AttnK}, {K::AttnV}, kOptional(K::AttnQBias), kOptional(K::AttnKBias),
+    kOptional(K::AttnVBias), kOptional(K::AttnQNorm), kOptional(K::AttnKNorm), {K::AttnOutput}};
+constexpr auto kGlm4MoeLead = join(kGlm4MoeAttention, kDenseFfn);
+constexpr auto kGlm4MoeExperts = join(kGlm4MoeAttention, kBiasedExperts);
+
+// MiniMax M2: Q/K norms over the whole projection; experts in every layer,
+// sigmoid with a selection bias, no shared expert.
+constexpr LayerTensor kMiniMaxM2[] = {
+    {K::AttnNorm}, {K::AttnQ}, {K::AttnK}, {K::AttnV}, kOptional(K::AttnQBias), kOptional(K::AttnKBias),
+    kOptional(K::AttnVBias), {K::AttnQNorm}, {K::AttnKNorm}, {K::AttnOutput}, {K::FfnNorm}, {K::FfnGateInp},
+    {K::FfnExpProbsB}, {K::FfnGateExps}, {K::FfnUpExps}, {K::FfnDownExps}};
+
 using enum RopeStyle;
 using enum Activation;
 constexpr std::array kArchitectures = {
@@ -104,6 +124,20 @@ constexpr std::array kArchitectures = {
                  .scale_embeddings = false, .sliding_window_period = 0, .layer_tensors = kDeepseek2Experts,
                  .shared_expert_tensors = kUngatedSharedExpert, .lead_tensors = kDeepseek2Lead,
                  .latent_attention = true, .routing_from_file = true},
+    Architecture{.name = "qwen3next", .experts = true, .rope_style = Neox, .activation = Silu,
+                 .scale_embeddings = false, .sliding_window_period = 0, .layer_tensors = kQwen35Experts,
+                 .recurrent_tensors = kQwen3NextDeltaNet, .attention_output_gate = true,
+                 .ffn_norm_name = "post_attention_norm.weight", .shared_expert_tensors = kSharedExpert,
+                 .expert_width_split = true, .delta_keys_interleaved = true},
+    Architecture{.name = "glm4moe", .experts = true, .rope_style = Neox, .activation = Silu,
+                 .scale_embeddings = false, .sliding_window_period = 0, .layer_tensors = kGlm4MoeExperts,
+                 .ffn_norm_name = "post_attention_norm.weight", .shared_expert_tensors = kUngatedSharedExpert,
+                 .lead_tensors = kGlm4MoeLead, .routing_from_file = true, .expert_width_split = true,
+                 .default_expert_gating = 2},
+    Architecture{.name = "minimax-m2", .experts = true, .rope_style = Neox, .activation = Silu,
+                 .scale_embeddings = false, .sliding_window_period = 0, .layer_tensors = kMiniMaxM2,
+                 .routing_from_file = true, .default_expert_gating = 2, .expert_weights_always_norm = true,
+                 .qk_norm_whole = true},
 };
 
 }  // namespace

@@ -62,6 +62,18 @@ struct Architecture {
   // feed_forward_length / expert_used_count (qwen3moe, qwen35moe, as
   // llama.cpp computes it), else feed_forward_length itself.
   bool expert_width_split = false;
+  // With routing_from_file: the gating function where the file leaves
+  // expert_gating_func out (llama.cpp's default for the architecture: 1
+  // softmax, 2 sigmoid), and whether the chosen experts' weights are
+  // normalised whatever expert_weights_norm says (minimax-m2).
+  int default_expert_gating = 1;
+  bool expert_weights_always_norm = false;
+  // The Q/K norms span the whole projection, every head at once
+  // (minimax-m2), instead of one head.
+  bool qk_norm_whole = false;
+  // DeltaNet value heads share key heads in runs, not in turn (qwen3next;
+  // model/config.h, DeltaNetShape).
+  bool delta_keys_interleaved = false;
 };
 
 // The entry for `name` (with or without experts); throws naming the

@@ -102,7 +102,6 @@ void read_latent_attention(const gguf::File& f, ModelConfig& c) {
   if (f.get_int(key("attention.value_length"), a.kv_lora_rank) != a.kv_lora_rank)
     fail("{}: attention.value_length {} is not the latent's kv_lora_rank {}", f.path(),
          f.get_int(key("attention.value_length")), a.kv_lora_rank);
-  c.n_dense_lead = static_cast<int>(f.get_int(key("leading_dense_block_count"), 0));
   // The key's scale is a head's query size, not the cached row's; YaRN's
   // multiplier strengthens it (llama.cpp's kq_scale for deepseek2).
   const float freq_scale = c.layers.empty() ? 1.0f : c.layers[0].rope_freq_scale;
@@ -114,16 +113,18 @@ void read_latent_attention(const gguf::File& f, ModelConfig& c) {
 
 // The router as the file describes it (deepseek2 and kin; llama.cpp reads
 // these keys for those only): gating function (1 softmax, 2 sigmoid; a file
-// without the key is softmax, except GLM-4.7-Flash's, recognised by its
-// depth and vocabulary as llama.cpp does), weight normalisation and scale.
-void read_routing(const gguf::File& f, ModelConfig& c) {
+// without the key gets the architecture's default, and deepseek2's is
+// softmax except for GLM-4.7-Flash, recognised by its depth and vocabulary
+// as llama.cpp does), weight normalisation and scale.
+void read_routing(const gguf::File& f, const Architecture& arch, ModelConfig& c) {
   auto key = [&](const char* suffix) { return c.arch + "." + suffix; };
   int64_t gating = f.get_int(key("expert_gating_func"), 0);
-  if (gating == 0) gating = (c.n_layer == 47 || c.n_layer == 48) && c.n_vocab == 154880 ? 2 : 1;
+  if (gating == 0) gating = arch.latent_attention && (c.n_layer == 47 || c.n_layer == 48) && c.n_vocab == 154880
+                                ? 2 : arch.default_expert_gating;
   if (gating != 1 && gating != 2)
     fail("{}: expert_gating_func {} is not supported (1: softmax, 2: sigmoid)", f.path(), gating);
   c.expert_gating = gating == 2 ? ExpertGating::Sigmoid : ExpertGating::Softmax;
-  c.expert_weights_norm = f.get_bool(key("expert_weights_norm"), false);
+  c.expert_weights_norm = arch.expert_weights_always_norm || f.get_bool(key("expert_weights_norm"), false);
   c.expert_weights_scale = static_cast<float>(f.get_float(key("expert_weights_scale"), 1.0));
   if (c.expert_weights_scale == 0.0f) c.expert_weights_scale = 1.0f;  // llama.cpp skips a zero scale
   c.n_ff_shexp = c.n_ff_exp * static_cast<int>(f.get_int(key("expert_shared_count"), 0));
@@ -186,6 +187,9 @@ int64_t ModelConfig::dim(Dim d) const {
     case Dim::KvLora: return mla.kv_lora_rank;
     case Dim::QkNope: return mla.qk_nope;
     case Dim::MlaValue: return mla.v_head_dim;
+    case Dim::QNorm: return qk_norm_whole ? q_width() : head_dim;
+    case Dim::KNorm: return qk_norm_whole ? kv_width() : head_dim;
+    case Dim::SsmHeadPairs: return 2 * delta.n_v_heads;
   }
   return 0;
 }
@@ -246,11 +250,18 @@ void ModelConfig::validate() const {
         d.n_v_heads <= 0 || d.n_v_heads > 1024 || d.n_v_heads % d.n_k_heads != 0)
       fail("bad DeltaNet sizes (convolution {}, head size {}, {} key and {} value heads)", d.conv_kernel, d.head_dim,
            d.n_k_heads, d.n_v_heads);
+    auto recurrent_has = [&](TensorKind k) {
+      return std::find(recurrent_tensors.begin(), recurrent_tensors.end(), k) != recurrent_tensors.end();
+    };
     for (TensorKind k : {TensorKind::AttnNorm, TensorKind::AttnQkv, TensorKind::AttnGate, TensorKind::SsmConv1d,
-                         TensorKind::SsmDt, TensorKind::SsmA, TensorKind::SsmBeta, TensorKind::SsmAlpha,
-                         TensorKind::SsmNorm, TensorKind::SsmOut, TensorKind::FfnNorm})
-      if (std::find(recurrent_tensors.begin(), recurrent_tensors.end(), k) == recurrent_tensors.end())
-        fail("a DeltaNet layer without {}", tensor_spec(k).name);
+                         TensorKind::SsmDt, TensorKind::SsmA, TensorKind::SsmNorm, TensorKind::SsmOut,
+                         TensorKind::FfnNorm})
+      if (!recurrent_has(k)) fail("a DeltaNet layer without {}", tensor_spec(k).name);
+    // beta and alpha: two projections, or one of both (qwen3next).
+    const bool apart = recurrent_has(TensorKind::SsmBeta) && recurrent_has(TensorKind::SsmAlpha);
+    const bool joint = recurrent_has(TensorKind::SsmBetaAlpha);
+    if (apart == joint || (joint && (recurrent_has(TensorKind::SsmBeta) || recurrent_has(TensorKind::SsmAlpha))))
+      fail("a DeltaNet layer needs ssm_beta and ssm_alpha, or ssm_ba, and not both");
     // Its feed-forward block is the attention layers' (the same list from FfnNorm on).
     auto ffn_of = [](const std::vector<TensorKind>& list) {
       return std::vector<TensorKind>(std::find(list.begin(), list.end(), TensorKind::FfnNorm), list.end());
@@ -308,6 +319,8 @@ void ModelConfig::validate() const {
   const bool experts = has(TensorKind::FfnGateExps) && has(TensorKind::FfnUpExps) && has(TensorKind::FfnDownExps);
   if (moe ? !experts : !dense) fail("a layer without a complete feed-forward block");
   if (has(TensorKind::AttnQNorm) != has(TensorKind::AttnKNorm)) fail("a Q norm without a K norm, or the reverse");
+  if (qk_norm_whole && (!has(TensorKind::AttnQNorm) || q_gate || latent_attention()))
+    fail("whole-projection Q/K norms without the norms, or with an output gate or latent attention");
 }
 
 ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
@@ -396,10 +409,21 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
   c.tied_output = f.find_tensor(shoal::tensor_name(TensorKind::Output)) == nullptr;
   c.rope_freq_factors = f.find_tensor(shoal::tensor_name(TensorKind::RopeFreqs)) != nullptr;
   c.q_gate = arch.attention_output_gate;
+  c.qk_norm_whole = arch.qk_norm_whole;
+  if (!arch.lead_tensors.empty()) c.n_dense_lead = static_cast<int>(f.get_int(key("leading_dense_block_count"), 0));
+  if (c.arch == "glm4moe" && f.find(key("rope.dimension_sections")))
+    fail("{}: rope.dimension_sections (GLM-4.5V's multimodal rope) is not supported", f.path());
   if (!arch.ffn_norm_name.empty()) c.ffn_norm_name = arch.ffn_norm_name;
-  if (!arch.recurrent_tensors.empty()) read_delta_net(f, c);
+  if (!arch.recurrent_tensors.empty()) {
+    read_delta_net(f, c);
+    c.delta.keys_interleaved = arch.delta_keys_interleaved;
+    for (int l = 0; l < c.n_layer; ++l)
+      if (c.recurrent(l) && f.find_tensor("blk." + std::to_string(l) + ".ssm_in.weight"))
+        fail("{}: a DeltaNet layer with the joint ssm_in projection of early qwen3next conversions: convert the model "
+             "again with a current convert_hf_to_gguf.py (it writes attn_qkv and attn_gate)", f.path());
+  }
   if (arch.latent_attention) read_latent_attention(f, c);
-  if (arch.routing_from_file && c.n_expert > 0) read_routing(f, c);
+  if (arch.routing_from_file && c.n_expert > 0) read_routing(f, arch, c);
   // Optional tensors: what the first layer of a kind has, every layer of
   // that kind must have (the binder checks).
   auto first_of = [&](LayerKind kind) {
@@ -416,9 +440,9 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
   for (const LayerTensor& t : arch.recurrent_tensors)
     if (!t.optional || f.find_tensor(c.tensor_name(t.kind, first_of(LayerKind::DeltaNet))))
       c.recurrent_tensors.push_back(t.kind);
-  // The shared expert's tensors follow either kind's.
+  // The shared expert's tensors follow either kind's (where the file has one).
   for (auto* list : {&c.layer_tensors, &c.recurrent_tensors})
-    if (!list->empty())
+    if (!list->empty() && c.n_ff_shexp > 0)
       for (const LayerTensor& t : arch.shared_expert_tensors) list->push_back(t.kind);
   try {
     c.validate();

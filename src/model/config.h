@@ -28,12 +28,14 @@ struct LayerSettings {
 
 // A Gated DeltaNet layer's sizes, as llama.cpp reads them (ssm.*): each key
 // head's q and k and each value head's v are head_dim wide; value heads
-// share key heads in turn (value head h reads key head h % n_k_heads).
+// share key heads in turn (value head h reads key head h % n_k_heads), or,
+// with keys_interleaved (qwen3next), in runs (h / (n_v_heads / n_k_heads)).
 struct DeltaNetShape {
   int conv_kernel = 0;  // taps of the causal convolution over q, k and v
   int head_dim = 0;     // ssm.state_size
   int n_k_heads = 0;    // ssm.group_count
   int n_v_heads = 0;    // ssm.time_step_rank
+  bool keys_interleaved = false;
   int key_width() const { return head_dim * n_k_heads; }
   int value_width() const { return head_dim * n_v_heads; }
   int conv_width() const { return 2 * key_width() + value_width(); }  // q, k, v side by side
@@ -96,6 +98,7 @@ struct ModelConfig {
   int n_dense_lead = 0;          // leading layers with a dense FFN before the expert ones (deepseek2)
   LatentAttentionShape mla;      // latent attention's sizes (deepseek2)
   bool q_gate = false;           // attn_q holds, head by head, the query and a gate on the output (qwen35)
+  bool qk_norm_whole = false;    // the Q/K norms span the whole projection, all heads at once (minimax-m2)
   DeltaNetShape delta;           // the DeltaNet layers' sizes (hybrid models)
   std::string ffn_norm_name = "ffn_norm.weight";  // the GGUF name of the FFN's norm
   std::vector<TensorKind> layer_tensors;      // what every attention layer holds, in bind and wire order

@@ -20,8 +20,8 @@ constexpr std::array kTensors = {
     TensorSpec{K::AttnQBias, "attn_q.bias", true, {QWidth, One, One}, true},
     TensorSpec{K::AttnKBias, "attn_k.bias", true, {KvWidth, One, One}, true},
     TensorSpec{K::AttnVBias, "attn_v.bias", true, {KvWidth, One, One}, true},
-    TensorSpec{K::AttnQNorm, "attn_q_norm.weight", true, {HeadDim, One, One}, true},
-    TensorSpec{K::AttnKNorm, "attn_k_norm.weight", true, {HeadDim, One, One}, true},
+    TensorSpec{K::AttnQNorm, "attn_q_norm.weight", true, {QNorm, One, One}, true},
+    TensorSpec{K::AttnKNorm, "attn_k_norm.weight", true, {KNorm, One, One}, true},
     TensorSpec{K::AttnOutput, "attn_output.weight", true, {AttnOut, Embd, One}, false},
     TensorSpec{K::AttnPostNorm, "post_attention_norm.weight", true, {Embd, One, One}, true},
     TensorSpec{K::FfnNorm, "ffn_norm.weight", true, {Embd, One, One}, true},
@@ -60,6 +60,7 @@ constexpr std::array kTensors = {
     TensorSpec{K::AttnKB, "attn_k_b.weight", true, {QkNope, KvLora, Heads}, false},
     TensorSpec{K::AttnVB, "attn_v_b.weight", true, {KvLora, MlaValue, Heads}, false},
     TensorSpec{K::FfnExpProbsB, "exp_probs_b.bias", true, {Experts, One, One}, true},
+    TensorSpec{K::SsmBetaAlpha, "ssm_ba.weight", true, {Embd, SsmHeadPairs, One}, false},
 };
 static_assert(kTensors.size() == static_cast<size_t>(TensorKind::COUNT));
 

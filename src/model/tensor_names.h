@@ -29,6 +29,9 @@ enum class TensorKind {
   // each head's absorbed key (latent <- nope query) and value (latent ->
   // value) matrices; the router's selection bias.
   AttnQA, AttnQANorm, AttnQB, AttnKvAMqa, AttnKvANorm, AttnKB, AttnVB, FfnExpProbsB,
+  // Qwen3-Next: the DeltaNet's beta and alpha projections in one matrix,
+  // grouped by key head ([beta x r | alpha x r] per key head, r value heads each).
+  SsmBetaAlpha,
   COUNT  // sentinel
 };
 constexpr int kFirstLayerKind = static_cast<int>(TensorKind::AttnNorm);
@@ -40,9 +43,12 @@ constexpr int layer_slot(TensorKind k) { return static_cast<int>(k) - kFirstLaye
 // the Ssm* and Conv* ones: DeltaNet's (model/config.h, DeltaNetShape);
 // AttnOut: the output projection's input (q_width, or n_head value heads
 // under latent attention); QLora, KvLora, QkNope, MlaValue: latent
-// attention's ranks and head parts (model/config.h, LatentAttentionShape).
+// attention's ranks and head parts (model/config.h, LatentAttentionShape);
+// QNorm, KNorm: a Q/K norm's width, a head's or the whole projection's
+// (minimax-m2); SsmHeadPairs: a beta and an alpha per DeltaNet head.
 enum class Dim { One, Embd, Vocab, QWidth, QProj, KvWidth, Heads, HeadDim, Ff, FfExpert, FfShared, Experts, RopeHalf,
-                 ConvKernel, ConvWidth, ValueWidth, SsmHeads, SsmHeadDim, AttnOut, QLora, KvLora, QkNope, MlaValue };
+                 ConvKernel, ConvWidth, ValueWidth, SsmHeads, SsmHeadDim, AttnOut, QLora, KvLora, QkNope, MlaValue,
+                 QNorm, KNorm, SsmHeadPairs };
 
 struct TensorSpec {
   TensorKind kind;

@@ -60,6 +60,7 @@ LayerScratch::LayerScratch(Backend& be, const ModelConfig& c, int max_tokens) {
     z = take(c.delta.value_width());
     alpha = take(c.delta.n_v_heads);
     beta = take(c.delta.n_v_heads);
+    beta_alpha = take(2 * c.delta.n_v_heads);
   }
   if (c.n_expert > 0) {
     router = take(c.n_expert);
@@ -102,7 +103,7 @@ uint64_t LayerScratch::bytes_for(const ModelConfig& c, int max_tokens) {
     widths += static_cast<uint64_t>(c.q_proj_width()) + std::max(c.mla.q_lora_rank, 1) + head_in_width(c) +
               head_out_width(c);
   if (c.has_recurrent_layers())
-    widths += static_cast<uint64_t>(c.delta.conv_width()) + c.delta.value_width() + 2ull * c.delta.n_v_heads;
+    widths += static_cast<uint64_t>(c.delta.conv_width()) + c.delta.value_width() + 4ull * c.delta.n_v_heads;
   if (c.n_expert > 0) widths += c.n_expert + c.n_embd + static_cast<uint64_t>(c.n_expert_used) * c.n_embd;
   return static_cast<uint64_t>(max_tokens) * widths * sizeof(float);
 }
@@ -137,7 +138,10 @@ bool attention_block(Backend& be, const ModelConfig& c, const LayerSettings& set
   if (!w[K::AttnQBias].empty()) be.add_bias(s.q, w[K::AttnQBias], n, c.q_width());
   if (!w[K::AttnKBias].empty()) be.add_bias(s.k, w[K::AttnKBias], n, c.kv_width());
   if (!w[K::AttnVBias].empty()) be.add_bias(s.v, w[K::AttnVBias], n, c.kv_width());
-  if (!w[K::AttnQNorm].empty()) {  // per-head RMSNorm before rope (qwen3, gemma3)
+  if (c.qk_norm_whole) {  // RMSNorm over every head at once (minimax-m2)
+    be.rmsnorm(s.q, w[K::AttnQNorm], s.q, n, c.q_width(), c.norm_eps);
+    be.rmsnorm(s.k, w[K::AttnKNorm], s.k, n, c.kv_width(), c.norm_eps);
+  } else if (!w[K::AttnQNorm].empty()) {  // per-head RMSNorm before rope (qwen3, gemma3)
     be.rmsnorm(s.q, w[K::AttnQNorm], s.q, n * c.n_head, c.head_dim, c.norm_eps);
     be.rmsnorm(s.k, w[K::AttnKNorm], s.k, n * c.n_head_kv, c.head_dim, c.norm_eps);
   }
@@ -227,11 +231,24 @@ void delta_net_block(Backend& be, const ModelConfig& c, const LayerWeights& w, c
                      LayerScratch& s) {
   using K = TensorKind;
   const DeltaNetShape& d = c.delta;
-  const Backend::MatmulOutput projections[] = {{&w[K::AttnQkv], s.mixed}, {&w[K::AttnGate], s.z},
-                                               {&w[K::SsmAlpha], s.alpha}, {&w[K::SsmBeta], s.beta}};
-  be.matmuls(projections, s.norm, n);
-  const DeltaNetParams params{&w[K::SsmConv1d], &w[K::SsmDt], &w[K::SsmA], d.conv_kernel, d.head_dim,
-                              d.n_k_heads, d.n_v_heads, c.norm_eps};
+  if (w[K::SsmBetaAlpha].empty()) {
+    const Backend::MatmulOutput projections[] = {{&w[K::AttnQkv], s.mixed}, {&w[K::AttnGate], s.z},
+                                                 {&w[K::SsmAlpha], s.alpha}, {&w[K::SsmBeta], s.beta}};
+    be.matmuls(projections, s.norm, n);
+  } else {
+    // One projection of both (qwen3next): per key head, its value heads'
+    // betas then their alphas; each to its own [n][n_v_heads] rows.
+    const Backend::MatmulOutput projections[] = {{&w[K::AttnQkv], s.mixed}, {&w[K::AttnGate], s.z},
+                                                 {&w[K::SsmBetaAlpha], s.beta_alpha}};
+    be.matmuls(projections, s.norm, n);
+    const int run = d.n_v_heads / d.n_k_heads;
+    const int64_t groups = static_cast<int64_t>(n) * d.n_k_heads;
+    be.copy_rows(s.beta, run, s.beta_alpha, 2 * run, run, groups);
+    be.copy_rows(s.alpha, run, s.beta_alpha + run, 2 * run, run, groups);
+  }
+  const DeltaNetParams params{&w[K::SsmConv1d], &w[K::SsmDt],  &w[K::SsmA], d.conv_kernel,
+                              d.head_dim,        d.n_k_heads,   d.n_v_heads, c.norm_eps,
+                              d.keys_interleaved};
   be.delta_net(s.mixed, s.alpha, s.beta, state, params, n, s.attn);
   be.rmsnorm(s.attn, w[K::SsmNorm], s.attn, n * d.n_v_heads, d.head_dim, c.norm_eps);
   be.swiglu(s.z, s.attn, s.attn, static_cast<int64_t>(n) * d.value_width());

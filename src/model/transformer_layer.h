@@ -31,8 +31,9 @@ struct LayerScratch {
   // and the gate [max_tokens][q_width].
   DevicePtr q_and_gate, q_gate;
   // DeltaNet layers (qwen35): the joint projection [max_tokens][conv_width],
-  // the output gate z [max_tokens][value_width], alpha and beta [max_tokens][n_v_heads].
-  DevicePtr mixed, z, alpha, beta;
+  // the output gate z [max_tokens][value_width], alpha and beta [max_tokens][n_v_heads],
+  // both from one projection [max_tokens][2 n_v_heads] (qwen3next).
+  DevicePtr mixed, z, alpha, beta, beta_alpha;
   // Latent attention (deepseek2): the heads' queries [max_tokens][q_proj_width],
   // the low-rank query [max_tokens][q_lora_rank], one head's slice in and out.
   DevicePtr q_heads, q_low, head_in, head_out;

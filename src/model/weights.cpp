@@ -116,7 +116,9 @@ std::vector<WeightToPrepare> weights_to_prepare(ModelWeights& w, const ModelConf
 }  // namespace
 
 AttentionHeads attention_heads(const ModelConfig& c) {
-  if (c.latent_attention()) return {};  // its heads are read through the latent: attention stays whole
+  // Latent attention reads its heads through the latent, and whole-projection
+  // Q/K norms read every head: attention stays whole (its matrices divide by rows).
+  if (c.latent_attention() || c.qk_norm_whole) return {};
   return {c.n_head, c.n_head_kv, c.head_dim, c.q_proj_width() / c.n_head};
 }
 

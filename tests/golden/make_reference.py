@@ -83,6 +83,9 @@ CASES = {
     "random-gpt-oss": ["fox", "long"],
     "random-gpt-oss-mxfp4": ["fox", "long"],
     "random-deepseek2": ["fox", "long"],
+    "random-qwen3next": ["fox", "long"],
+    "random-glm4moe": ["fox", "long"],
+    "random-minimax-m2": ["fox", "long"],
 }
 
 

@@ -136,6 +136,53 @@ MODELS = {
                                          "attn_kv_a_norm", "attn_k_b", "attn_v_b", "attn_output", "ffn_norm",
                                          "ffn_gate", "ffn_up", "ffn_down"],
                              sha256="da63f798b8fd75ddbfa23be66b315dc20ad23b95a2f6b05803e92e3c761f389e"),
+    # Qwen3-Next (qwen3next): Qwen3.5-MoE's layers with plain partial NeoX
+    # rope, each DeltaNet's beta and alpha in one projection (ssm_ba, grouped
+    # by key head) and value heads sharing key heads in runs (4 value heads
+    # over 2 key heads: 0 0 1 1, where Qwen3.5 reads 0 1 0 1).
+    "random-qwen3next": dict(arch="qwen3next", n_layer=4, rope_base=1e7, rope_dim=16, full_attention_interval=2,
+                             q_gate=True, n_expert=8, n_expert_used=2, n_ff_exp=128, n_ff_shexp=128,
+                             ssm=dict(conv_kernel=4, state_size=32, group_count=2, time_step_rank=4),
+                             layer=["attn_norm", "attn_q", "attn_k", "attn_v", "attn_q_norm", "attn_k_norm",
+                                    "attn_output", "post_attention_norm", "ffn_gate_inp", "ffn_gate_exps",
+                                    "ffn_up_exps", "ffn_down_exps", "ffn_gate_inp_shexp", "ffn_gate_shexp",
+                                    "ffn_up_shexp", "ffn_down_shexp"],
+                             recurrent_layer=["attn_norm", "attn_qkv", "attn_gate", "ssm_conv1d", "ssm_dt", "ssm_a",
+                                              "ssm_ba", "ssm_norm", "ssm_out", "post_attention_norm",
+                                              "ffn_gate_inp", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps",
+                                              "ffn_gate_inp_shexp", "ffn_gate_shexp", "ffn_up_shexp",
+                                              "ffn_down_shexp"],
+                             sha256="2de972312126939a9d1b1253d82a0d8db0273b6990b0b775c92eb330240035d1"),
+    # GLM-4.5 (glm4moe): Q/K/V biases and per-head Q/K norms, NeoX rope on
+    # half of each head, one leading dense layer, then 8 experts of 128 (top
+    # 2) by sigmoid with a selection bias, normalised and scaled by 2.5, and
+    # an ungated shared expert; the FFN norm stored as post_attention_norm;
+    # and, as the real files carry, one multi-token-prediction block after
+    # the model's four (nextn_predict_layers: a plain pass never runs it).
+    "random-glm4moe": dict(arch="glm4moe", n_layer=4, rope_dim=32, rope_base=1e6, n_expert=8, n_expert_used=2,
+                           n_ff_exp=128, n_dense_lead=1, n_shared=1, nextn=1,
+                           routing=dict(gating=2, norm=True, scale=2.5),
+                           layer=["attn_norm", "attn_q", "attn_q.bias", "attn_k", "attn_k.bias", "attn_v",
+                                  "attn_v.bias", "attn_q_norm", "attn_k_norm", "attn_output", "post_attention_norm",
+                                  "ffn_gate_inp", "exp_probs_b.bias", "ffn_gate_exps", "ffn_up_exps",
+                                  "ffn_down_exps", "ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp"],
+                           lead_layer=["attn_norm", "attn_q", "attn_q.bias", "attn_k", "attn_k.bias", "attn_v",
+                                       "attn_v.bias", "attn_q_norm", "attn_k_norm", "attn_output",
+                                       "post_attention_norm", "ffn_gate", "ffn_up", "ffn_down"],
+                           nextn_layer=["nextn.eh_proj", "nextn.enorm", "nextn.hnorm", "nextn.shared_head_norm"],
+                           sha256="2cf63998e122bcc9a6d33c659d9a2953c59740b29c6d25f62d0030ef50fca947"),
+    # MiniMax M2 (minimax-m2): Q/K RMSNorm over the whole projection (every
+    # head at once) before the heads are split, NeoX rope on half of each
+    # head; 8 experts of 128 (top 2) in every layer by sigmoid with a
+    # selection bias, always normalised, no shared expert. (llama.cpp sizes
+    # the experts by feed_forward_length, which the real files set to the
+    # expert's width.)
+    "random-minimax-m2": dict(arch="minimax-m2", n_layer=3, rope_dim=32, rope_base=5e6, n_expert=8, n_expert_used=2,
+                              n_ff=128, n_ff_exp=128, qk_norm_whole=True, routing=dict(gating=2),
+                              layer=["attn_norm", "attn_q", "attn_k", "attn_v", "attn_q_norm", "attn_k_norm",
+                                     "attn_output", "ffn_norm", "ffn_gate_inp", "exp_probs_b.bias", "ffn_gate_exps",
+                                     "ffn_up_exps", "ffn_down_exps"],
+                              sha256="50122c6c99b0237a8bd110f376c084d930ad543854fa1074bc077e0399bc4471"),
     # Llama 3.1: rope_freqs.weight divides the rotation frequencies.
     "random-llama3": dict(arch="llama", rope_base=5e5, rope_freqs=True,
                           layer=["attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate",
@@ -247,8 +294,6 @@ def layer_tensor(m, name):
             "attn_kv_a_mqa": ((lat + rope, e), e), "attn_kv_a_norm": norm(lat),
             "attn_k_b": ((h, lat, nope), nope), "attn_v_b": ((h, vh, lat), lat),
             "attn_output": ((e, h * vh), h * vh),
-            # A selection bias the size of the sigmoid's spread: it changes choices.
-            "exp_probs_b.bias": ((x,), (-0.3, 0.3)),
         }
         if name in extra:
             return extra[name]
@@ -263,16 +308,23 @@ def layer_tensor(m, name):
             # per token, exp(g), lands between ~0.2 and ~0.95.
             "ssm_dt": ((hv,), (-2.0, 0.0)), "ssm_a": ((hv,), (-1.0, -0.1)),
             "ssm_beta": ((hv, e), e), "ssm_alpha": ((hv, e), e), "ssm_norm": norm(hs),
+            "ssm_ba": ((2 * hv, e), e),
             "ssm_out": ((e, hs * hv), hs * hv),
         }
         if name in extra:
             return extra[name]
+    whole = m.get("qk_norm_whole")  # the Q/K norms span every head (minimax-m2)
     return {
         "attn_norm": norm(e), "ffn_norm": norm(e), "post_attention_norm": norm(e), "post_ffw_norm": norm(e),
-        "attn_q_norm": norm(m["head_dim"]), "attn_k_norm": norm(m["head_dim"]),
+        "attn_q_norm": norm(q if whole else m["head_dim"]), "attn_k_norm": norm(kv if whole else m["head_dim"]),
+        # A multi-token-prediction block's own tensors (glm4moe's nextn).
+        "nextn.eh_proj": ((e, 2 * e), 2 * e), "nextn.enorm": norm(e), "nextn.hnorm": norm(e),
+        "nextn.shared_head_norm": norm(e),
         "attn_q": ((qp, e), e), "attn_k": ((kv, e), e), "attn_v": ((kv, e), e), "attn_output": ((e, q), q),
         "ffn_gate": ((ff, e), e), "ffn_up": ((ff, e), e), "ffn_down": ((e, ff), ff),
         "ffn_gate_inp": ((x, e), e), "ffn_gate_inp_shexp": ((e,), e),
+        # A selection bias the size of the sigmoid's spread: it changes choices.
+        "exp_probs_b.bias": ((x,), (-0.3, 0.3)),
         # gpt-oss's biases and sinks (a sink's logit is comparable to a score's).
         "attn_q.bias": ((qp,), (-0.5, 0.5)), "attn_k.bias": ((kv,), (-0.5, 0.5)), "attn_v.bias": ((kv,), (-0.5, 0.5)),
         "attn_output.bias": ((e,), (-0.2, 0.2)), "attn_sinks": ((m["n_head"],), (-1.0, 2.0)),
@@ -295,7 +347,10 @@ def write(name, path):
 
     w = gguf.GGUFWriter(str(path), arch)
     w.add_name(name)
-    w.add_uint32(f"{arch}.block_count", m["n_layer"])
+    # Multi-token-prediction blocks follow the model's own and count in block_count.
+    w.add_uint32(f"{arch}.block_count", m["n_layer"] + m.get("nextn", 0))
+    if m.get("nextn"):
+        w.add_uint32(f"{arch}.nextn_predict_layers", m["nextn"])
     w.add_uint32(f"{arch}.context_length", m["ctx"])
     w.add_uint32(f"{arch}.embedding_length", m["n_embd"])
     w.add_uint32(f"{arch}.feed_forward_length", m["n_ff"])
@@ -310,14 +365,20 @@ def write(name, path):
         w.add_uint32(f"{arch}.attention.key_length_mla", mla["qk_nope"] + m["rope_dim"])
         w.add_uint32(f"{arch}.attention.value_length_mla", mla["v_head_dim"])
         w.add_uint32(f"{arch}.leading_dense_block_count", m["n_dense_lead"])
+    elif "n_dense_lead" in m:
+        w.add_uint32(f"{arch}.leading_dense_block_count", m["n_dense_lead"])
     if "routing" in m:
         r = m["routing"]
-        w.add_uint32(f"{arch}.expert_shared_count", m["n_shared"])
+        if "n_shared" in m:
+            w.add_uint32(f"{arch}.expert_shared_count", m["n_shared"])
         w.add_uint32(f"{arch}.expert_gating_func", r["gating"])
-        w.add_bool(f"{arch}.expert_weights_norm", r["norm"])
-        w.add_float32(f"{arch}.expert_weights_scale", r["scale"])
-        w.add_uint32(f"{arch}.expert_group_count", r["groups"])
-        w.add_uint32(f"{arch}.expert_group_used_count", r["groups_used"])
+        if "norm" in r:
+            w.add_bool(f"{arch}.expert_weights_norm", r["norm"])
+        if "scale" in r:
+            w.add_float32(f"{arch}.expert_weights_scale", r["scale"])
+        if "groups" in r:
+            w.add_uint32(f"{arch}.expert_group_count", r["groups"])
+            w.add_uint32(f"{arch}.expert_group_used_count", r["groups_used"])
     w.add_uint32(f"{arch}.rope.dimension_count", m.get("rope_dim", m["head_dim"]))
     if "yarn" in m:
         w.add_string(f"{arch}.rope.scaling.type", "yarn")
@@ -383,15 +444,17 @@ def write(name, path):
     if m.get("rerank"):
         w.add_tensor("cls.output.weight", uniform("cls.output", (2, e), 3.0 / np.sqrt(e)))
     interval = m.get("full_attention_interval", 0)
-    for l in range(m["n_layer"]):
-        recurrent = interval > 0 and (l + 1) % interval != 0
+    for l in range(m["n_layer"] + m.get("nextn", 0)):
+        recurrent = interval > 0 and (l + 1) % interval != 0 and l < m["n_layer"]
         lead = l < m.get("n_dense_lead", 0)
-        for t in m["recurrent_layer"] if recurrent else m["lead_layer"] if lead else m["layer"]:
+        # An MTP block: a layer of experts and its own projection and norms.
+        mtp = m["layer"] + m["nextn_layer"] if l >= m["n_layer"] else None
+        for t in mtp or (m["recurrent_layer"] if recurrent else m["lead_layer"] if lead else m["layer"]):
             shape, fan_in = layer_tensor(m, t)
             full = f"blk.{l}.{t}"
             # llama.cpp's names: ssm_a has no suffix, ssm_dt is a bias; a name
             # with its suffix (attn_q.bias) is taken as it is.
-            suffix = "" if "." in t else {"ssm_a": "", "ssm_dt": ".bias"}.get(t, ".weight")
+            suffix = "" if t.endswith((".bias", ".weight")) else {"ssm_a": "", "ssm_dt": ".bias"}.get(t, ".weight")
             if fan_in is None:
                 w.add_tensor(full + suffix, 1.0 + uniform(full, shape, 0.2))
             elif isinstance(fan_in, tuple):

@@ -252,7 +252,7 @@ TEST(ModelCatalogue, UnknownNamesAndQuantisationsAreNamed) {
     }
     return std::string("no error");
   };
-  EXPECT_NE(error_of("gpt-5:q4_0").find("known: deepseek-v3, gpt-oss-120b, gpt-oss-20b, kimi-k2, llama-2-7b"), std::string::npos)
+  EXPECT_NE(error_of("gpt-5:q4_0").find("known: deepseek-v3, glm-4.5-air, glm-4.6, gpt-oss-120b, gpt-oss-20b, kimi-k2, llama-2-7b"), std::string::npos)
       << error_of("gpt-5:q4_0");
   EXPECT_NE(error_of("llama-2-7b:q9").find("no quantisation 'q9'"), std::string::npos);
   EXPECT_FALSE(find_catalogue_model("/no/colon/model.gguf").has_value());

@@ -24,7 +24,8 @@ inline std::vector<std::string> random_model_paths() {
   std::vector<std::string> out;
   for (const char* name : {"random-qwen3", "random-gemma3", "random-qwen3moe", "random-mixtral", "random-llama3",
                            "random-qwen35", "random-qwen35moe", "random-qwen3-yarn",
-                           "random-gpt-oss", "random-gpt-oss-mxfp4", "random-deepseek2"}) {
+                           "random-gpt-oss", "random-gpt-oss-mxfp4", "random-deepseek2", "random-qwen3next",
+                           "random-glm4moe", "random-minimax-m2"}) {
     if (file_exists(random_model_path(name))) out.push_back(random_model_path(name));
     else if (std::getenv("SHOAL_REQUIRE_MODELS")) ADD_FAILURE() << "missing " << random_model_path(name);
   }

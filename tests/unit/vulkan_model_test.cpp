@@ -61,7 +61,8 @@ const std::map<std::string, std::string> kRefused = {{"random-qwen35", "does not
                                                      {"random-qwen35moe", "does not run gated_delta_net"},
                                                      {"random-gpt-oss", "does not run attention_sinks"},
                                                      {"random-gpt-oss-mxfp4", "does not run attention_sinks"},
-                                                     {"random-deepseek2", "does not run latent_attention"}};
+                                                     {"random-deepseek2", "does not run latent_attention"},
+                                                     {"random-qwen3next", "does not run gated_delta_net"}};
 
 bool refused_on_vulkan(const std::string& path) {
   return kRefused.contains(std::filesystem::path(path).stem().string());

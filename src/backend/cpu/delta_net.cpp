@@ -47,7 +47,7 @@ void l2_normalize(float* x, int n, float eps) {
 
 // Value head h over every row, in step order.
 void recur(const DeltaNetParams& p, const DeltaNetStep& s, int h) {
-  const int hd = p.head_dim, width = p.conv_width(), key_width = p.key_width(), kh = h % p.n_k_heads;
+  const int hd = p.head_dim, width = p.conv_width(), key_width = p.key_width(), kh = p.key_head_of(h);
   const float dt = p.dt_bias->f32()[h], a = p.a->f32()[h];
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   alignas(64) float sk[kMaxHeadDim], d[kMaxHeadDim], o[kMaxHeadDim];

@@ -55,9 +55,10 @@ constexpr std::tuple kFields{
                                  {"embd_scale", &C::embd_scale},
                                  {"logit_softcap", &C::logit_softcap},
                                  {"expert_weights_scale", &C::expert_weights_scale}}},
-    std::array<Field<bool>, 4>{{{"tied_output", &C::tied_output},
+    std::array<Field<bool>, 5>{{{"tied_output", &C::tied_output},
                                 {"rope_freq_factors", &C::rope_freq_factors},
                                 {"q_gate", &C::q_gate},
+                                {"qk_norm_whole", &C::qk_norm_whole},
                                 {"expert_weights_norm", &C::expert_weights_norm}}},
     std::array<Field<std::string>, 1>{{{"ffn_norm_name", &C::ffn_norm_name}}},
 };
@@ -109,7 +110,8 @@ nlohmann::json config_to_json(const ModelConfig& c) {
   j["lead_tensors"] = tensor_list(c.lead_tensors);
   j["expert_gating"] = c.expert_gating == ExpertGating::Sigmoid ? "sigmoid" : "softmax";
   j["latent_attention"] = {c.mla.q_lora_rank, c.mla.kv_lora_rank, c.mla.qk_nope, c.mla.v_head_dim};
-  j["delta_net"] = {c.delta.conv_kernel, c.delta.head_dim, c.delta.n_k_heads, c.delta.n_v_heads};
+  j["delta_net"] = {c.delta.conv_kernel, c.delta.head_dim, c.delta.n_k_heads, c.delta.n_v_heads,
+                    c.delta.keys_interleaved};
   j["yarn"] = {c.yarn.ext_factor, c.yarn.attn_factor, c.yarn.beta_fast, c.yarn.beta_slow, c.yarn.orig_ctx};
   nlohmann::json& layers = j["layers"] = nlohmann::json::array();
   for (const LayerSettings& l : c.layers)
@@ -134,7 +136,7 @@ ModelConfig config_from_json(const nlohmann::json& j) {
     c.mla = LatentAttentionShape{mla.at(0).get<int>(), mla.at(1).get<int>(), mla.at(2).get<int>(), mla.at(3).get<int>()};
     const auto& delta = j.at("delta_net");
     c.delta = DeltaNetShape{delta.at(0).get<int>(), delta.at(1).get<int>(), delta.at(2).get<int>(),
-                            delta.at(3).get<int>()};
+                            delta.at(3).get<int>(), delta.at(4).get<bool>()};
     const auto& yarn = j.at("yarn");
     c.yarn = RopeYarn{yarn.at(0).get<float>(), yarn.at(1).get<float>(), yarn.at(2).get<float>(),
                       yarn.at(3).get<float>(), yarn.at(4).get<int>()};
