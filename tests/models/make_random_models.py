@@ -249,6 +249,23 @@ MODELS["bench-deepseek2"] = dict(
     n_expert_used=4, n_ff_exp=512, quant="Q8_0",
     mla=dict(q_lora_rank=384, kv_lora_rank=256, qk_nope=64, v_head_dim=64),
     sha256="c33507d92b466d751d9d4e44d2c9b1ac1dc75c6a0f468e7297c0161b7b8e8e09")
+# The families of late 2026 at ~0.45 B parameters each, Q8_0: Qwen3-Next's
+# layers (12 of width 1024, every fourth full attention over 8/2 heads of
+# 256; DeltaNets of 8 key and 16 value heads of 128, in runs; 16 experts of
+# 512, top 4, and a shared one), GLM-4.5's (16 layers, 8/2 heads of 128 with
+# biases and Q/K norms, the first dense, then 16 experts of 512, top 4, and a
+# shared one) and MiniMax M2's (12 layers, 16/4 heads of 64 with norms over
+# the whole projection, 16 experts of 512, top 4).
+MODELS["bench-qwen3next"] = dict(
+    MODELS["random-qwen3next"], n_embd=1024, n_layer=12, n_head=8, n_head_kv=2, head_dim=256, rope_dim=64,
+    full_attention_interval=4, n_expert=16, n_expert_used=4, n_ff_exp=512, n_ff_shexp=512, quant="Q8_0",
+    ssm=dict(conv_kernel=4, state_size=128, group_count=8, time_step_rank=16), sha256="1753b518e19114f6e8b169177e38d595521e6e67c456b07b4a84e0b19b664c43")
+MODELS["bench-glm4moe"] = dict(
+    MODELS["random-glm4moe"], n_embd=1024, n_layer=16, n_head=8, n_head_kv=2, head_dim=128, rope_dim=64,
+    n_ff=2816, n_expert=16, n_expert_used=4, n_ff_exp=512, nextn=0, quant="Q8_0", sha256="c45940e248a945b96aa9ac3ef740d5f79b5c7126f54ff06fdd16ff2fbc2625a2")
+MODELS["bench-minimax-m2"] = dict(
+    MODELS["random-minimax-m2"], n_embd=1024, n_layer=12, n_head=16, n_head_kv=4, head_dim=64, rope_dim=32,
+    n_ff=512, n_expert=16, n_expert_used=4, n_ff_exp=512, quant="Q8_0", sha256="9930eb7760e1d260108e88e107f2204aa3d69a8b52ff2852ba20d7e3564bf965")
 TEST_MODELS = [name for name in MODELS if name.startswith("random-")]
 
 
