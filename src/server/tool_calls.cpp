@@ -14,7 +14,8 @@ using ojson = nlohmann::ordered_json;
 
 constexpr std::string_view kMarkers[] = {"<tool_call>", "<|python_tag|>", "[TOOL_CALLS]",
                                          "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>",
-                                         "<|tool_calls_section_begin|>", "<|tool_call_begin|>", "to=functions."};
+                                         "<|tool_calls_section_begin|>", "<|tool_call_begin|>", "to=functions.",
+                                         "<minimax:tool_call>"};
 
 std::string trim(std::string_view s) {
   size_t b = 0, e = s.size();
@@ -108,8 +109,14 @@ bool json_arguments(std::string_view s, ToolCall& call) {
   return true;
 }
 
-// GLM 4.5+: <tool_call>name\n<arg_key>k</arg_key>\n<arg_value>v</arg_value>…</tool_call>;
-// a value that reads as JSON (a number, an object) is that, else a string.
+// An argument written as text (GLM's, MiniMax's): what reads as JSON (a
+// number, an object) is that, else the text as a string.
+ojson text_argument(std::string_view text) {
+  ojson parsed = ojson::parse(text, nullptr, false);
+  return parsed.is_discarded() ? ojson(std::string(text)) : parsed;
+}
+
+// GLM 4.5+: <tool_call>name\n<arg_key>k</arg_key>\n<arg_value>v</arg_value>…</tool_call>.
 bool glm_call(std::string_view body, ToolCall& call) {
   const size_t first = body.find("<arg_key>");
   call.name = trim(body.substr(0, std::min(first, body.find('\n'))));
@@ -122,9 +129,7 @@ bool glm_call(std::string_view body, ToolCall& call) {
     if (key_end == std::string_view::npos || value == std::string_view::npos || value_end == std::string_view::npos)
       return false;
     const std::string key = trim(body.substr(at + 9, key_end - at - 9));
-    const std::string_view text = body.substr(value + 11, value_end - value - 11);
-    ojson parsed = ojson::parse(text, nullptr, false);
-    args[key] = parsed.is_discarded() ? ojson(std::string(text)) : parsed;
+    args[key] = text_argument(body.substr(value + 11, value_end - value - 11));
     at = value_end;
   }
   call.id = random_id("call_");
@@ -203,6 +208,59 @@ bool kimi_calls(std::string_view s, ToolReply& reply) {
     if (const size_t colon = name.rfind(':'); colon != std::string::npos) name.erase(colon);
     return true;
   }, reply);
+}
+
+// The quoted value of the `name` attribute of a tag that opens at s[at]
+// ("<invoke name=\"x\">"); `after` is one past the tag's '>'. Empty: none.
+std::string name_attribute(std::string_view s, size_t at, size_t& after) {
+  const size_t tag_end = s.find('>', at);
+  const size_t eq = s.find("name=", at);
+  if (tag_end == std::string_view::npos || eq == std::string_view::npos || eq > tag_end || eq + 5 >= tag_end)
+    return {};
+  const char quote = s[eq + 5];
+  const size_t close = quote == '"' || quote == '\'' ? s.find(quote, eq + 6) : std::string_view::npos;
+  if (close == std::string_view::npos || close > tag_end) return {};
+  after = tag_end + 1;
+  return std::string(s.substr(eq + 6, close - eq - 6));
+}
+
+// MiniMax M2: <minimax:tool_call><invoke name="NAME"><parameter name="K">V</parameter>…</invoke>…
+// </minimax:tool_call>; a value as GLM's, less the newlines around it.
+bool minimax_calls(std::string_view s, ToolReply& reply) {
+  constexpr std::string_view kBegin = "<minimax:tool_call>", kEnd = "</minimax:tool_call>";
+  const size_t start = s.find(kBegin);
+  if (start == std::string_view::npos) return false;
+  const size_t close = s.find(kEnd, start);
+  const size_t stop = close == std::string_view::npos ? s.size() : close + kEnd.size();
+  const std::string_view section = s.substr(start, (close == std::string_view::npos ? s.size() : close) - start);
+  std::vector<ToolCall> calls;
+  for (size_t at = section.find("<invoke "); at != std::string_view::npos; at = section.find("<invoke ", at)) {
+    size_t body = 0;
+    ToolCall c;
+    c.id = random_id("call_");
+    c.name = name_attribute(section, at, body);
+    const size_t end = section.find("</invoke>", body);
+    if (c.name.empty() || end == std::string_view::npos) return false;
+    ojson args = ojson::object();
+    for (size_t p = section.find("<parameter ", body); p < end; p = section.find("<parameter ", p)) {
+      size_t value = 0;
+      const std::string key = name_attribute(section, p, value);
+      const size_t value_end = section.find("</parameter>", value);
+      if (key.empty() || value_end == std::string_view::npos || value_end > end) return false;
+      std::string_view text = section.substr(value, value_end - value);
+      if (text.starts_with('\n')) text.remove_prefix(1);
+      if (text.ends_with('\n')) text.remove_suffix(1);
+      args[key] = text_argument(text);
+      p = value_end;
+    }
+    c.arguments = args.dump();
+    calls.push_back(std::move(c));
+    at = end;
+  }
+  if (calls.empty()) return false;
+  reply.calls = std::move(calls);
+  set_content(s, start, stop, reply);
+  return true;
 }
 
 // gpt-oss (harmony): … to=functions.NAME<|channel|>commentary json<|message|>ARGS
@@ -299,7 +357,7 @@ ToolReply parse_tool_calls(const std::string& text, const std::vector<std::strin
       }
     }
   }
-  for (auto* family : {&deepseek_calls, &kimi_calls, &gpt_oss_call}) {
+  for (auto* family : {&deepseek_calls, &kimi_calls, &minimax_calls, &gpt_oss_call}) {
     if (family(s, reply)) return reply;
   }
   // A reply that is nothing but calls naming offered tools: one object, a
@@ -366,7 +424,7 @@ const std::vector<std::string>& tool_call_markers() {
       "<arg_value>", "</arg_value>", "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>",
       "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>", "<|tool_calls_section_begin|>", "<|tool_call_begin|>",
       "<|tool_call_argument_begin|>", "<|tool_call_end|>", "<|tool_calls_section_end|>", "<|start|>",
-      "<|channel|>", "<|message|>", "<|constrain|>"};
+      "<|channel|>", "<|message|>", "<|constrain|>", "<minimax:tool_call>", "</minimax:tool_call>"};
   return markers;
 }
 

@@ -9,6 +9,8 @@
 //                    (V3, R1) or name<｜tool▁sep｜>{…} (V3.1+), in a <｜tool▁calls▁begin｜> section
 //   Kimi K2          <|tool_call_begin|>functions.name:0<|tool_call_argument_begin|>{…}<|tool_call_end|>
 //   gpt-oss          … to=functions.name<|channel|>commentary json<|message|>{…}
+//   MiniMax M2       <minimax:tool_call><invoke name="name"><parameter name="k">v</parameter>…</invoke>…
+//                    </minimax:tool_call>
 //   any family       a reply that is nothing but such an object (or a list of
 //                    them), bare or in a ```json fence, naming an offered tool
 //                    (small models, Qwen2.5-Coder among them, answer so;

@@ -105,6 +105,49 @@ TEST(ToolCalls, StreamedFamilyMarkersHoldTheCall) {
   EXPECT_EQ(args(r.calls[0])["b"], 2);
 }
 
+// MiniMax M2's XML: invokes in a <minimax:tool_call> section, each
+// parameter's value JSON where it reads as JSON (the newlines MiniMax puts
+// around a value are not part of it), the text before the section content.
+TEST(ToolCalls, MiniMaxM2InvokesAreCalls) {
+  ToolReply r = parse_tool_calls("<think>It needs the weather.</think>Checking.\n<minimax:tool_call>\n"
+                                 "<invoke name=\"get_weather\">\n<parameter name=\"city\">Paris</parameter>\n"
+                                 "<parameter name=\"unit\">\ncelsius\n</parameter>\n</invoke>\n"
+                                 "<invoke name=\"add\">\n<parameter name=\"a\">2</parameter>\n"
+                                 "<parameter name=\"b\">{\"x\": [1]}</parameter>\n</invoke>\n</minimax:tool_call>",
+                                 kTools);
+  ASSERT_EQ(r.calls.size(), 2u);
+  EXPECT_EQ(r.content, "<think>It needs the weather.</think>Checking.");
+  EXPECT_EQ(r.calls[0].name, "get_weather");
+  EXPECT_EQ(args(r.calls[0])["city"], "Paris");
+  EXPECT_EQ(args(r.calls[0])["unit"], "celsius");
+  EXPECT_EQ(r.calls[1].name, "add");
+  EXPECT_EQ(args(r.calls[1])["a"], 2);
+  EXPECT_EQ(args(r.calls[1])["b"]["x"][0], 1);
+  EXPECT_NE(r.calls[0].id, r.calls[1].id);
+  // A call with no parameters; single quotes around the name.
+  r = parse_tool_calls("<minimax:tool_call><invoke name='add'></invoke></minimax:tool_call>", kTools);
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(r.calls[0].arguments, "{}");
+  // Broken sections stay text: no name, an unclosed invoke or parameter.
+  for (const char* text : {"<minimax:tool_call><invoke>x</invoke></minimax:tool_call>",
+                           "<minimax:tool_call><invoke name=\"add\"><parameter name=\"a\">1</minimax:tool_call>",
+                           "<minimax:tool_call><invoke name=\"add\"><parameter name=\"a\">1</invoke>"}) {
+    r = parse_tool_calls(text, kTools);
+    EXPECT_TRUE(r.calls.empty()) << text;
+    EXPECT_EQ(r.content, text);
+  }
+  // Streamed: the content before the section goes out, the section is held.
+  ToolCallSplitter split(kTools);
+  std::string content;
+  for (const char* piece : {"Sure", ". <minimax:", "tool_call>\n<invoke name=\"add\">", "<parameter name=\"a\">1",
+                            "</parameter></invoke>\n</minimax:tool_call>"})
+    content += split.feed(piece);
+  r = split.finish();
+  EXPECT_EQ(content, "Sure. ");
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(args(r.calls[0])["a"], 1);
+}
+
 TEST(ToolCalls, BareOrFencedCallsNamingOfferedTools) {
   ToolReply r = parse_tool_calls("```json\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n```", kTools);
   ASSERT_EQ(r.calls.size(), 1u);
