@@ -167,7 +167,7 @@ def test_every_architecture_across_two_workers(shoal_bin, workers, name):
     cluster = ["--rpc", ",".join(w.address for w in ws), "--chain"]
     for spec in (["--spec-type", "ngram"], ["-md", model]):
         r = run_shoal(shoal_bin, *args, *cluster, *spec, timeout=300)
-        if name.startswith("random-qwen35"):
+        if name.startswith(("random-qwen35", "random-qwen3next")):
             assert r.returncode == 1 and "recurrent state" in r.stderr, r.stderr
             continue
         assert r.returncode == 0, r.stderr
