@@ -67,10 +67,6 @@ void print_speculation(const CommonOptions& o, double draft_accept, const Plan& 
     what = fmt::format("draft model {} ({:.2f} ms a guessed token on the primary)", spec.draft_model,
                        s.draft_token_ms);
   }
-  if (std::find(input.layer_recurrent.begin(), input.layer_recurrent.end(), true) != input.layer_recurrent.end()) {
-    std::printf("speculative decoding: refused for this model (a recurrent state cannot take back a wrong guess)\n");
-    return;
-  }
   const SpeculativePrediction p = predict_speculative(plan, input, relay, s);
   std::printf("speculative decoding, %s, %.0f %% of guessed tokens right:\n", printable(what).c_str(),
               draft_accept * 100);

@@ -92,9 +92,10 @@ void Engine::check_speculative() {
   if (spec.type == SpecType::Ngram && !spec.draft_model.empty())
     fail("--spec-type ngram guesses without a draft model: give -md or --spec-type ngram, not both");
   // A verified guess is kept and a wrong one overwritten: the target's
-  // cache must go back by a whole guess.
+  // cache must go back by a whole guess (a recurrent state goes back within
+  // the step that guessed, which its stages keep: rewind_rows).
   const int rollback = KvCache::max_rollback(config_, n_ctx_, n_batch_);
-  if (rollback < spec.draft_max + 1)
+  if (!config_.has_recurrent_layers() && rollback < spec.draft_max + 1)
     fail("speculative decoding needs a cache that can be cut back by {} tokens, and {}'s {} cannot", spec.draft_max + 1,
          config_.arch, rollback == 0 ? "recurrent state" : "sliding window");
   if (spec.draft_max + 1 > n_batch_) fail("--draft-max {} needs a batch of {} tokens (-b)", spec.draft_max, spec.draft_max + 1);
@@ -105,13 +106,19 @@ void Engine::make_drafter() {
   if (spec.type == SpecType::None) return;
   // A slot's record stops short of its stages' rows by a wrong guess at
   // most, so prefix reuse keeps that much of the window in hand.
-  if (pipeline_->max_rollback() != INT_MAX) pipeline_->set_max_rollback(pipeline_->max_rollback() - spec.draft_max - 1);
+  if (pipeline_->max_rollback() != INT_MAX)
+    pipeline_->set_max_rollback(std::max(0, pipeline_->max_rollback() - spec.draft_max - 1));
   if (spec.type == SpecType::Draft) {
     drafter_ = std::make_unique<ModelDrafter>(spec, *this, *pool_);
   } else {
     drafter_ = std::make_unique<NgramDrafter>();
   }
   spdlog::info("speculative decoding: {}", drafter_->describe());
+}
+
+int Engine::rewind_rows() const {
+  const SpeculativeOptions& spec = options_.speculative;
+  return config_.has_recurrent_layers() && spec.type != SpecType::None ? spec.draft_max + 1 : 0;
 }
 
 std::vector<std::unique_ptr<Stage>> Engine::make_local_stages(int begin, int end) {
@@ -121,7 +128,7 @@ std::vector<std::unique_ptr<Stage>> Engine::make_local_stages(int begin, int end
   if (split < end) {
     prepare_weights(*gpu_backend_, weights_, config_, BindRange{split, end, false});
     stages.push_back(std::make_unique<LocalStage>(*gpu_backend_, config_, weights_, split, end, options_.n_seq, n_ctx_,
-                                                  n_batch_, options_.kv_types));
+                                                  n_batch_, options_.kv_types, 0, rewind_rows()));
   }
   return stages;
 }
@@ -129,7 +136,7 @@ std::vector<std::unique_ptr<Stage>> Engine::make_local_stages(int begin, int end
 std::unique_ptr<Stage> Engine::make_local_stage(int begin, int end) {
   prepare_weights(*backend_, weights_, config_, BindRange{begin, end, false});
   return std::make_unique<LocalStage>(*backend_, config_, weights_, begin, end, options_.n_seq, n_ctx_, n_batch_,
-                                      options_.kv_types);
+                                      options_.kv_types, 0, rewind_rows());
 }
 
 std::optional<int> Engine::rebuild_stages(const std::exception* cause, const Pipeline::KeepPositions& keep) {

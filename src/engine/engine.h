@@ -105,6 +105,10 @@ class Engine {
   static constexpr int kReplayAttempts = 8;
   int n_ctx() const { return n_ctx_; }
   int n_batch() const { return n_batch_; }
+  // How many rows of a sequence's step a stage of a hybrid model keeps to
+  // take a wrong guess back (RecurrentState): a guess and the token before
+  // it when speculating, else 0.
+  int rewind_rows() const;
   int threads() const { return pool_->size(); }
 
  private:

@@ -7,7 +7,7 @@
 namespace shoal {
 
 LocalStage::LocalStage(Backend& backend, const ModelConfig& config, const ModelWeights& weights, int begin, int end,
-                       int n_seq, int n_ctx, int max_tokens, KvTypes kv_types, int kv_heads)
+                       int n_seq, int n_ctx, int max_tokens, KvTypes kv_types, int kv_heads, int rewind_rows)
     : backend_(backend),
       config_(config),
       weights_(weights),
@@ -15,8 +15,9 @@ LocalStage::LocalStage(Backend& backend, const ModelConfig& config, const ModelW
       end_(end),
       max_tokens_(max_tokens),
       ends_model_(end == config.n_layer),
-      kv_(backend, config, begin, end, n_seq, n_ctx, max_tokens, kv_types, kv_heads),
-      state_(backend, config, begin, end, n_seq),
+      kv_(backend, config, begin, end, n_seq, n_ctx, max_tokens, kv_types, kv_heads,
+          config.has_recurrent_layers() ? std::max(rewind_rows - 1, 0) : 0),
+      state_(backend, config, begin, end, n_seq, config.has_recurrent_layers() ? rewind_rows : 0),
       scratch_(backend, config, max_tokens) {
   if (begin < 0 || end > config.n_layer || begin >= end)
     fail("bad layer range [{}, {}) for a model of {} layers", begin, end, config.n_layer);
@@ -55,10 +56,41 @@ void LocalStage::run_layers(const Batch& batch) {
                   l - begin_, n, scratch_, l == end_ - 1 ? rows_out : nullptr);
 }
 
+void LocalStage::rewind(int seq, int n_pos) {
+  if (!rewind_delta_nets(backend_, config_, weights_.layers, begin_, end_, state_, seq, n_pos, scratch_))
+    fail("sequence {} cannot go back from {} to {} positions: its recurrent state keeps only its last step", seq,
+         kv_.length(seq), n_pos);
+}
+
+void LocalStage::truncate_sequence(int seq, int n_pos) {
+  if (config_.has_recurrent_layers() && seq >= 0 && seq < kv_.n_seq() && n_pos > 0 && n_pos < kv_.length(seq))
+    rewind(seq, n_pos);
+  kv_.truncate(seq, n_pos);
+}
+
+bool LocalStage::admit(const Batch& batch) {
+  bool rewound = false;
+  if (config_.has_recurrent_layers()) {
+    for (int t = 0; t < batch.size(); ++t) {
+      const int seq = batch.seq_ids[t], p = batch.positions[t];
+      // A sequence's first row in the batch: where it goes on from.
+      bool first = true;
+      for (int u = 0; u < t && first; ++u) first = batch.seq_ids[u] != seq;
+      if (first && seq >= 0 && seq < kv_.n_seq() && p > 0 && p < kv_.length(seq)) {
+        truncate_sequence(seq, p);
+        rewound = true;
+      }
+    }
+  }
+  kv_.admit(batch.seq_ids.data(), batch.positions.data(), batch.size());
+  state_.begin_step(batch);
+  return rewound;
+}
+
 void LocalStage::forward(const Batch& batch, float* hidden) {
   if (batch.size() > max_tokens_) fail("batch of {} tokens exceeds the stage's {}", batch.size(), max_tokens_);
   const size_t bytes = static_cast<size_t>(batch.size()) * config_.n_embd * sizeof(float);
-  kv_.admit(batch.seq_ids.data(), batch.positions.data(), batch.size());
+  admit(batch);
   backend_.begin_step(batch.seq_ids.data(), batch.positions.data(), batch.size());
   try {
     backend_.upload(scratch_.x, hidden, bytes);
@@ -74,7 +106,8 @@ void LocalStage::forward(const Batch& batch, float* hidden) {
 void LocalStage::forward_on_device(const Batch& batch, DevicePtr rows) {
   if (batch.size() > max_tokens_) fail("batch of {} tokens exceeds the stage's {}", batch.size(), max_tokens_);
   const size_t bytes = static_cast<size_t>(batch.size()) * config_.n_embd * sizeof(float);
-  kv_.admit(batch.seq_ids.data(), batch.positions.data(), batch.size());
+  // Inside the caller's step: a rewind's own step ended it, so it begins again.
+  if (admit(batch)) backend_.begin_step(batch.seq_ids.data(), batch.positions.data(), batch.size());
   backend_.copy(scratch_.x, rows, bytes);
   run_layers(batch);
   backend_.copy(rows, scratch_.x, bytes);

@@ -13,16 +13,19 @@ namespace shoal {
 // memory (a KV cache; a recurrent state for DeltaNet layers).
 class LocalStage : public Stage {
  public:
-  // kv_heads: as KvCache's (0: all of each layer's KV heads).
+  // kv_heads: as KvCache's (0: all of each layer's KV heads); rewind_rows:
+  // how many rows of a sequence's step its recurrent state keeps to take
+  // the step back (speculative decoding on a hybrid model; RecurrentState).
   LocalStage(Backend& backend, const ModelConfig& config, const ModelWeights& weights, int begin, int end, int n_seq,
-             int n_ctx, int max_tokens, KvTypes kv_types, int kv_heads = 0);
+             int n_ctx, int max_tokens, KvTypes kv_types, int kv_heads = 0, int rewind_rows = 0);
 
   int layer_begin() const override { return begin_; }
   int layer_end() const override { return end_; }
   std::string describe() const override;
   std::vector<StageDevice> devices() const override;
   void forward(const Batch& batch, float* hidden) override;
-  void truncate_sequence(int seq, int n_pos) override { kv_.truncate(seq, n_pos); }
+  // A hybrid model's sequence goes back within its last step only.
+  void truncate_sequence(int seq, int n_pos) override;
   bool runs_on(const Backend& backend) const override { return &backend == &backend_; }
   void forward_on_device(const Batch& batch, DevicePtr rows) override;
 
@@ -41,6 +44,11 @@ class LocalStage : public Stage {
   LayerScratch scratch_;
 
   void run_layers(const Batch& batch);  // on scratch_.x, inside a step
+  // Before a step: a sequence that the batch takes up before its end goes
+  // back there first (a wrong guess overwritten); its recurrent state notes the step.
+  // True when a sequence went back (a step of its own ran on the backend).
+  bool admit(const Batch& batch);
+  void rewind(int seq, int n_pos);
 };
 
 }  // namespace shoal

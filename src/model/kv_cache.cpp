@@ -66,12 +66,12 @@ size_t KvCache::bytes_for(const ModelConfig& c, int begin, int end, int n_seq, i
 }
 
 KvCache::KvCache(Backend& backend, const ModelConfig& config, int begin, int end, int n_seq, int n_ctx,
-                 int max_tokens, KvTypes types, int kv_heads)
+                 int max_tokens, KvTypes types, int kv_heads, int recurrent_rewind)
     : backend_(backend),
       n_seq_(n_seq),
       n_ctx_(n_ctx),
       width_(config.kv_width() / config.n_head_kv * heads_held(config, kv_heads)),
-      rollback_(max_rollback(config, n_ctx, max_tokens)),
+      rollback_(config.has_recurrent_layers() ? recurrent_rewind : max_rollback(config, n_ctx, max_tokens)),
       recurrent_(config.has_recurrent_layers()),
       v_in_k_(config.latent_attention()),
       types_(types),

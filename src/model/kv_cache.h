@@ -39,8 +39,10 @@ class KvCache {
   // positions, in the backend's memory (written by Backend::kv_store).
   // kv_heads: how many of each layer's KV heads it holds (0: all; a tensor
   // group member dividing attention by heads: its share's, weights.h).
+  // recurrent_rewind: with DeltaNet layers, how far a sequence may go back
+  // (the stage's recurrent state takes the last step back; 0: not at all).
   KvCache(Backend& backend, const ModelConfig& config, int begin, int end, int n_seq, int n_ctx, int max_tokens,
-          KvTypes types, int kv_heads = 0);
+          KvTypes types, int kv_heads = 0, int recurrent_rewind = 0);
 
   int n_seq() const { return n_seq_; }
   int n_ctx() const { return n_ctx_; }

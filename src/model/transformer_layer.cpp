@@ -224,11 +224,20 @@ bool latent_attention_block(Backend& be, const ModelConfig& c, const LayerSettin
   return true;
 }
 
+DeltaNetParams delta_net_params(const ModelConfig& c, const LayerWeights& w) {
+  using K = TensorKind;
+  const DeltaNetShape& d = c.delta;
+  return DeltaNetParams{&w[K::SsmConv1d], &w[K::SsmDt],  &w[K::SsmA], d.conv_kernel,
+                        d.head_dim,        d.n_k_heads,   d.n_v_heads, c.norm_eps,
+                        d.keys_interleaved};
+}
+
 // A Gated DeltaNet over its recurrent state; leaves [n][value_width] in
 // s.attn: each head's output normalised and gated by silu(z). Every row
-// goes through the state, wanted or not.
-void delta_net_block(Backend& be, const ModelConfig& c, const LayerWeights& w, const RecurrentLayer& state, int n,
-                     LayerScratch& s) {
+// goes through the state, wanted or not; the state keeps what a step that
+// may be taken back needs (model/recurrent_state.h).
+void delta_net_block(Backend& be, const ModelConfig& c, const LayerWeights& w, const RecurrentState& state, int index,
+                     int n, LayerScratch& s) {
   using K = TensorKind;
   const DeltaNetShape& d = c.delta;
   if (w[K::SsmBetaAlpha].empty()) {
@@ -246,10 +255,8 @@ void delta_net_block(Backend& be, const ModelConfig& c, const LayerWeights& w, c
     be.copy_rows(s.beta, run, s.beta_alpha, 2 * run, run, groups);
     be.copy_rows(s.alpha, run, s.beta_alpha + run, 2 * run, run, groups);
   }
-  const DeltaNetParams params{&w[K::SsmConv1d], &w[K::SsmDt],  &w[K::SsmA], d.conv_kernel,
-                              d.head_dim,        d.n_k_heads,   d.n_v_heads, c.norm_eps,
-                              d.keys_interleaved};
-  be.delta_net(s.mixed, s.alpha, s.beta, state, params, n, s.attn);
+  state.keep(be, index, s.mixed, s.alpha, s.beta);
+  be.delta_net(s.mixed, s.alpha, s.beta, state.layer(index), delta_net_params(c, w), n, s.attn);
   be.rmsnorm(s.attn, w[K::SsmNorm], s.attn, n * d.n_v_heads, d.head_dim, c.norm_eps);
   be.swiglu(s.z, s.attn, s.attn, static_cast<int64_t>(n) * d.value_width());
 }
@@ -268,7 +275,7 @@ void forward_layer(Backend& be, const ModelConfig& c, int layer, const LayerWeig
   // Token mixing: attention or a DeltaNet, into s.attn.
   be.rmsnorm(x, w[K::AttnNorm], s.norm, n, c.n_embd, c.norm_eps);
   if (recurrent) {
-    delta_net_block(be, c, w, memory.state.layer(index), n, s);
+    delta_net_block(be, c, w, memory.state, index, n, s);
     if (rows_out && rows_out->empty()) return;
   } else if (c.latent_attention()) {
     if (!latent_attention_block(be, c, settings, w, memory.kv.layer(index), n, s, rows_out)) return;
@@ -301,6 +308,29 @@ void forward_layer(Backend& be, const ModelConfig& c, int layer, const LayerWeig
     be.rmsnorm(s.proj, w[K::FfnPostNorm], s.proj, m, c.n_embd, c.norm_eps);
   be.add(x, s.proj, residual);
   if (some) scatter_rows(be, x, c.n_embd, *rows_out);
+}
+
+bool rewind_delta_nets(Backend& be, const ModelConfig& c, const std::vector<LayerWeights>& layers, int begin, int end,
+                       RecurrentState& state, int seq, int n_pos, LayerScratch& s) {
+  const std::optional<RecurrentState::Rewind> r = state.rewind_for(seq, n_pos);
+  if (!r) return false;
+  std::vector<int32_t> seq_ids(r->rows, seq), positions(r->rows);
+  for (int i = 0; i < r->rows; ++i) positions[i] = r->first + i;
+  be.begin_step(seq_ids.data(), positions.data(), r->rows);
+  try {
+    for (int l = begin; l < end; ++l) {
+      if (!c.recurrent(l)) continue;
+      state.restore(be, l - begin, seq, r->rows, s.mixed, s.alpha, s.beta);
+      if (r->rows > 0)
+        be.delta_net(s.mixed, s.alpha, s.beta, state.layer(l - begin), delta_net_params(c, layers[l]), r->rows, s.attn);
+    }
+  } catch (...) {
+    be.abandon_step();
+    throw;
+  }
+  be.finish_step();
+  state.forget(seq);
+  return true;
 }
 
 }  // namespace shoal

@@ -84,6 +84,14 @@ void forward_layer(Backend& be, const ModelConfig& c, int layer, const LayerWeig
                    const SequenceMemory& memory, int index, int n_tokens, LayerScratch& s,
                    const std::vector<int>* rows_out = nullptr);
 
+// Takes sequence `seq`'s DeltaNet layers among [begin, end) back to its
+// first n_pos positions, within the last step they kept
+// (model/recurrent_state.h): their state before it, and the recurrence run
+// again over the kept rows before n_pos, on the scratch. False (nothing
+// changed) when that step was not kept or began after n_pos. Outside a step.
+bool rewind_delta_nets(Backend& be, const ModelConfig& c, const std::vector<LayerWeights>& layers, int begin, int end,
+                       RecurrentState& state, int seq, int n_pos, LayerScratch& s);
+
 // The optional ops (Backend::runs) that layers [begin, end) need.
 std::vector<OptionalOp> optional_ops_for(const ModelConfig& c, int begin, int end);
 

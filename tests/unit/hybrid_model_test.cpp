@@ -101,5 +101,62 @@ TEST(HybridModel, APromptThatExtendsTheSlotReusesItAndAnyOtherIsComputedAgain) {
   EXPECT_EQ(reused, 0);  // diverges inside what the slot held: computed again
 }
 
+// Speculative decoding on a hybrid model: a verify step of a guess (the
+// next token and four guessed after it, some wrong), taken back to any of
+// its positions — by truncate_sequence, or by the next step writing there —
+// leaves the state and cache a run that never guessed has: every later
+// logit is its bits. For Qwen3.5 and Qwen3-Next (keys in runs, joint ssm_ba).
+TEST(HybridModel, AGuessTakenBackToAnyOfItsPositionsLeavesThePlainRunsBits) {
+  for (const char* name : {"random-qwen35", "random-qwen3next"}) {
+    SCOPED_TRACE(name);
+    const std::string path = random_model_path(name);
+    SHOAL_NEED_FILE(path);
+    auto plain = load_engine(path, 2, 64);
+    const std::vector<TokenId> text =
+        plain->tokenizer().encode("Once upon a time, there was a little girl named Lily who", true, false);
+    const int n_vocab = plain->config().n_vocab, prompt = static_cast<int>(text.size()) - 6;
+    // The plain run: the prompt, then one token a step.
+    const std::vector<TokenId> head(text.begin(), text.begin() + prompt);
+    all_logits(*plain, head, 64);
+    std::vector<std::vector<float>> expected;
+    for (int i = prompt; i < static_cast<int>(text.size()); ++i) {
+      Batch b;
+      b.add(text[i], i, 0, true);
+      const float* l = plain->pipeline().forward(b);
+      expected.emplace_back(l, l + n_vocab);
+    }
+    EngineOptions o = plain->options();
+    o.speculative.type = SpecType::Ngram;
+    o.speculative.draft_max = 4;
+    for (int accepted = 0; accepted <= 4; ++accepted)
+      for (bool implicit : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << accepted << " right" << (implicit ? ", cut by the next step" : ""));
+        Engine spec(o);
+        ASSERT_EQ(spec.rewind_rows(), 5);
+        all_logits(spec, head, 64);
+        // The guess: text[prompt] and four after it, the first `accepted` right.
+        Batch guess;
+        for (int j = 0; j < 5; ++j)
+          guess.add(j <= accepted ? text[prompt + j] : TokenId{100 + j}, prompt + j, 0, true);
+        const float* l = spec.pipeline().forward(guess);
+        for (int j = 0; j <= accepted; ++j)
+          EXPECT_EQ(std::memcmp(l + static_cast<size_t>(j) * n_vocab, expected[j].data(), n_vocab * sizeof(float)), 0)
+              << "row " << j;
+        const int keep = prompt + accepted + 1;
+        if (!implicit) spec.pipeline().truncate_sequence(0, keep);
+        for (int i = keep; i < static_cast<int>(text.size()); ++i) {
+          Batch b;
+          b.add(text[i], i, 0, true);
+          const float* next = spec.pipeline().forward(b);
+          EXPECT_EQ(std::memcmp(next, expected[i - prompt].data(), n_vocab * sizeof(float)), 0) << "position " << i;
+        }
+      }
+    // Further back than the last step is refused, naming the state.
+    Engine spec(o);
+    all_logits(spec, text, 3);
+    EXPECT_THROW(spec.pipeline().truncate_sequence(0, static_cast<int>(text.size()) - 4), Error);
+  }
+}
+
 }  // namespace
 }  // namespace shoal::testing

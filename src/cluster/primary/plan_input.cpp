@@ -80,7 +80,7 @@ uint64_t primary_scratch_bytes(const ModelConfig& c, int n_seq, int n_batch) {
 }
 
 PlanInput plan_input_for_model(const gguf::File& file, const ModelConfig& config, int n_ctx, int n_seq, int n_batch,
-                               KvTypes kv_types) {
+                               KvTypes kv_types, int rewind_rows) {
   PlanInput in;
   // Every tensor of the layer, not only those the binder knows: what the
   // file holds for a layer is what a stage would have to take.
@@ -133,7 +133,7 @@ PlanInput plan_input_for_model(const gguf::File& file, const ModelConfig& config
   for (int l = 0; l < config.n_layer; ++l)
     in.layer_kv_bytes.push_back(KvCache::bytes_for(config, l, l + 1, std::max(1, n_seq), n_ctx, std::max(1, n_batch),
                                                    kv_types) +
-                                RecurrentState::bytes_for(config, l, l + 1, std::max(1, n_seq)));
+                                RecurrentState::bytes_for(config, l, l + 1, std::max(1, n_seq), rewind_rows));
   // A DeltaNet reads and writes its sequence's state once a token, beside its weights.
   for (int l = 0; l < config.n_layer; ++l) {
     in.layer_read_bytes[l] += 2 * RecurrentState::bytes_for(config, l, l + 1, 1);

@@ -15,9 +15,10 @@ struct ModelConfig;
 // primary_bytes (token_embd + output_norm + output — the embedding once when
 // the output is tied — + rope_freqs + an estimate of the scratch buffers),
 // head_bytes and activation_bytes. Devices, reserve and tensor_split are
-// left for the caller. n_ctx <= 0 means the engine's default.
+// left for the caller. n_ctx <= 0 means the engine's default. rewind_rows:
+// Engine::rewind_rows (a hybrid model's state keeps a step to take back).
 PlanInput plan_input_for_model(const gguf::File& file, const ModelConfig& config, int n_ctx, int n_seq, int n_batch,
-                               KvTypes kv_types);
+                               KvTypes kv_types, int rewind_rows = 0);
 
 // What the device probes time for this model: the type most of the
 // layers' weight bytes are in and the row length most of those bytes have

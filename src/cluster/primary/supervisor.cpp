@@ -381,7 +381,7 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_stages(Engine& engi
   size_t n_members = 0;
   std::vector<std::string> lost;
   PlanInput input = plan_input_for_model(engine.file(), config, engine.n_ctx(), engine.options().n_seq,
-                                         engine.n_batch(), engine.options().kv_types);
+                                         engine.n_batch(), engine.options().kv_types, engine.rewind_rows());
   input.reserve_bytes = options_.reserve_bytes;
   input.split = options_.split;
   input.relay = options_.relay();
@@ -507,7 +507,7 @@ StageLoadReport ClusterSupervisor::load_on(Engine& engine, TensorHashes& hashes,
   StageLoadReport r;
   try {
     r = client->load_stage(engine.file(), hashes, engine.config(), begin, end, engine.options().n_seq, engine.n_ctx(),
-                           engine.n_batch(), engine.options().kv_types, member_addresses,
+                           engine.n_batch(), engine.rewind_rows(), engine.options().kv_types, member_addresses,
                            [&](uint64_t sent, uint64_t total) {
                              bar.update(sent, total);
                              if (options_.on_progress) options_.on_progress(client->address(), sent, total);

@@ -137,7 +137,8 @@ double WorkerClient::link_group(uint32_t stage_id) {
 }
 
 StageLoadReport WorkerClient::load_stage(const gguf::File& file, TensorHashes& hashes, const ModelConfig& config,
-                                         int begin, int end, int n_seq, int n_ctx, int max_tokens, KvTypes kv_types,
+                                         int begin, int end, int n_seq, int n_ctx, int max_tokens, int rewind_rows,
+                                         KvTypes kv_types,
                                          const std::vector<std::string>& members,
                                          const std::function<void(uint64_t, uint64_t)>& progress,
                                          const nlohmann::json& group, bool head) {
@@ -160,6 +161,7 @@ StageLoadReport WorkerClient::load_stage(const gguf::File& file, TensorHashes& h
                     {"n_seq", n_seq},
                     {"n_ctx", n_ctx},
                     {"max_tokens", max_tokens},
+                    {"rewind_rows", rewind_rows},
                     {"kv_type_k", kv_type_name(kv_types.k)},
                     {"kv_type_v", kv_type_name(kv_types.v)},
                     {"tensors", tensors},

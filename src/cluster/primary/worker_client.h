@@ -92,7 +92,7 @@ class WorkerClient {
   // group member's {id, rank, members, weights}; head: the stage (which ends
   // the model) holds the output head too.
   StageLoadReport load_stage(const gguf::File& file, TensorHashes& hashes, const ModelConfig& config, int begin,
-                             int end, int n_seq, int n_ctx, int max_tokens, KvTypes kv_types,
+                             int end, int n_seq, int n_ctx, int max_tokens, int rewind_rows, KvTypes kv_types,
                              const std::vector<std::string>& members,
                              const std::function<void(uint64_t, uint64_t)>& progress,
                              const nlohmann::json& group = nullptr, bool head = false);

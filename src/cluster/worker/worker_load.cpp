@@ -109,6 +109,8 @@ void WorkerSession::load_stage(const wire::Frame& request) {
   const int begin = body.at("layer_begin").get<int>(), end = body.at("layer_end").get<int>();
   const int n_seq = body.at("n_seq").get<int>(), n_ctx = body.at("n_ctx").get<int>();
   const int max_tokens = body.at("max_tokens").get<int>();
+  // Rows of a step a hybrid model's state keeps to take a guess back (speculative decoding).
+  const int rewind_rows = body.value("rewind_rows", 0);
   KvTypes kv_types;
   try {
     kv_types = KvTypes{parse_kv_type(body.at("kv_type_k").get<std::string>()),
@@ -118,7 +120,7 @@ void WorkerSession::load_stage(const wire::Frame& request) {
     throw ProtocolError(ErrorCode::BadRequest, fmt::format("LOAD_STAGE: {}", e.what()));
   }
   if (begin < 0 || end > c.n_layer || begin >= end || n_seq < 1 || n_seq > 256 || n_ctx < 1 || n_ctx > (1 << 20) ||
-      max_tokens < 1 || max_tokens > 4096)
+      max_tokens < 1 || max_tokens > 4096 || rewind_rows < 0 || rewind_rows > 65)
     throw ProtocolError(ErrorCode::BadRequest, "LOAD_STAGE has an impossible layer range or size");
 
   // The cluster's workers, as the primary addresses them: a chain hop must be one of them.
@@ -235,7 +237,7 @@ void WorkerSession::load_stage(const wire::Frame& request) {
   // (a tensor group member that divides attention by heads caches its heads only)
   stage->kv_bytes = KvCache::bytes_for(c, begin, end, n_seq, n_ctx, max_tokens, kv_types,
                                        group ? kv_heads_held(c, group->rank, group->weights) : 0) +
-                    RecurrentState::bytes_for(c, begin, end, n_seq);
+                    RecurrentState::bytes_for(c, begin, end, n_seq, rewind_rows);
   // The head's buffers hold a step's logits a few times over (the result, the device's, the group's
   // gathered ones): counted for a row per sequence, what decoding asks.
   const uint64_t head_scratch = head ? 4ull * n_seq * c.n_vocab * sizeof(float) : 0;
@@ -396,7 +398,8 @@ void WorkerSession::load_stage(const wire::Frame& request) {
   try {
     stage->stage = std::make_unique<LocalStage>(*stage->backend, stage->config, stage->weights, begin, end, n_seq,
                                                 n_ctx, max_tokens, kv_types,
-                                                group ? kv_heads_held(c, group->rank, group->weights) : 0);
+                                                group ? kv_heads_held(c, group->rank, group->weights) : 0,
+                                                rewind_rows);
   } catch (const std::exception&) {
     refuse_stage(begin, end);
   }
