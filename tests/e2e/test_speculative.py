@@ -5,7 +5,6 @@ or not; /metrics counts the guesses; a request may turn them off; a worker
 killed in the middle of a speculative stream costs a pause, not a token.
 
 Every wait is bounded; servers and workers are stopped after each test."""
-import time
 from pathlib import Path
 
 import pytest
@@ -51,6 +50,23 @@ def serve(shoal_bin, tmp_path):
     yield start
     for s in started:
         s.stop()
+
+
+def stream_with_kill(server, prompt, n, victim, at_piece):
+    """A greedy stream of n tokens; `victim` (a worker) is killed after
+    `at_piece` pieces. Returns the text."""
+    model = server.get_json("/v1/models")[1]["data"][0]["id"]
+    stream = server.client().completions.create(model=model, prompt=prompt, max_tokens=n, temperature=0, stream=True,
+                                                extra_body={"ignore_eos": True})
+    text, pieces, killed = "", 0, False
+    for chunk in stream:
+        text += chunk.choices[0].text
+        pieces += 1
+        if pieces == at_piece:
+            victim.proc.kill()
+            killed = True
+    assert killed, "the completion ended before the kill"
+    return text
 
 
 def drafted(server):
@@ -127,18 +143,7 @@ def test_shoal_run_gives_the_same_text_and_reports_acceptance(shoal_bin, smollm2
 def test_killed_worker_mid_speculation_gives_the_same_text(serve, workers, smollm2, plain_texts):
     ws = workers(2, "--worker-timeout", TIMEOUT)
     s = serve(smollm2, "-md", smollm2, "--rpc", ",".join(w.address for w in ws))
-    model = s.get_json("/v1/models")[1]["data"][0]["id"]
-    stream = s.client().completions.create(model=model, prompt=PROMPTS[1], max_tokens=N, temperature=0, stream=True,
-                                           extra_body={"ignore_eos": True})
-    text, pieces, killed = "", 0, None
-    for chunk in stream:
-        text += chunk.choices[0].text
-        pieces += 1
-        if pieces == 4:
-            ws[1].proc.kill()
-            killed = time.monotonic()
-    assert killed is not None, "the completion ended before the kill"
-    assert text == plain_texts[1]
+    assert stream_with_kill(s, PROMPTS[1], N, ws[1], at_piece=4) == plain_texts[1]
     status, c = s.get_json("/v1/cluster")
     assert c["throughput"]["replans"] >= 1, c
     assert drafted(s)[1] > 0
@@ -216,17 +221,6 @@ def test_a_killed_worker_mid_guess_on_a_hybrid_model_gives_the_same_text(serve, 
     plain.stop()
     ws = workers(2, "--worker-timeout", TIMEOUT)
     s = serve(model, "-md", random_model("random-qwen3"), "--rpc", ",".join(w.address for w in ws))
-    m = s.get_json("/v1/models")[1]["data"][0]["id"]
-    stream = s.client().completions.create(model=m, prompt=PROMPTS[1], max_tokens=96, temperature=0, stream=True,
-                                           extra_body={"ignore_eos": True})
-    text, pieces, killed = "", 0, None
-    for chunk in stream:
-        text += chunk.choices[0].text
-        pieces += 1
-        if pieces == 6:
-            ws[1].proc.kill()
-            killed = time.monotonic()
-    assert killed is not None, "the completion ended before the kill"
-    assert text == expected
+    assert stream_with_kill(s, PROMPTS[1], 96, ws[1], at_piece=6) == expected
     assert s.get_json("/v1/cluster")[1]["throughput"]["replans"] >= 1
     assert drafted(s)[0] > 0

@@ -10,6 +10,14 @@ are committed. Setup (once, outside the repo) and run, from the repo root:
     ~/.cache/shoal/refenv/bin/python tests/golden/make_reference.py            # write the JSON files
     ~/.cache/shoal/refenv/bin/python tests/golden/make_reference.py --noise    # llama.cpp's own noise
 
+Or, without compiling llama.cpp a second time: a venv with
+--system-site-packages and `pip install diskcache`, the sdist's directory
+(llama_cpp_python-0.3.36) on its path (a .pth file), and
+LLAMA_CPP_LIB_PATH pointing at the bin/ of a -DBUILD_SHARED_LIBS=ON build
+of the same llama.cpp (docs/benchmarks.md); the references of 2026-12-07
+(qwen3next, glm4moe, minimax-m2) came so, and it reproduces the older
+files' tokens with logits within 5e-6.
+
 Arguments: model ids (default: all below); --noise prints, instead of writing
 files, how much llama.cpp's logits move with 1 instead of 2 threads and with
 the prompt fed in 16-token batches instead of one, and with an f16 instead

@@ -136,23 +136,6 @@ MODELS = {
                                          "attn_kv_a_norm", "attn_k_b", "attn_v_b", "attn_output", "ffn_norm",
                                          "ffn_gate", "ffn_up", "ffn_down"],
                              sha256="da63f798b8fd75ddbfa23be66b315dc20ad23b95a2f6b05803e92e3c761f389e"),
-    # Qwen3-Next (qwen3next): Qwen3.5-MoE's layers with plain partial NeoX
-    # rope, each DeltaNet's beta and alpha in one projection (ssm_ba, grouped
-    # by key head) and value heads sharing key heads in runs (4 value heads
-    # over 2 key heads: 0 0 1 1, where Qwen3.5 reads 0 1 0 1).
-    "random-qwen3next": dict(arch="qwen3next", n_layer=4, rope_base=1e7, rope_dim=16, full_attention_interval=2,
-                             q_gate=True, n_expert=8, n_expert_used=2, n_ff_exp=128, n_ff_shexp=128,
-                             ssm=dict(conv_kernel=4, state_size=32, group_count=2, time_step_rank=4),
-                             layer=["attn_norm", "attn_q", "attn_k", "attn_v", "attn_q_norm", "attn_k_norm",
-                                    "attn_output", "post_attention_norm", "ffn_gate_inp", "ffn_gate_exps",
-                                    "ffn_up_exps", "ffn_down_exps", "ffn_gate_inp_shexp", "ffn_gate_shexp",
-                                    "ffn_up_shexp", "ffn_down_shexp"],
-                             recurrent_layer=["attn_norm", "attn_qkv", "attn_gate", "ssm_conv1d", "ssm_dt", "ssm_a",
-                                              "ssm_ba", "ssm_norm", "ssm_out", "post_attention_norm",
-                                              "ffn_gate_inp", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps",
-                                              "ffn_gate_inp_shexp", "ffn_gate_shexp", "ffn_up_shexp",
-                                              "ffn_down_shexp"],
-                             sha256="2de972312126939a9d1b1253d82a0d8db0273b6990b0b775c92eb330240035d1"),
     # GLM-4.5 (glm4moe): Q/K/V biases and per-head Q/K norms, NeoX rope on
     # half of each head, one leading dense layer, then 8 experts of 128 (top
     # 2) by sigmoid with a selection bias, normalised and scaled by 2.5, and
@@ -205,6 +188,16 @@ RERANK_TEMPLATE = ("<|im_start|>system\nAnswer yes or no: does the document answ
 MODELS["random-qwen3-reranker"] = dict(MODELS["random-qwen3"], rerank=True,
                                        sha256="9cf82778bd32cc7b1d64f1b9d1ea48915f05d3437e76a4a152a4d27593012afd")
 
+# Qwen3-Next (qwen3next): Qwen3.5-MoE's layers with plain partial NeoX
+# rope (no sections), each DeltaNet's beta and alpha in one projection
+# (ssm_ba, grouped by key head) and value heads sharing key heads in runs
+# (4 value heads over 2 key heads: 0 0 1 1, where Qwen3.5 reads 0 1 0 1).
+MODELS["random-qwen3next"] = dict(
+    {k: v for k, v in MODELS["random-qwen35moe"].items() if k != "rope_sections"}, arch="qwen3next",
+    recurrent_layer=[{"ssm_beta": "ssm_ba"}.get(t, t) for t in MODELS["random-qwen35moe"]["recurrent_layer"]
+                     if t != "ssm_alpha"],
+    sha256="2de972312126939a9d1b1253d82a0d8db0273b6990b0b775c92eb330240035d1")
+
 # gpt-oss as its files are: the experts' matrices in MXFP4, the rest F32.
 MODELS["random-gpt-oss-mxfp4"] = dict(MODELS["random-gpt-oss"], expert_quant="MXFP4", sha256="ab32bb8bd9f5d4b214c8e04c9a6da89b9f70b61801c12ab0c47ad2ea43b71526")
 
@@ -249,6 +242,14 @@ MODELS["bench-deepseek2"] = dict(
     n_expert_used=4, n_ff_exp=512, quant="Q8_0",
     mla=dict(q_lora_rank=384, kv_lora_rank=256, qk_nope=64, v_head_dim=64),
     sha256="c33507d92b466d751d9d4e44d2c9b1ac1dc75c6a0f468e7297c0161b7b8e8e09")
+# Qwen3.6 27B's attention and DeltaNet shapes (width 5120, 24/4 heads of 256,
+# rope over 64; DeltaNets of 16 key and 48 value heads of 128, every fourth
+# layer full attention) in four layers with a narrower FFN (4096), Q8_0: where
+# a prompt's time goes at a real model's state size (48 x 128 x 128 a layer).
+MODELS["bench-qwen35-27b-heads"] = dict(
+    MODELS["random-qwen35"], n_embd=5120, n_layer=4, n_head=24, n_head_kv=4, head_dim=256, n_ff=4096, rope_dim=64,
+    rope_sections=[11, 11, 10, 0], full_attention_interval=4, quant="Q8_0",
+    ssm=dict(conv_kernel=4, state_size=128, group_count=16, time_step_rank=48), sha256="")
 # The families of late 2026 at ~0.45 B parameters each, Q8_0: Qwen3-Next's
 # layers (12 of width 1024, every fourth full attention over 8/2 heads of
 # 256; DeltaNets of 8 key and 16 value heads of 128, in runs; 16 experts of
