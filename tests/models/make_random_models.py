@@ -249,7 +249,7 @@ MODELS["bench-deepseek2"] = dict(
 MODELS["bench-qwen35-27b-heads"] = dict(
     MODELS["random-qwen35"], n_embd=5120, n_layer=4, n_head=24, n_head_kv=4, head_dim=256, n_ff=4096, rope_dim=64,
     rope_sections=[11, 11, 10, 0], full_attention_interval=4, quant="Q8_0",
-    ssm=dict(conv_kernel=4, state_size=128, group_count=16, time_step_rank=48), sha256="")
+    ssm=dict(conv_kernel=4, state_size=128, group_count=16, time_step_rank=48), sha256="8aa3ed17a4a8ba0fbff5881d293455c790e80dd00040fc5855cdf5593eec2a37")
 # The families of late 2026 at ~0.45 B parameters each, Q8_0: Qwen3-Next's
 # layers (12 of width 1024, every fourth full attention over 8/2 heads of
 # 256; DeltaNets of 8 key and 16 value heads of 128, in runs; 16 experts of
