@@ -494,6 +494,120 @@ TEST_P(BackendConformance, OptionalElementwiseOps) {
   }
 }
 
+// Gated DeltaNet (Backend::delta_net) against a double reference of the
+// convolution, the L2 norms and the delta rule: two sequences whose rows
+// interleave, one starting at position 0 (its state zeroed) and one going
+// on from a state left by an earlier step, value heads sharing key heads in
+// turn and in runs, heads past 128 values (one thread per value on the GPU).
+// The output and both states; then the same rows one step each give the
+// batch's bits.
+TEST_P(BackendConformance, GatedDeltaNet) {
+  if (!be().runs(OptionalOp::DeltaNet)) GTEST_SKIP() << "this backend does not run gated_delta_net";
+  struct Case {
+    int head_dim, n_k, n_v;
+    bool interleaved;
+  };
+  for (const Case& c : {Case{32, 2, 4, false}, Case{32, 2, 4, true}, Case{130, 1, 3, false}, Case{64, 3, 3, true}}) {
+    SCOPED_TRACE(testing::Message() << "head " << c.head_dim << ", " << c.n_k << " key / " << c.n_v << " value heads"
+                                    << (c.interleaved ? ", in runs" : ""));
+    std::mt19937 rng(29 + c.head_dim + c.n_v);
+    const int hd = c.head_dim, kernel = 4, key_width = hd * c.n_k, width = 2 * key_width + hd * c.n_v;
+    const int n = 9, n_seq = 2;
+    const size_t conv_seq = static_cast<size_t>(kernel - 1) * width, ssm_seq = static_cast<size_t>(c.n_v) * hd * hd;
+    std::vector<float> taps = random_floats(static_cast<int64_t>(width) * kernel, rng), dt = random_floats(c.n_v, rng),
+                       a = random_floats(c.n_v, rng);
+    for (float& v : a) v = -0.1f - 0.45f * (v + 1.0f);  // negative rates, as the files hold
+    Matrix taps_m = held_f32(taps), dt_m = held_f32(dt), a_m = held_f32(a);
+    taps_m.rows = width;
+    taps_m.cols = kernel;
+    for (Matrix* m : {&taps_m, &dt_m, &a_m}) prepare(*m, true);
+    const DeltaNetParams params{&taps_m, &dt_m, &a_m, kernel, hd, c.n_k, c.n_v, 1e-6f, c.interleaved};
+    const std::vector<float> qkv = random_floats(static_cast<int64_t>(n) * width, rng);
+    const std::vector<float> alpha = random_floats(static_cast<int64_t>(n) * c.n_v, rng),
+                             beta = random_floats(static_cast<int64_t>(n) * c.n_v, rng);
+    std::vector<float> conv0 = random_floats(static_cast<int64_t>(n_seq * conv_seq), rng),
+                       ssm0 = random_floats(static_cast<int64_t>(n_seq * ssm_seq), rng);
+    for (float& v : ssm0) v *= 0.1f;
+    // Rows: sequence 0 from position 0, sequence 1 from position 5, interleaved.
+    const std::vector<int32_t> seqs = {0, 1, 1, 0, 0, 1, 0, 1, 0}, pos = {0, 5, 6, 1, 2, 7, 3, 8, 4};
+
+    // The reference, in doubles, row by row.
+    std::vector<double> conv(conv0.begin(), conv0.end()), ssm(ssm0.begin(), ssm0.end()), want(static_cast<size_t>(n) * hd * c.n_v);
+    for (int t = 0; t < n; ++t) {
+      double* cs = conv.data() + seqs[t] * conv_seq;
+      double* ss = ssm.data() + seqs[t] * ssm_seq;
+      if (pos[t] == 0) {
+        std::fill(cs, cs + conv_seq, 0.0);
+        std::fill(ss, ss + ssm_seq, 0.0);
+      }
+      std::vector<double> x(static_cast<size_t>(width));
+      for (int ch = 0; ch < width; ++ch) {
+        double acc = 0;
+        for (int k = 0; k < kernel - 1; ++k) acc += cs[k * width + ch] * taps[ch * kernel + k];
+        acc += qkv[t * width + ch] * taps[ch * kernel + kernel - 1];
+        for (int k = 0; k + 2 < kernel; ++k) cs[k * width + ch] = cs[(k + 1) * width + ch];
+        cs[(kernel - 2) * width + ch] = qkv[t * width + ch];
+        x[ch] = acc / (1 + std::exp(-acc));
+      }
+      for (int head = 0; head < 2 * c.n_k; ++head) {
+        double sum = 0;
+        for (int i = 0; i < hd; ++i) sum += x[head * hd + i] * x[head * hd + i];
+        for (int i = 0; i < hd; ++i) x[head * hd + i] /= std::sqrt(sum + 1e-6);
+      }
+      for (int h = 0; h < c.n_v; ++h) {
+        const int kh = c.interleaved ? h / (c.n_v / c.n_k) : h % c.n_k;
+        const double* q = &x[kh * hd];
+        const double* k = &x[key_width + kh * hd];
+        const double* v = &x[2 * key_width + h * hd];
+        const double sp = alpha[t * c.n_v + h] + dt[h];
+        const double g = std::exp((sp > 20 ? sp : std::log1p(std::exp(sp))) * a[h]);
+        const double b = 1 / (1 + std::exp(-double(beta[t * c.n_v + h])));
+        double* S = ss + static_cast<size_t>(h) * hd * hd;  // S[j * hd + i]: row i, column j
+        for (int i = 0; i < hd; ++i) {
+          double sk = 0;
+          for (int j = 0; j < hd; ++j) sk += (S[j * hd + i] *= g) * k[j];
+          const double d = (v[i] - sk) * b;
+          double o = 0;
+          for (int j = 0; j < hd; ++j) o += (S[j * hd + i] += k[j] * d) * q[j];
+          want[(static_cast<size_t>(t) * c.n_v + h) * hd + i] = o / std::sqrt(double(hd));
+        }
+      }
+    }
+
+    // The backend: the whole batch in one step, then one row a step.
+    auto run = [&](int chunk, std::vector<float>& out, std::vector<float>& conv_out, std::vector<float>& ssm_out) {
+      auto conv_b = put(conv0), ssm_b = put(ssm0);
+      const RecurrentLayer state{DevicePtr{conv_b.get(), 0}, DevicePtr{ssm_b.get(), 0}, conv_seq * sizeof(float),
+                                 ssm_seq * sizeof(float)};
+      out.assign(static_cast<size_t>(n) * hd * c.n_v, 0.0f);
+      for (int t0 = 0; t0 < n; t0 += chunk) {
+        const int m = std::min(chunk, n - t0);
+        auto x = put(std::vector<float>(qkv.begin() + t0 * width, qkv.begin() + (t0 + m) * width));
+        auto al = put(std::vector<float>(alpha.begin() + t0 * c.n_v, alpha.begin() + (t0 + m) * c.n_v));
+        auto bt = put(std::vector<float>(beta.begin() + t0 * c.n_v, beta.begin() + (t0 + m) * c.n_v));
+        auto o = be().allocate(static_cast<size_t>(m) * hd * c.n_v * sizeof(float));
+        be().begin_step(seqs.data() + t0, pos.data() + t0, m);
+        be().delta_net(DevicePtr{x.get(), 0}, DevicePtr{al.get(), 0}, DevicePtr{bt.get(), 0}, state, params, m,
+                       DevicePtr{o.get(), 0});
+        const auto part = get(o.get(), static_cast<size_t>(m) * hd * c.n_v);
+        be().finish_step();
+        std::copy(part.begin(), part.end(), out.begin() + static_cast<size_t>(t0) * hd * c.n_v);
+      }
+      conv_out = get(conv_b.get(), n_seq * conv_seq);
+      ssm_out = get(ssm_b.get(), n_seq * ssm_seq);
+    };
+    std::vector<float> out, conv_out, ssm_out;
+    run(n, out, conv_out, ssm_out);
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(out[i], want[i], 1e-4 * (1 + std::fabs(want[i]))) << "output " << i;
+    for (size_t i = 0; i < conv.size(); ++i) ASSERT_NEAR(conv_out[i], conv[i], 1e-6) << "convolution state " << i;
+    for (size_t i = 0; i < ssm.size(); ++i) ASSERT_NEAR(ssm_out[i], ssm[i], 1e-4 * (1 + std::fabs(ssm[i]))) << "state " << i;
+    std::vector<float> out1, conv1, ssm1;
+    run(1, out1, conv1, ssm1);
+    EXPECT_EQ(std::memcmp(out.data(), out1.data(), out.size() * sizeof(float)), 0) << "one row a step";
+    EXPECT_EQ(std::memcmp(ssm_out.data(), ssm1.data(), ssm_out.size() * sizeof(float)), 0) << "one row a step";
+  }
+}
+
 TEST_P(BackendConformance, ElementwiseBeyondOneDispatchRow) {
   // More values than 65535 workgroups of 256 threads cover in one row.
   const int64_t n = 65535ll * 256 + 1000;

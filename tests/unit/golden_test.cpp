@@ -39,14 +39,13 @@ void PrintTo(const GoldenCase& c, std::ostream* os) {
 // mixture-of-experts path (random qwen3moe, mixtral). The tolerances are
 // the CPU's: each one bounds how far a correct engine that rounds
 // differently may land from llama.cpp, which is what the GPU is.
-// The sigmoid-routed experts of glm4moe and minimax-m2 and the latter's
-// whole-projection Q/K norms run there too. (qwen35's and qwen3next's
-// DeltaNet, gpt-oss's sinks and deepseek2's latent attention are refused
-// there by name: vulkan_model_test.cpp.)
+// The sigmoid-routed experts of glm4moe and minimax-m2, the latter's
+// whole-projection Q/K norms and the Gated DeltaNet of qwen35, qwen35moe and
+// qwen3next run there too. (gpt-oss's sinks and deepseek2's latent
+// attention are refused there by name: vulkan_model_test.cpp.)
 bool also_on_vulkan(const std::string& golden_file) {
   return golden_file.starts_with("stories260K.") || golden_file == "smollm2-135m.fox.json" ||
          (golden_file.starts_with("random-") && golden_file.ends_with(".fox.json") &&
-          !golden_file.starts_with("random-qwen35") && !golden_file.starts_with("random-qwen3next") &&
           !golden_file.starts_with("random-gpt-oss") && !golden_file.starts_with("random-deepseek2"));
 }
 

@@ -57,12 +57,9 @@ const char* kPrompt = "Once upon a time, there was a little girl named Lily. She
 // The models whose layers need an op the Vulkan backend has no shader for
 // yet, and what it says when it refuses them. (A weight type without a
 // matmul shader, MXFP4 among them, is widened to f32 on the device instead.)
-const std::map<std::string, std::string> kRefused = {{"random-qwen35", "does not run gated_delta_net"},
-                                                     {"random-qwen35moe", "does not run gated_delta_net"},
-                                                     {"random-gpt-oss", "does not run attention_sinks"},
+const std::map<std::string, std::string> kRefused = {{"random-gpt-oss", "does not run attention_sinks"},
                                                      {"random-gpt-oss-mxfp4", "does not run attention_sinks"},
-                                                     {"random-deepseek2", "does not run latent_attention"},
-                                                     {"random-qwen3next", "does not run gated_delta_net"}};
+                                                     {"random-deepseek2", "does not run latent_attention"}};
 
 bool refused_on_vulkan(const std::string& path) {
   return kRefused.contains(std::filesystem::path(path).stem().string());

@@ -76,6 +76,9 @@ constexpr int64_t kMatmulGroupRows = 128, kMatvecGroupRows = 256;
 
 uint32_t bindings_of(const std::string& shader) {
   if (shader == "attention") return 5;
+  if (shader == "delta_conv") return 4;
+  if (shader == "delta_norm") return 1;
+  if (shader == "delta_rule") return 8;
   if (shader == "rope") return 2;
   if (shader.starts_with("routed_")) return 4;
   return 3;
@@ -158,7 +161,9 @@ void VulkanBackend::init(uint32_t family) {
 
   pipelines_.resize(kSpirvShaderCount);  // compiled at load (prepare_weights), or on first use
   recorder_ = std::make_unique<VulkanRecorder>(device_, queue_, family, pipelines_, counters_);
-  for (const char* name : {"rmsnorm", "rope", "elementwise", "attention", "kv_store", "route", "weighted_sum"}) fixed_shaders_.push_back(shader_index(name));
+  for (const char* name : {"rmsnorm", "rope", "elementwise", "attention", "kv_store", "route", "weighted_sum",
+                           "delta_conv", "delta_norm", "delta_rule"})
+    fixed_shaders_.push_back(shader_index(name));
   for (size_t i = 0; i < kSpirvShaderCount; ++i) {
     const std::string name = kSpirvShaders[i].name;
     for (int t = 0; t < kTypeSlots; ++t) {
@@ -754,6 +759,43 @@ void VulkanBackend::attention(DevicePtr q, const KvLayer& kv, int n_tokens, cons
            {range(q, rows_bytes(n_tokens, width)), step_cache(kv.k, kv.k_seq_stride), step_cache(kv.v, kv.v_seq_stride),
             step_rows()},
            {range(out, rows_bytes(n_tokens, width))});
+}
+
+void VulkanBackend::delta_net(DevicePtr qkv, DevicePtr alpha, DevicePtr beta, const RecurrentLayer& state,
+                              const DeltaNetParams& p, int n_tokens, DevicePtr out) {
+  check_step(n_tokens);
+  if (p.head_dim > 512) fail("the Vulkan DeltaNet shader takes heads of up to 512 values, not {}", p.head_dim);
+  const int width = p.conv_width();
+  const WeightPart taps = weight_whole(*p.conv), dt = weight_whole(*p.dt_bias), a = weight_whole(*p.a);
+  const BufferRange rows = range(qkv, rows_bytes(n_tokens, width));
+  const BufferRange conv = step_cache(state.conv, state.conv_seq_stride), ssm = step_cache(state.ssm, state.ssm_seq_stride);
+  const BufferRange taps_range{taps.buffer, taps.offset, taps.offset + static_cast<size_t>(width) * p.conv_kernel * 4};
+  const uint32_t conv_push[] = {u32(width), u32(p.conv_kernel), u32(n_tokens), floats(qkv), u32(taps.offset / 4),
+                                floats(state.conv), u32(state.conv_seq_stride / 4), u32(max_tokens_)};
+  dispatch(fixed_shaders_[kDeltaConv], {vk_buffer(qkv), taps.buffer, vk_buffer(state.conv), rows_->handle()}, conv_push,
+           sizeof(conv_push), u32((width + 63) / 64), 1, 1, {rows, taps_range, conv, step_rows()}, {rows, conv});
+  struct {
+    uint32_t width, head_dim, key_width, qkv_off;
+    float eps;
+  } norm_push{u32(width), u32(p.head_dim), u32(p.key_width()), floats(qkv), p.eps};
+  dispatch(fixed_shaders_[kDeltaNorm], {vk_buffer(qkv)}, &norm_push, sizeof(norm_push), u32(2 * p.n_k_heads),
+           u32(n_tokens), 1, {rows}, {rows});
+  struct {
+    uint32_t head_dim, n_k, n_v, keys_interleaved, n_tokens, width, value_width, qkv_off, alpha_off, beta_off, dt_off,
+        a_off, ssm_off, ssm_seq_stride, out_off, pos_off;
+    float scale;
+  } rule_push{u32(p.head_dim), u32(p.n_k_heads), u32(p.n_v_heads), p.keys_interleaved ? 1u : 0u, u32(n_tokens),
+              u32(width), u32(p.value_width()), floats(qkv), floats(alpha), floats(beta), u32(dt.offset / 4),
+              u32(a.offset / 4), floats(state.ssm), u32(state.ssm_seq_stride / 4), floats(out), u32(max_tokens_),
+              1.0f / std::sqrt(static_cast<float>(p.head_dim))};
+  const size_t heads = static_cast<size_t>(p.n_v_heads) * sizeof(float);
+  dispatch(fixed_shaders_[kDeltaRule],
+           {vk_buffer(qkv), vk_buffer(alpha), vk_buffer(beta), dt.buffer, a.buffer, vk_buffer(state.ssm),
+            rows_->handle(), vk_buffer(out)},
+           &rule_push, sizeof(rule_push), u32(p.n_v_heads), 1, 1,
+           {rows, range(alpha, rows_bytes(n_tokens, p.n_v_heads)), range(beta, rows_bytes(n_tokens, p.n_v_heads)),
+            {dt.buffer, dt.offset, dt.offset + heads}, {a.buffer, a.offset, a.offset + heads}, ssm, step_rows()},
+           {ssm, range(out, rows_bytes(n_tokens, p.value_width()))});
 }
 
 void VulkanBackend::elementwise(uint32_t op, DevicePtr a, VkBuffer b, size_t b_offset, DevicePtr out, int64_t n,

@@ -68,6 +68,11 @@ class VulkanBackend : public Backend {
   void rope(DevicePtr x, int n_tokens, int n_heads, const RopeParams& p) override;
   void kv_store(const KvLayer& kv, DevicePtr k, DevicePtr v, int n_tokens) override;
   void attention(DevicePtr q, const KvLayer& kv, int n_tokens, const AttentionShape& shape, DevicePtr out) override;
+  // Qwen3.5's Gated DeltaNet: the convolution, the L2 norms and the
+  // recurrence, three dispatches (shaders/delta_*.comp).
+  void delta_net(DevicePtr qkv, DevicePtr alpha, DevicePtr beta, const RecurrentLayer& state, const DeltaNetParams& p,
+                 int n_tokens, DevicePtr out) override;
+  bool runs(OptionalOp op) const override { return op == OptionalOp::DeltaNet || Backend::runs(op); }
   void swiglu(DevicePtr gate, DevicePtr up, DevicePtr out, int64_t n) override;
   void geglu(DevicePtr gate, DevicePtr up, DevicePtr out, int64_t n) override;
   void scale(DevicePtr x, float s, int64_t n) override;
@@ -128,7 +133,8 @@ class VulkanBackend : public Backend {
   // Shader table indices, found once: the fixed ops' (in kRmsnorm... order)
   // and each weight type's matmul, one-token matmul, routed (experts)
   // matmul and embedding lookup (-1: none).
-  enum FixedShader { kRmsnorm, kRope, kElementwise, kAttention, kKvStore, kRoute, kWeightedSum };
+  enum FixedShader { kRmsnorm, kRope, kElementwise, kAttention, kKvStore, kRoute, kWeightedSum, kDeltaConv, kDeltaNorm,
+                     kDeltaRule };
   std::vector<int> fixed_shaders_;
   static constexpr int kTypeSlots = 40;  // DType values
   std::array<int16_t, kTypeSlots> matmul_shader_ = filled(-1);

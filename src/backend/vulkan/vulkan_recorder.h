@@ -37,7 +37,7 @@ struct BufferRange {
 };
 
 struct VulkanCommand {
-  static constexpr int kMaxBindings = 6, kMaxReads = 5, kMaxWrites = 2, kPushWords = 32;
+  static constexpr int kMaxBindings = 8, kMaxReads = 8, kMaxWrites = 2, kPushWords = 32;
   bool is_dispatch = true;
   bool barrier_before = false;  // decided as the command is added
   uint16_t pipeline = 0;
