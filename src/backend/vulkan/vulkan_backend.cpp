@@ -820,6 +820,9 @@ void VulkanBackend::swiglu(DevicePtr gate, DevicePtr up, DevicePtr out, int64_t 
 void VulkanBackend::geglu(DevicePtr gate, DevicePtr up, DevicePtr out, int64_t n) {
   elementwise(ELEMENTWISE_GEGLU, gate, vk_buffer(up), up.offset, out, n, 0.0f, 1);
 }
+void VulkanBackend::sigmoid_mul(DevicePtr x, DevicePtr gate, int64_t n) {
+  elementwise(ELEMENTWISE_SIGMOID_MUL, x, vk_buffer(gate), gate.offset, x, n, 0.0f, 1);
+}
 void VulkanBackend::scale(DevicePtr x, float s, int64_t n) {
   elementwise(ELEMENTWISE_SCALE, x, VK_NULL_HANDLE, 0, x, n, s, 1);
 }

@@ -74,6 +74,8 @@ class VulkanBackend : public Backend {
                  int n_tokens, DevicePtr out) override;
   bool runs(OptionalOp op) const override { return op == OptionalOp::DeltaNet || Backend::runs(op); }
   void swiglu(DevicePtr gate, DevicePtr up, DevicePtr out, int64_t n) override;
+  // x *= sigmoid(gate): Qwen3.5's attention output gate, on the device.
+  void sigmoid_mul(DevicePtr x, DevicePtr gate, int64_t n) override;
   void geglu(DevicePtr gate, DevicePtr up, DevicePtr out, int64_t n) override;
   void scale(DevicePtr x, float s, int64_t n) override;
   void softcap(DevicePtr x, float cap, int64_t n) override;

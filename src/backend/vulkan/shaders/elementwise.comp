@@ -27,6 +27,8 @@ void main() {
     r = p.param * safe_tanh(x / p.param);
   } else if (p.op == ELEMENTWISE_ADD) {
     r = x + b[p.b_off + i];
+  } else if (p.op == ELEMENTWISE_SIGMOID_MUL) {
+    r = x / (1.0 + exp(-b[p.b_off + i]));
   } else {
     r = x + b[p.b_off + i % p.b_period];
   }
