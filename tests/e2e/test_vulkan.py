@@ -14,7 +14,7 @@ import re
 import numpy as np
 import pytest
 
-from conftest import run_shoal
+from conftest import random_model, run_shoal
 from server_fixtures import Server
 
 PROMPT = "Once upon a time"
@@ -101,3 +101,25 @@ def test_mixed_cluster_through_serve(shoal_bin, test_data, workers, tmp_path):
         gpu = [d for d in cluster["devices"] if d["address"] == gpu_worker.address]
         assert gpu and gpu[0]["backend"].startswith("llvmpipe") and (gpu[0]["layer_begin"], gpu[0]["layer_end"]) == (1, 3)
         assert "no longer bit-identical" in s.stderr()
+
+
+@pytest.mark.parametrize("name", ["random-qwen35", "random-qwen3next", "random-gpt-oss"])
+def test_this_years_models_on_a_vulkan_worker(shoal_bin, workers, tmp_path, name):
+    """Qwen3.5's and Qwen3-Next's Gated DeltaNet (its state on the device)
+    and gpt-oss's sinks and clamped SwiGLU on a worker lending its GPU,
+    beside a CPU worker: the local text, logits within the cross-backend
+    tolerance, and for the hybrid models the same with guesses from a draft
+    model (the device's state taken back within a step)."""
+    model = random_model(name)
+    local_text, local_logits, _ = run(shoal_bin, tmp_path, model, name="local")
+    gpu_worker, = workers(1, "--device", "vulkan")
+    cpu_worker, = workers(1)
+    split = ["--rpc", f"{gpu_worker.address},{cpu_worker.address}", "--tensor-split", "0,3,1"]
+    text, logits, err = run(shoal_bin, tmp_path, model, *split, name="mixed")
+    assert re.search(rf"^{re.escape(gpu_worker.address)}\s+llvmpipe.*\s0-2 \(3\)", err, re.M), err
+    assert text == local_text
+    assert_near(logits, local_logits)
+    if name != "random-gpt-oss":
+        guessed, _, err = run(shoal_bin, tmp_path, model, *split, "-md", random_model("random-qwen3"), name="guessed")
+        assert "guessed tokens accepted" in err
+        assert guessed == local_text

@@ -702,15 +702,18 @@ TEST_P(BackendConformance, KvStoreAndAttentionEveryCacheType) {
   struct Case {
     DType k, v;
     int n_head, n_head_kv, head_dim, window, total, n_q;
+    bool sinks = false;  // gpt-oss: a logit per head in the softmax's denominator
   };
   const Case cases[] = {{DType::F32, DType::F32, 4, 2, 64, 0, 150, 7},   {DType::F16, DType::F16, 8, 2, 64, 0, 150, 7},
                         {DType::Q8_0, DType::Q8_0, 4, 4, 64, 0, 150, 7}, {DType::F16, DType::Q8_0, 6, 2, 32, 0, 150, 7},
                         {DType::F16, DType::F16, 2, 1, 256, 0, 150, 7},  {DType::F16, DType::F16, 4, 2, 64, 20, 150, 7},
-                        {DType::F16, DType::F16, 4, 1, 128, 0, 1000, 40}};
+                        {DType::F16, DType::F16, 4, 1, 128, 0, 1000, 40}, {DType::F32, DType::F32, 8, 2, 64, 0, 150, 7, true},
+                        {DType::F16, DType::F16, 4, 2, 64, 20, 150, 7, true}};
   for (const Case& c : cases) {
+    if (c.sinks && !be().runs(OptionalOp::AttentionSinks)) continue;
     SCOPED_TRACE(testing::Message() << dtype_info(c.k).name << "/" << dtype_info(c.v).name << " heads " << c.n_head
                                     << "/" << c.n_head_kv << " dim " << c.head_dim << " window " << c.window
-                                    << " positions " << c.total);
+                                    << " positions " << c.total << (c.sinks ? " sinks" : ""));
     std::mt19937 rng(17 + c.head_dim + c.total);
     const int width = c.n_head_kv * c.head_dim, n_seq = 2, step = 64;
     const int ring = c.window > 0 ? c.window + step : 0;  // as KvCache keeps a windowed layer
@@ -761,7 +764,12 @@ TEST_P(BackendConformance, KvStoreAndAttentionEveryCacheType) {
     for (int j = 0; j < c.n_q; ++j) pos[j] = c.total - c.n_q + j;
     auto qb = put(q);
     auto ob = be().allocate(q.size() * 4);
-    const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, 1.0f / std::sqrt(float(c.head_dim)), c.window};
+    std::vector<float> sink_logits = random_floats(c.n_head, rng);
+    for (float& x : sink_logits) x = 0.5f + 1.5f * x;  // -1 to 2: as large as the scores, and larger
+    Matrix sinks = held_f32(sink_logits);
+    if (c.sinks) prepare(sinks, true);
+    const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, 1.0f / std::sqrt(float(c.head_dim)), c.window,
+                               c.sinks ? &sinks : nullptr};
     be().begin_step(seqs.data(), pos.data(), c.n_q);
     be().attention(DevicePtr{qb.get(), 0}, kv, c.n_q, shape, DevicePtr{ob.get(), 0});
     const auto got = get(ob.get(), q.size());
@@ -793,7 +801,7 @@ TEST_P(BackendConformance, KvStoreAndAttentionEveryCacheType) {
           top = std::max(top, score.back());
         }
         std::vector<double> out(c.head_dim, 0.0);
-        double total = 0;
+        double total = c.sinks ? std::exp(sink_logits[h] - top) : 0.0;
         for (int p = lo; p <= pos[t]; ++p) {
           const double e = std::exp(score[p - lo] - top);
           total += e;

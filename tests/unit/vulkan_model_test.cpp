@@ -57,19 +57,21 @@ const char* kPrompt = "Once upon a time, there was a little girl named Lily. She
 // The models whose layers need an op the Vulkan backend has no shader for
 // yet, and what it says when it refuses them. (A weight type without a
 // matmul shader, MXFP4 among them, is widened to f32 on the device instead.)
-const std::map<std::string, std::string> kRefused = {{"random-gpt-oss", "does not run attention_sinks"},
-                                                     {"random-gpt-oss-mxfp4", "does not run attention_sinks"},
-                                                     {"random-deepseek2", "does not run latent_attention"}};
+const std::map<std::string, std::string> kRefused = {{"random-deepseek2", "does not run latent_attention"}};
 
 bool refused_on_vulkan(const std::string& path) {
   return kRefused.contains(std::filesystem::path(path).stem().string());
 }
 
-// Every architecture the Vulkan backend runs; the others are refused (below).
+// Every architecture the Vulkan backend runs, its weights F32; the others
+// are refused (below). (random-gpt-oss-mxfp4 is not F32: the CPU feeds its
+// MXFP4 matmuls Q8_0 activations, as ggml does, where the device widens
+// MXFP4 to f32, so the two differ by that rounding; golden_test.cpp holds
+// it to llama.cpp on the device within the quantized files' tolerance.)
 std::vector<std::string> f32_models() {
   std::vector<std::string> m = {test_data_dir() + "/models/stories260K.gguf"};
   for (const std::string& path : random_model_paths())
-    if (!refused_on_vulkan(path)) m.push_back(path);
+    if (!refused_on_vulkan(path) && std::filesystem::path(path).stem() != "random-gpt-oss-mxfp4") m.push_back(path);
   return m;
 }
 

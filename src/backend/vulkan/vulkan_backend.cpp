@@ -75,7 +75,7 @@ uint32_t kv_code(DType t) {
 constexpr int64_t kMatmulGroupRows = 128, kMatvecGroupRows = 256;
 
 uint32_t bindings_of(const std::string& shader) {
-  if (shader == "attention") return 5;
+  if (shader == "attention") return 6;
   if (shader == "delta_conv") return 4;
   if (shader == "delta_norm") return 1;
   if (shader == "delta_rule") return 8;
@@ -748,16 +748,24 @@ void VulkanBackend::attention(DevicePtr q, const KvLayer& kv, int n_tokens, cons
     uint32_t n_head, n_head_kv, head_dim, window, q_off, o_off, k_off, v_off;
     uint32_t k_row_bytes, v_row_bytes, k_seq_stride, v_seq_stride, ring, k_type, v_type, pos_off;
     float scale;
-    uint32_t block_heads, tile_tokens, n_tokens;
+    uint32_t block_heads, tile_tokens, n_tokens, has_sinks, sinks_off;
   } push{u32(s.n_head), u32(s.n_head_kv), u32(s.head_dim), u32(s.window), floats(q), floats(out), u32(kv.k.offset),
          u32(kv.v.offset), u32(kv.k_row_bytes), u32(kv.v_row_bytes), u32(kv.k_seq_stride), u32(kv.v_seq_stride),
          u32(kv.ring), kv_code(kv.k_type), kv_code(kv.v_type), u32(max_tokens_), s.scale, u32(block), u32(tile),
-         u32(n_tokens)};
+         u32(n_tokens), s.sinks ? 1u : 0u, 0u};
+  // gpt-oss's sinks: a logit per query head, read where the weights hold it.
+  BufferRange sinks{dummy_->handle(), 0, 0};
+  if (s.sinks) {
+    const WeightPart wp = weight_whole(*s.sinks);
+    push.sinks_off = u32(wp.offset / 4);
+    sinks = {wp.buffer, wp.offset, wp.offset + static_cast<size_t>(s.n_head) * sizeof(float)};
+  }
   const int64_t width = static_cast<int64_t>(s.n_head) * s.head_dim;
-  dispatch(fixed_shaders_[kAttention], {vk_buffer(q), vk_buffer(kv.k), vk_buffer(kv.v), rows_->handle(), vk_buffer(out)},
-           &push, sizeof(push), u32(s.n_head / block), u32((n_tokens + tile - 1) / tile), 1,
+  dispatch(fixed_shaders_[kAttention],
+           {vk_buffer(q), vk_buffer(kv.k), vk_buffer(kv.v), rows_->handle(), vk_buffer(out), sinks.buffer}, &push,
+           sizeof(push), u32(s.n_head / block), u32((n_tokens + tile - 1) / tile), 1,
            {range(q, rows_bytes(n_tokens, width)), step_cache(kv.k, kv.k_seq_stride), step_cache(kv.v, kv.v_seq_stride),
-            step_rows()},
+            step_rows(), sinks},
            {range(out, rows_bytes(n_tokens, width))});
 }
 
@@ -819,6 +827,9 @@ void VulkanBackend::swiglu(DevicePtr gate, DevicePtr up, DevicePtr out, int64_t 
 }
 void VulkanBackend::geglu(DevicePtr gate, DevicePtr up, DevicePtr out, int64_t n) {
   elementwise(ELEMENTWISE_GEGLU, gate, vk_buffer(up), up.offset, out, n, 0.0f, 1);
+}
+void VulkanBackend::swiglu_oai(DevicePtr gate, DevicePtr up, DevicePtr out, int64_t n) {
+  elementwise(ELEMENTWISE_SWIGLU_OAI, gate, vk_buffer(up), up.offset, out, n, 0.0f, 1);
 }
 void VulkanBackend::sigmoid_mul(DevicePtr x, DevicePtr gate, int64_t n) {
   elementwise(ELEMENTWISE_SIGMOID_MUL, x, vk_buffer(gate), gate.offset, x, n, 0.0f, 1);

@@ -72,10 +72,15 @@ class VulkanBackend : public Backend {
   // recurrence, three dispatches (shaders/delta_*.comp).
   void delta_net(DevicePtr qkv, DevicePtr alpha, DevicePtr beta, const RecurrentLayer& state, const DeltaNetParams& p,
                  int n_tokens, DevicePtr out) override;
-  bool runs(OptionalOp op) const override { return op == OptionalOp::DeltaNet || Backend::runs(op); }
+  bool runs(OptionalOp op) const override {
+    return op == OptionalOp::DeltaNet || op == OptionalOp::AttentionSinks || op == OptionalOp::SwigluOai ||
+           Backend::runs(op);
+  }
   void swiglu(DevicePtr gate, DevicePtr up, DevicePtr out, int64_t n) override;
   // x *= sigmoid(gate): Qwen3.5's attention output gate, on the device.
   void sigmoid_mul(DevicePtr x, DevicePtr gate, int64_t n) override;
+  // gpt-oss's clamped SwiGLU, on the device.
+  void swiglu_oai(DevicePtr gate, DevicePtr up, DevicePtr out, int64_t n) override;
   void geglu(DevicePtr gate, DevicePtr up, DevicePtr out, int64_t n) override;
   void scale(DevicePtr x, float s, int64_t n) override;
   void softcap(DevicePtr x, float cap, int64_t n) override;

@@ -8,7 +8,8 @@
 // row skips the chunks past its position and masks the positions past it,
 // so its arithmetic is what it would be alone and its result depends only
 // on its query and the cache. Several tokens share a workgroup only without
-// a window (their chunks all count from position 0).
+// a window (their chunks all count from position 0). With sinks (gpt-oss)
+// each head's sink logit joins the softmax's denominator, as on the CPU.
 #extension GL_GOOGLE_include_directive : enable
 #include "common.glsl"
 #include "kv.glsl"
@@ -19,6 +20,7 @@ layout(std430, binding = 1) readonly buffer K { uint k[]; };
 layout(std430, binding = 2) readonly buffer V { uint v[]; };
 layout(std430, binding = 3) readonly buffer Rows { int rows[]; };  // seq ids, then positions
 layout(std430, binding = 4) writeonly buffer Out { float o[]; };
+layout(std430, binding = 5) readonly buffer Sinks { float sinks[]; };  // a logit per query head
 layout(push_constant) uniform Push {
   uint n_head, n_head_kv, head_dim, window, q_off, o_off, k_off, v_off;
   uint k_row_bytes, v_row_bytes, k_seq_stride, v_seq_stride, ring, k_type, v_type, pos_off;
@@ -26,6 +28,7 @@ layout(push_constant) uniform Push {
   uint block_heads;  // GB: heads per workgroup, dividing the GQA group, GB x head_dim <= 2048
   uint tile_tokens;  // TQ: tokens per workgroup, one sequence; TQ x GB <= 8, TQ x GB x head_dim <= 2048
   uint n_tokens;
+  uint has_sinks, sinks_off;
 } p;
 
 const uint MAX_DIMS = 8;  // head_dim <= 512
@@ -137,9 +140,10 @@ void main() {
   }
   for (uint r = 0; r < R; ++r) {
     const uint ob = p.o_off + ((t0 + r / GB) * p.n_head + h0 + r % GB) * hd;
+    const float sum = p.has_sinks != 0u ? l[r] + exp(sinks[p.sinks_off + h0 + r % GB] - m[r]) : l[r];
     for (uint i = 0; i < MAX_DIMS; ++i) {
       const uint d = tid + i * 64;
-      if (d < hd) o[ob + d] = acc[r][i] / l[r];
+      if (d < hd) o[ob + d] = acc[r][i] / sum;
     }
   }
 }

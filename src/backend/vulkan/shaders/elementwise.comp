@@ -29,6 +29,9 @@ void main() {
     r = x + b[p.b_off + i];
   } else if (p.op == ELEMENTWISE_SIGMOID_MUL) {
     r = x / (1.0 + exp(-b[p.b_off + i]));
+  } else if (p.op == ELEMENTWISE_SWIGLU_OAI) {  // gpt-oss: clamped, x sigmoid(1.702 x) (y + 1)
+    const float g = min(x, 7.0), y = clamp(b[p.b_off + i], -7.0, 7.0);
+    r = g / (1.0 + exp(-1.702 * g)) * (y + 1.0);
   } else {
     r = x + b[p.b_off + i % p.b_period];
   }
