@@ -651,11 +651,16 @@ TEST_P(BackendConformance, Rope) {
   prepare(factors_m);
   const std::vector<int32_t> seqs(n_tokens, 0), positions = {0, 1, 7, 100, 2047, 32767};
   const auto x = random_floats(n_tokens * n_heads * head_dim, rng);
+  // offset: the rotating dims start 8 into each head (latent attention's trail the unrotated part).
   for (bool neox : {false, true})
     for (bool with_factors : {false, true})
-      for (float freq_scale : {1.0f, 0.25f}) {
-        SCOPED_TRACE(testing::Message() << "neox " << neox << " factors " << with_factors << " scale " << freq_scale);
-        const RopeParams p{head_dim, rope_dim, 10000.0f, freq_scale, neox, with_factors ? &factors_m : nullptr};
+      for (float freq_scale : {1.0f, 0.25f})
+        for (int offset : {0, 8}) {
+        if (offset != 0 && !be().runs(OptionalOp::LatentAttention)) continue;
+        SCOPED_TRACE(testing::Message() << "neox " << neox << " factors " << with_factors << " scale " << freq_scale
+                                        << " offset " << offset);
+        const RopeParams p{head_dim, rope_dim, 10000.0f, freq_scale, neox, with_factors ? &factors_m : nullptr,
+                           RopeYarn{}, offset};
         auto b = put(x);
         be().begin_step(seqs.data(), positions.data(), n_tokens);
         be().rope(DevicePtr{b.get(), 0}, n_tokens, n_heads, p);
@@ -673,7 +678,7 @@ TEST_P(BackendConformance, Rope) {
               if (with_factors) theta /= factors[i];
               // cos and sin rounded to float, as a backend's tables hold them
               const double c = static_cast<float>(std::cos(theta)), s = static_cast<float>(std::sin(theta));
-              const int i0 = neox ? i : 2 * i, i1 = neox ? i + rope_dim / 2 : 2 * i + 1;
+              const int i0 = offset + (neox ? i : 2 * i), i1 = offset + (neox ? i + rope_dim / 2 : 2 * i + 1);
               want[i0] = in[i0] * c - in[i1] * s;
               want[i1] = in[i0] * s + in[i1] * c;
             }
@@ -823,6 +828,77 @@ TEST_P(BackendConformance, KvStoreAndAttentionEveryCacheType) {
     const auto alone = get(lo.get(), row);
     be().finish_step();
     ASSERT_EQ(0, std::memcmp(alone.data(), got.data() + (c.n_q - 1) * row, row * 4));
+  }
+}
+
+// Latent attention (deepseek2): one cached row a position (kv_store writes
+// K only), every head reading it, V the first v_dim values of that row; the
+// output v_dim values a head. Against a double reference over the decoded
+// rows, in F32 and F16 caches; the last query alone gives its bits.
+TEST_P(BackendConformance, LatentAttentionReadsVFromTheKRow) {
+  if (!be().runs(OptionalOp::LatentAttention)) GTEST_SKIP() << "this backend does not run latent_attention";
+  for (DType type : {DType::F32, DType::F16}) {
+    SCOPED_TRACE(dtype_info(type).name);
+    std::mt19937 rng(41);
+    const int n_head = 4, head_dim = 96, v_dim = 64, total = 90, n_q = 5;
+    const std::vector<float> rows_all = random_floats(static_cast<int64_t>(total) * head_dim, rng);
+    const auto q = random_floats(static_cast<int64_t>(n_q) * n_head * head_dim, rng);
+    KvLayer kv;
+    kv.k_type = kv.v_type = type;
+    kv.width = head_dim;
+    kv.k_row_bytes = kv.v_row_bytes = row_bytes(type, head_dim);
+    kv.k_seq_stride = kv.v_seq_stride = kv.k_row_bytes * total;
+    kv.v_in_k = true;
+    auto kb = be().allocate(kv.k_seq_stride);
+    kv.k = kv.v = DevicePtr{kb.get(), 0};
+    auto rb = put(rows_all);
+    std::vector<int32_t> seqs(total, 0), pos(total);
+    for (int j = 0; j < total; ++j) pos[j] = j;
+    be().begin_step(seqs.data(), pos.data(), total);
+    be().kv_store(kv, DevicePtr{rb.get(), 0}, DevicePtr{rb.get(), 0}, total);
+    be().finish_step();
+    std::vector<uint8_t> bytes(kv.k_seq_stride);
+    be().download(bytes.data(), kv.k, bytes.size());
+    const AttentionShape shape{n_head, 1, head_dim, 1.0f / std::sqrt(96.0f), 0, nullptr, v_dim};
+    auto qb = put(q);
+    auto ob = be().allocate(static_cast<size_t>(n_q) * n_head * v_dim * 4);
+    be().begin_step(seqs.data(), pos.data() + total - n_q, n_q);
+    be().attention(DevicePtr{qb.get(), 0}, kv, n_q, shape, DevicePtr{ob.get(), 0});
+    const auto got = get(ob.get(), static_cast<size_t>(n_q) * n_head * v_dim);
+    be().finish_step();
+    std::vector<float> row(head_dim);
+    for (int t = 0; t < n_q; ++t)
+      for (int h = 0; h < n_head; ++h) {
+        const float* qh = q.data() + (t * n_head + h) * head_dim;
+        const int last = total - n_q + t;
+        std::vector<double> score;
+        double top = -1e300;
+        for (int p = 0; p <= last; ++p) {
+          dequantize_row(type, bytes.data() + p * kv.k_row_bytes, row.data(), head_dim);
+          double sum = 0;
+          for (int d = 0; d < head_dim; ++d) sum += double(qh[d]) * row[d];
+          score.push_back(sum * shape.scale);
+          top = std::max(top, score.back());
+        }
+        std::vector<double> out(v_dim, 0.0);
+        double total_weight = 0;
+        for (int p = 0; p <= last; ++p) {
+          const double e = std::exp(score[p] - top);
+          total_weight += e;
+          dequantize_row(type, bytes.data() + p * kv.k_row_bytes, row.data(), head_dim);
+          for (int d = 0; d < v_dim; ++d) out[d] += e * row[d];
+        }
+        for (int d = 0; d < v_dim; ++d)
+          ASSERT_NEAR(got[(t * n_head + h) * v_dim + d], out[d] / total_weight, 1e-5) << t << " " << h << " " << d;
+      }
+    const int width = n_head * v_dim;
+    auto lb = put(std::vector<float>(q.end() - n_head * head_dim, q.end()));
+    auto lo = be().allocate(width * 4);
+    be().begin_step(seqs.data(), pos.data() + total - 1, 1);
+    be().attention(DevicePtr{lb.get(), 0}, kv, 1, shape, DevicePtr{lo.get(), 0});
+    const auto alone = get(lo.get(), width);
+    be().finish_step();
+    ASSERT_EQ(0, std::memcmp(alone.data(), got.data() + (n_q - 1) * width, width * 4));
   }
 }
 

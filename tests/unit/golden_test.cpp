@@ -41,13 +41,11 @@ void PrintTo(const GoldenCase& c, std::ostream* os) {
 // differently may land from llama.cpp, which is what the GPU is.
 // The sigmoid-routed experts of glm4moe and minimax-m2, the latter's
 // whole-projection Q/K norms, the Gated DeltaNet of qwen35, qwen35moe and
-// qwen3next and gpt-oss's sinks and clamped SwiGLU run there too.
-// (deepseek2's latent attention is refused there by name:
-// vulkan_model_test.cpp.)
+// qwen3next, gpt-oss's sinks and clamped SwiGLU and deepseek2's latent
+// attention run there too: every architecture.
 bool also_on_vulkan(const std::string& golden_file) {
   return golden_file.starts_with("stories260K.") || golden_file == "smollm2-135m.fox.json" ||
-         (golden_file.starts_with("random-") && golden_file.ends_with(".fox.json") &&
-          !golden_file.starts_with("random-deepseek2"));
+         (golden_file.starts_with("random-") && golden_file.ends_with(".fox.json"));
 }
 
 // Tolerances, max |logit diff| over the golden top-10 ids under teacher

@@ -21,6 +21,11 @@
 #include <map>
 #include <cstring>
 
+#include "backend/forwarding_backend.h"
+#include "backend/vulkan/vulkan_devices.h"
+#include "engine/local_stage.h"
+#include "gguf/reader.h"
+#include "model/weights.h"
 #include "model_test_support.h"
 #ifndef SHOAL_NO_VULKAN
 #include "backend/vulkan/vulkan_backend.h"
@@ -54,37 +59,46 @@ std::unique_ptr<Engine> on_vulkan(const std::string& path, int n_batch = 64, int
 
 const char* kPrompt = "Once upon a time, there was a little girl named Lily. She loved to play outside.";
 
-// The models whose layers need an op the Vulkan backend has no shader for
-// yet, and what it says when it refuses them. (A weight type without a
-// matmul shader, MXFP4 among them, is widened to f32 on the device instead.)
-const std::map<std::string, std::string> kRefused = {{"random-deepseek2", "does not run latent_attention"}};
-
-bool refused_on_vulkan(const std::string& path) {
-  return kRefused.contains(std::filesystem::path(path).stem().string());
-}
-
-// Every architecture the Vulkan backend runs, its weights F32; the others
-// are refused (below). (random-gpt-oss-mxfp4 is not F32: the CPU feeds its
-// MXFP4 matmuls Q8_0 activations, as ggml does, where the device widens
-// MXFP4 to f32, so the two differ by that rounding; golden_test.cpp holds
-// it to llama.cpp on the device within the quantized files' tolerance.)
+// Every architecture, its weights F32 (the Vulkan backend runs every op
+// the layers need; a weight type without a matmul shader, MXFP4 among
+// them, is widened to f32 on the device). random-gpt-oss-mxfp4 is not F32:
+// the CPU feeds its MXFP4 matmuls Q8_0 activations, as ggml does, where the
+// device widens MXFP4 to f32, so the two differ by that rounding;
+// golden_test.cpp holds it to llama.cpp on the device within the quantized
+// files' tolerance.
 std::vector<std::string> f32_models() {
   std::vector<std::string> m = {test_data_dir() + "/models/stories260K.gguf"};
   for (const std::string& path : random_model_paths())
-    if (!refused_on_vulkan(path) && std::filesystem::path(path).stem() != "random-gpt-oss-mxfp4") m.push_back(path);
+    if (std::filesystem::path(path).stem() != "random-gpt-oss-mxfp4") m.push_back(path);
   return m;
 }
 
-// A layer that needs an op or a weight type the device lacks is refused at
-// load, naming it, never run wrong.
+// A device that lacks an op a stage's layers need: the stage is refused at
+// load, naming the op, never run wrong (the Vulkan backend, which now runs
+// them all, behind a wrapper that says it runs none of them).
+class LacksOptionalOps : public ForwardingBackend {
+ public:
+  using ForwardingBackend::ForwardingBackend;
+  bool runs(OptionalOp) const override { return false; }
+};
+
 TEST_F(VulkanModel, RefusesLayersItLacksAnOpForNamingTheOp) {
-  for (const auto& [name, why] : kRefused) {
+  const std::map<std::string, std::string> needs = {{"random-qwen35", "does not run gated_delta_net"},
+                                                    {"random-gpt-oss", "does not run attention_sinks"},
+                                                    {"random-deepseek2", "does not run latent_attention"}};
+  for (const auto& [name, why] : needs) {
     SCOPED_TRACE(name);
     const std::string path = random_model_path(name);
     SHOAL_NEED_FILE(path);
+    auto file = gguf::File::open(path);
+    const ModelConfig c = ModelConfig::from_gguf(*file);
+    LacksOptionalOps device(make_vulkan_backend(0, 64));
+    const BindRange range{0, c.n_layer, false};
+    ModelWeights weights = bind_weights(*file, c, range);
+    prepare_weights(device, weights, c, range);
     try {
-      on_vulkan(path);
-      ADD_FAILURE() << name << " loaded on Vulkan";
+      LocalStage stage(device, c, weights, 0, c.n_layer, 1, 256, 64, KvTypes{});
+      ADD_FAILURE() << name << " loaded on a device without its ops";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
     }

@@ -667,8 +667,6 @@ void VulkanBackend::rmsnorm(DevicePtr x, const Matrix& weight_matrix, DevicePtr 
 }
 
 void VulkanBackend::rope(DevicePtr x, int n_tokens, int n_heads, const RopeParams& p) {
-  // Latent attention's rope at an offset is refused at load (OptionalOp::LatentAttention).
-  if (p.rope_offset != 0) fail("the Vulkan rope shader rotates each head's leading dims only");
   check_step(n_tokens);
   const int half = p.rope_dim / 2;
   if (half > kMaxRopePairs) fail("the Vulkan backend rotates at most {} pairs per head, not {}", kMaxRopePairs, half);
@@ -693,7 +691,7 @@ void VulkanBackend::rope(DevicePtr x, int n_tokens, int n_heads, const RopeParam
     table = &step_rope_tables_.back();
   }
   const uint32_t push[] = {u32(n_heads), u32(p.head_dim), u32(p.rope_dim), p.neox ? 1u : 0u, floats(x),
-                           u32(table->offset / sizeof(float))};
+                           u32(table->offset / sizeof(float)), u32(p.rope_offset)};
   const BufferRange rows = range(x, rows_bytes(n_tokens, static_cast<int64_t>(n_heads) * p.head_dim));
   dispatch(fixed_shaders_[kRope], {vk_buffer(x), rope_tables_->handle()}, push, sizeof(push), u32((half + 63) / 64),
            u32(n_heads), u32(n_tokens),
@@ -703,8 +701,8 @@ void VulkanBackend::rope(DevicePtr x, int n_tokens, int n_heads, const RopeParam
 
 void VulkanBackend::kv_store(const KvLayer& kv, DevicePtr k, DevicePtr v, int n_tokens) {
   check_step(n_tokens);
-  if (kv.v_in_k) fail("the Vulkan backend stores V rows of their own only (latent attention is refused at load)");
-  for (int part = 0; part < 2; ++part) {
+  // Latent attention: V is the K row's latent, written with it.
+  for (int part = 0; part < (kv.v_in_k ? 1 : 2); ++part) {
     const DevicePtr dst = part == 0 ? kv.k : kv.v;
     const size_t row_bytes = part == 0 ? kv.k_row_bytes : kv.v_row_bytes;
     if (row_bytes % 4 != 0 || dst.offset % 4 != 0)
@@ -728,8 +726,9 @@ void VulkanBackend::kv_store(const KvLayer& kv, DevicePtr k, DevicePtr v, int n_
 
 void VulkanBackend::attention(DevicePtr q, const KvLayer& kv, int n_tokens, const AttentionShape& s, DevicePtr out) {
   check_step(n_tokens);
-  if (s.head_dim > 512) fail("the Vulkan attention shader takes heads of up to 512 values, not {}", s.head_dim);
-  if (s.v_dim() != s.head_dim) fail("the Vulkan attention shader takes V heads of the K heads' size");
+  if (s.head_dim > 2048 || s.v_dim() > 512 || s.v_dim() > s.head_dim)
+    fail("the Vulkan attention shader takes K heads of up to 2048 values and V heads of up to 512, not {} and {}",
+         s.head_dim, s.v_dim());
   // A workgroup takes a block of the heads that share a KV head (the most
   // up to 8 that divide the group and fit 2048 query values), reading K
   // and V once for them.
@@ -748,11 +747,11 @@ void VulkanBackend::attention(DevicePtr q, const KvLayer& kv, int n_tokens, cons
     uint32_t n_head, n_head_kv, head_dim, window, q_off, o_off, k_off, v_off;
     uint32_t k_row_bytes, v_row_bytes, k_seq_stride, v_seq_stride, ring, k_type, v_type, pos_off;
     float scale;
-    uint32_t block_heads, tile_tokens, n_tokens, has_sinks, sinks_off;
+    uint32_t block_heads, tile_tokens, n_tokens, has_sinks, sinks_off, v_dim;
   } push{u32(s.n_head), u32(s.n_head_kv), u32(s.head_dim), u32(s.window), floats(q), floats(out), u32(kv.k.offset),
          u32(kv.v.offset), u32(kv.k_row_bytes), u32(kv.v_row_bytes), u32(kv.k_seq_stride), u32(kv.v_seq_stride),
          u32(kv.ring), kv_code(kv.k_type), kv_code(kv.v_type), u32(max_tokens_), s.scale, u32(block), u32(tile),
-         u32(n_tokens), s.sinks ? 1u : 0u, 0u};
+         u32(n_tokens), s.sinks ? 1u : 0u, 0u, u32(s.v_dim())};
   // gpt-oss's sinks: a logit per query head, read where the weights hold it.
   BufferRange sinks{dummy_->handle(), 0, 0};
   if (s.sinks) {
@@ -760,13 +759,13 @@ void VulkanBackend::attention(DevicePtr q, const KvLayer& kv, int n_tokens, cons
     push.sinks_off = u32(wp.offset / 4);
     sinks = {wp.buffer, wp.offset, wp.offset + static_cast<size_t>(s.n_head) * sizeof(float)};
   }
-  const int64_t width = static_cast<int64_t>(s.n_head) * s.head_dim;
+  const int64_t width = static_cast<int64_t>(s.n_head) * s.head_dim, out_width = static_cast<int64_t>(s.n_head) * s.v_dim();
   dispatch(fixed_shaders_[kAttention],
            {vk_buffer(q), vk_buffer(kv.k), vk_buffer(kv.v), rows_->handle(), vk_buffer(out), sinks.buffer}, &push,
            sizeof(push), u32(s.n_head / block), u32((n_tokens + tile - 1) / tile), 1,
            {range(q, rows_bytes(n_tokens, width)), step_cache(kv.k, kv.k_seq_stride), step_cache(kv.v, kv.v_seq_stride),
             step_rows(), sinks},
-           {range(out, rows_bytes(n_tokens, width))});
+           {range(out, rows_bytes(n_tokens, out_width))});
 }
 
 void VulkanBackend::delta_net(DevicePtr qkv, DevicePtr alpha, DevicePtr beta, const RecurrentLayer& state,

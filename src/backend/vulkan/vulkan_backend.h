@@ -74,7 +74,7 @@ class VulkanBackend : public Backend {
                  int n_tokens, DevicePtr out) override;
   bool runs(OptionalOp op) const override {
     return op == OptionalOp::DeltaNet || op == OptionalOp::AttentionSinks || op == OptionalOp::SwigluOai ||
-           Backend::runs(op);
+           op == OptionalOp::LatentAttention || Backend::runs(op);
   }
   void swiglu(DevicePtr gate, DevicePtr up, DevicePtr out, int64_t n) override;
   // x *= sigmoid(gate): Qwen3.5's attention output gate, on the device.

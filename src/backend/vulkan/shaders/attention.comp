@@ -10,6 +10,8 @@
 // on its query and the cache. Several tokens share a workgroup only without
 // a window (their chunks all count from position 0). With sinks (gpt-oss)
 // each head's sink logit joins the softmax's denominator, as on the CPU.
+// V heads of v_dim values: head_dim, or under latent attention the latent
+// at the front of the K row (V is then read from the K cache).
 #extension GL_GOOGLE_include_directive : enable
 #include "common.glsl"
 #include "kv.glsl"
@@ -28,10 +30,10 @@ layout(push_constant) uniform Push {
   uint block_heads;  // GB: heads per workgroup, dividing the GQA group, GB x head_dim <= 2048
   uint tile_tokens;  // TQ: tokens per workgroup, one sequence; TQ x GB <= 8, TQ x GB x head_dim <= 2048
   uint n_tokens;
-  uint has_sinks, sinks_off;
+  uint has_sinks, sinks_off, v_dim;
 } p;
 
-const uint MAX_DIMS = 8;  // head_dim <= 512
+const uint MAX_DIMS = 8;  // v_dim <= 512
 const uint MAX_G = 8;     // GB <= 8
 shared float qv[2048];
 shared float weights[MAX_G][64];
@@ -124,7 +126,7 @@ void main() {
     const int n = min(64, last - start + 1);
     for (uint i = 0; i < MAX_DIMS; ++i) {
       const uint d = tid + i * 64;
-      if (d >= hd) break;
+      if (d >= p.v_dim) break;
       float a[MAX_G];
       for (uint r = 0; r < R; ++r) a[r] = start <= pos[r] ? acc[r][i] * rescale[r] : acc[r][i];
       for (int jj = 0; jj < n; ++jj) {
@@ -139,11 +141,11 @@ void main() {
     barrier();
   }
   for (uint r = 0; r < R; ++r) {
-    const uint ob = p.o_off + ((t0 + r / GB) * p.n_head + h0 + r % GB) * hd;
+    const uint ob = p.o_off + ((t0 + r / GB) * p.n_head + h0 + r % GB) * p.v_dim;
     const float sum = p.has_sinks != 0u ? l[r] + exp(sinks[p.sinks_off + h0 + r % GB] - m[r]) : l[r];
     for (uint i = 0; i < MAX_DIMS; ++i) {
       const uint d = tid + i * 64;
-      if (d < hd) o[ob + d] = acc[r][i] / sum;
+      if (d < p.v_dim) o[ob + d] = acc[r][i] / sum;
     }
   }
 }
