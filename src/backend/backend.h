@@ -170,6 +170,24 @@ struct AttentionShape {
   int v_dim() const { return v_head_dim > 0 ? v_head_dim : head_dim; }
 };
 
+// A GPU backend's kernels by what they do, and what each class moved and
+// computed: the bytes its dispatches read from and wrote to device memory
+// (weights and the KV cache once per workgroup that streams them, as the
+// shaders do; activations, which caches hold, once per dispatch) and its
+// floating-point operations. `shoal bench -v` prints
+// them per token and per prompt batch, and what they allow on a GPU's
+// roof (docs/architecture.md, "What a GPU allows").
+enum class KernelClass : uint8_t {
+  Matmul, Matvec, Attention, Recurrence, Norm, Rope, KvStore, Elementwise, Routing, Embedding, Copy, Count
+};
+constexpr const char* kKernelClassNames[] = {"matmul",  "matvec",   "attention",   "recurrence",
+                                             "norm",    "rope",     "kv store",    "element-wise",
+                                             "routing", "embedding", "copy"};
+struct KernelTraffic {
+  uint64_t dispatches = 0;
+  double bytes_read = 0, bytes_written = 0, flops = 0;
+};
+
 // What a GPU backend did on its device, counted since it was made (shoal
 // bench -v prints them per step); the CPU backend has none.
 struct DeviceCounters {
@@ -184,6 +202,7 @@ struct DeviceCounters {
   uint64_t descriptor_sets = 0;     // allocated and written
   uint64_t pipelines_compiled = 0;
   uint64_t driver_allocations = 0;  // host memory the driver asked for
+  KernelTraffic kernels[static_cast<size_t>(KernelClass::Count)]{};
 };
 
 // The kinds of device a backend drives; kind_name() is what HELLO and

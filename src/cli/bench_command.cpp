@@ -19,6 +19,39 @@
 namespace shoal::cli {
 namespace {
 
+// The GPUs docs/architecture.md models ("What a GPU allows"): memory
+// bandwidth and dense f16 matmul throughput, from their makers' sheets.
+struct GpuRoof {
+  const char* name;
+  double bytes_per_s, flops_per_s;
+};
+constexpr GpuRoof kRoofs[] = {{"H100 SXM (3.35 TB/s, 989 TFLOP/s)", 3.35e12, 989e12},
+                              {"RTX 4090 (1.01 TB/s, 165 TFLOP/s)", 1.008e12, 165.2e12}};
+
+// -v on a GPU: what each kernel class read, wrote and computed per step
+// (a decode token, or a prompt batch of `tokens`), and what those bytes
+// and FLOPs allow at 80 % of each GPU's roof.
+void print_traffic(const DeviceCounters& a, const DeviceCounters& b, double steps, int tokens) {
+  double read = 0, written = 0, flops = 0;
+  std::printf("  %-12s %10s %12s %12s %12s\n", "kernel class", "dispatches", "MB read", "MB written", "GFLOP");
+  for (size_t k = 0; k < static_cast<size_t>(KernelClass::Count); ++k) {
+    const KernelTraffic& x = a.kernels[k];
+    const KernelTraffic& y = b.kernels[k];
+    if (y.dispatches == x.dispatches) continue;
+    const double r = (y.bytes_read - x.bytes_read) / steps, w = (y.bytes_written - x.bytes_written) / steps,
+                 f = (y.flops - x.flops) / steps;
+    read += r, written += w, flops += f;
+    std::printf("  %-12s %10.4g %12.4g %12.4g %12.4g\n", kKernelClassNames[k], (y.dispatches - x.dispatches) / steps,
+                r / 1e6, w / 1e6, f / 1e9);
+  }
+  std::printf("  %-12s %10s %12.4g %12.4g %12.4g\n", "total", "", read / 1e6, written / 1e6, flops / 1e9);
+  for (const GpuRoof& g : kRoofs) {
+    const double seconds = std::max((read + written) / (0.8 * g.bytes_per_s), flops / (0.8 * g.flops_per_s));
+    std::printf("  at 80 %% of an %s: %.4g tok/s (%s-bound)\n", g.name, tokens / seconds,
+                (read + written) / g.bytes_per_s > flops / g.flops_per_s ? "memory" : "compute");
+  }
+}
+
 struct BenchOptions {
   CommonOptions common;
   int n_prompt = 512;
@@ -239,6 +272,7 @@ int bench(BenchOptions& o) {
                 per(a.host_waits, b.host_waits).c_str(), per(a.copies, b.copies).c_str(),
                 per(a.plans_recorded, b.plans_recorded).c_str(), per(a.descriptor_sets, b.descriptor_sets).c_str(),
                 per(a.driver_allocations, b.driver_allocations).c_str());
+    print_traffic(a, b, n, row.n_prompt > 0 ? std::min(row.n_prompt, engine.n_batch()) : 1);
   }
   if (spec) {
     const double n = spec->tokens;

@@ -69,6 +69,34 @@ def test_bench_on_vulkan_names_the_device(shoal_bin, test_data):
     assert re.search(r"\| Vulkan \| 2 \| tg8 \| [\d.]+", r.stdout), r.stdout
 
 
+def test_bench_verbose_models_the_gpu_from_bytes_and_flops(shoal_bin, test_data):
+    """-v: per prompt batch and per decode token, each kernel class's bytes
+    and FLOPs, and what they allow on an H100 and an RTX 4090. A decode
+    token reads every weight once (stories260K's 0.29 M F32 parameters:
+    about the file's size) and a 16-token prompt batch computes more than 8
+    tokens' worth."""
+    r = run_shoal(shoal_bin, "bench", "-m", stories(test_data), "--device", "vulkan", "-p", "16", "-n", "4", "-r", "1",
+                  "-v")
+    assert r.returncode == 0, r.stderr
+    blocks = r.stdout.split("vulkan per ")[1:]
+    assert [b.split(":")[0] for b in blocks] == ["batch", "token"], r.stdout
+
+    def table(block):
+        rows = {}
+        for line in block.splitlines()[2:]:
+            m = re.match(r"  ([a-z -]+?)\s{2,}([\d.e+-]*)\s+([\d.e+-]+)\s+([\d.e+-]+)\s+([\d.e+-]+)$", line)
+            if m:
+                rows[m.group(1)] = [float(x) if x else 0.0 for x in m.groups()[1:]]
+        return rows
+    batch, token = table(blocks[0]), table(blocks[1])
+    assert "matmul" in batch and "matvec" in token and "attention" in token, r.stdout
+    weights = (test_data / "models/stories260K.gguf").stat().st_size
+    # A token reads the weights once (the file less its tokenizer) and little else.
+    assert 0.5 * weights / 1e6 < token["total"][1] < 1.5 * weights / 1e6, (token, weights)
+    assert batch["total"][3] > 8 * token["total"][3]
+    assert len(re.findall(r"at 80 % of an (H100|RTX 4090).*tok/s \((memory|compute)-bound\)", r.stdout)) == 4
+
+
 def test_a_missing_device_falls_back_to_the_cpu_in_one_line(shoal_bin, test_data, tmp_path):
     text, logits, _ = run(shoal_bin, tmp_path, stories(test_data), name="cpu")
     t, l, err = run(shoal_bin, tmp_path, stories(test_data), "--device", "vulkan:7", name="missing")

@@ -412,12 +412,16 @@ void VulkanBackend::copy(DevicePtr dst, DevicePtr src, size_t bytes) {
   if (src.buffer == dst.buffer && src.offset < dst.offset + bytes && dst.offset < src.offset + bytes)
     fail("internal: a copy between overlapping regions");
   copy_command(vk_buffer(src), src.offset, vk_buffer(dst), dst.offset, bytes);
+  KernelTraffic& traffic = counters_.kernels[static_cast<size_t>(KernelClass::Copy)];
+  ++traffic.dispatches;
+  traffic.bytes_read += static_cast<double>(bytes);
+  traffic.bytes_written += static_cast<double>(bytes);
   if (!in_step_) flush();  // a KV copy between steps is done when it returns
 }
 
 void VulkanBackend::dispatch(int shader, std::initializer_list<VkBuffer> buffers, const void* push, size_t push_bytes,
                              uint32_t gx, uint32_t gy, uint32_t gz, std::initializer_list<BufferRange> reads,
-                             std::initializer_list<BufferRange> writes) {
+                             std::initializer_list<BufferRange> writes, const Traffic& traffic) {
   if (gx > max_groups_[0] || gy > max_groups_[1] || gz > max_groups_[2])
     fail("Vulkan: {} needs {}x{}x{} workgroups, more than the device's {}x{}x{}", kSpirvShaders[shader].name, gx, gy,
          gz, max_groups_[0], max_groups_[1], max_groups_[2]);
@@ -438,6 +442,11 @@ void VulkanBackend::dispatch(int shader, std::initializer_list<VkBuffer> buffers
   c.n_writes = static_cast<uint8_t>(writes.size());
   std::copy(writes.begin(), writes.end(), c.writes);
   recorder_->add(c);
+  KernelTraffic& k = counters_.kernels[static_cast<size_t>(traffic.kind)];
+  ++k.dispatches;
+  k.bytes_read += traffic.read;
+  k.bytes_written += traffic.written;
+  k.flops += traffic.flops;
 }
 
 void VulkanBackend::prepare_matrix(const Matrix& m, int64_t slice_rows) {
@@ -597,7 +606,11 @@ void VulkanBackend::matmul(const Matrix& w, DevicePtr x, DevicePtr y, int n_toke
              sizeof(push), g.x, u32((n_tokens + 7) / 8), g.z,
              {{part.buffer, part.offset, part.offset + part.rows * part.row_stride},
               range(x, rows_bytes(n_tokens, w.cols))},
-             {range(y_part, rows_bytes(n_tokens - 1, w.rows) + part.rows * sizeof(float))});
+             {range(y_part, rows_bytes(n_tokens - 1, w.rows) + part.rows * sizeof(float))},
+             // Every workgroup of 8 tokens streams the part's rows.
+             {one_token ? KernelClass::Matvec : KernelClass::Matmul,
+              static_cast<double>(part.rows) * part.row_stride * ((n_tokens + 7) / 8) + rows_bytes(n_tokens, w.cols),
+              static_cast<double>(rows_bytes(n_tokens, part.rows)), 2.0 * part.rows * w.cols * n_tokens});
   });
 }
 
@@ -611,7 +624,9 @@ void VulkanBackend::route_experts(DevicePtr logits, int n_tokens, int n_expert, 
   const size_t slots = static_cast<size_t>(n_tokens) * k;
   dispatch(fixed_shaders_[kRoute], {vk_buffer(logits), vk_buffer(experts), vk_buffer(weights)}, &push, sizeof(push),
            u32((n_tokens + 63) / 64), 1, 1, {range(logits, rows_bytes(n_tokens, n_expert))},
-           {range(experts, slots * sizeof(int32_t)), range(weights, slots * sizeof(float))});
+           {range(experts, slots * sizeof(int32_t)), range(weights, slots * sizeof(float))},
+           {KernelClass::Routing, static_cast<double>(rows_bytes(n_tokens, n_expert)), 8.0 * slots,
+            4.0 * n_tokens * n_expert});
 }
 
 void VulkanBackend::matmul_routed(const Matrix& stacked, int64_t expert_rows, DevicePtr x, int x_share,
@@ -635,7 +650,12 @@ void VulkanBackend::matmul_routed(const Matrix& stacked, int64_t expert_rows, De
                {{part.buffer, part.offset, part.offset + part.rows * part.row_stride},
                 range(xs, rows_bytes((n + x_share - 1) / x_share, stacked.cols)),
                 range(es, static_cast<size_t>(n) * sizeof(int32_t))},
-               {range(ys, rows_bytes(n, expert_rows))});
+               {range(ys, rows_bytes(n, expert_rows))},
+               // Each slot's workgroups stream its expert's rows.
+               {n <= x_share ? KernelClass::Matvec : KernelClass::Matmul,
+                static_cast<double>(n) * expert_rows * part.row_stride +
+                    rows_bytes((n + x_share - 1) / x_share, stacked.cols),
+                static_cast<double>(rows_bytes(n, expert_rows)), 2.0 * n * expert_rows * stacked.cols});
     });
   }
 }
@@ -650,7 +670,9 @@ void VulkanBackend::weighted_sum(DevicePtr rows, DevicePtr weights, int n_tokens
   dispatch(fixed_shaders_[kWeightedSum], {vk_buffer(rows), vk_buffer(weights), vk_buffer(out)}, &push, sizeof(push),
            g.x, g.y, 1,
            {range(rows, rows_bytes(n_tokens * k, width)), range(weights, static_cast<size_t>(n_tokens) * k * sizeof(float))},
-           {range(out, rows_bytes(n_tokens, width))});
+           {range(out, rows_bytes(n_tokens, width))},
+           {KernelClass::Routing, static_cast<double>(rows_bytes(n_tokens * k, width)),
+            static_cast<double>(rows_bytes(n_tokens, width)), 2.0 * n_tokens * k * width});
 }
 
 void VulkanBackend::rmsnorm(DevicePtr x, const Matrix& weight_matrix, DevicePtr y, int n_tokens, int n, float eps) {
@@ -663,7 +685,9 @@ void VulkanBackend::rmsnorm(DevicePtr x, const Matrix& weight_matrix, DevicePtr 
   const uint32_t gx = std::min<uint32_t>(n_tokens, 65535), gy = (n_tokens + 65534) / 65535;
   dispatch(fixed_shaders_[kRmsnorm], {vk_buffer(x), wp.buffer, vk_buffer(y)}, &push, sizeof(push), gx, gy, 1,
            {range(x, rows_bytes(n_tokens, n)), {wp.buffer, wp.offset, wp.offset + n * sizeof(float)}},
-           {range(y, rows_bytes(n_tokens, n))});
+           {range(y, rows_bytes(n_tokens, n))},
+           {KernelClass::Norm, static_cast<double>(rows_bytes(n_tokens + 1, n)),
+            static_cast<double>(rows_bytes(n_tokens, n)), 4.0 * n_tokens * n});
 }
 
 void VulkanBackend::rope(DevicePtr x, int n_tokens, int n_heads, const RopeParams& p) {
@@ -696,7 +720,9 @@ void VulkanBackend::rope(DevicePtr x, int n_tokens, int n_heads, const RopeParam
   dispatch(fixed_shaders_[kRope], {vk_buffer(x), rope_tables_->handle()}, push, sizeof(push), u32((half + 63) / 64),
            u32(n_heads), u32(n_tokens),
            {rows, range({rope_tables_.get(), table->offset}, static_cast<size_t>(step_tokens_) * half * 2 * sizeof(float))},
-           {rows});
+           {rows},
+           {KernelClass::Rope, 4.0 * n_tokens * half * (2.0 * n_heads + 2), 8.0 * n_tokens * half * n_heads,
+            6.0 * n_tokens * half * n_heads});
 }
 
 void VulkanBackend::kv_store(const KvLayer& kv, DevicePtr k, DevicePtr v, int n_tokens) {
@@ -720,7 +746,9 @@ void VulkanBackend::kv_store(const KvLayer& kv, DevicePtr k, DevicePtr v, int n_
     dispatch(fixed_shaders_[kKvStore], {vk_buffer(part == 0 ? k : v), vk_buffer(dst), rows_->handle()}, push,
              sizeof(push), u32((row_bytes / 4 + 63) / 64), u32(n_tokens), 1,
              {range(part == 0 ? k : v, rows_bytes(n_tokens, kv.width)), step_rows()},
-             {step_cache(dst, part == 0 ? kv.k_seq_stride : kv.v_seq_stride)});
+             {step_cache(dst, part == 0 ? kv.k_seq_stride : kv.v_seq_stride)},
+             {KernelClass::KvStore, static_cast<double>(rows_bytes(n_tokens, kv.width)),
+              static_cast<double>(n_tokens) * row_bytes, 0.0});
   }
 }
 
@@ -760,12 +788,24 @@ void VulkanBackend::attention(DevicePtr q, const KvLayer& kv, int n_tokens, cons
     sinks = {wp.buffer, wp.offset, wp.offset + static_cast<size_t>(s.n_head) * sizeof(float)};
   }
   const int64_t width = static_cast<int64_t>(s.n_head) * s.head_dim, out_width = static_cast<int64_t>(s.n_head) * s.v_dim();
+  // What it reads: each workgroup (a block of heads, a tile of tokens)
+  // reads its KV head's visible rows once; each row costs q.k and the
+  // weighted V for every head.
+  double visible = 0;
+  for (int t = 0; t < n_tokens; ++t)
+    visible += s.window > 0 ? std::min(step_positions_[t] + 1, s.window) : step_positions_[t] + 1;
+  const double kv_head_bytes = static_cast<double>(kv.k_row_bytes) / kv.width * s.head_dim +
+                               (kv.v_in_k ? 0.0 : static_cast<double>(kv.v_row_bytes) / kv.width * s.v_dim());
+  const Traffic traffic{KernelClass::Attention,
+                        visible / tile * s.n_head / block * kv_head_bytes + rows_bytes(n_tokens, width),
+                        static_cast<double>(rows_bytes(n_tokens, out_width)),
+                        visible * s.n_head * 2.0 * (s.head_dim + s.v_dim())};
   dispatch(fixed_shaders_[kAttention],
            {vk_buffer(q), vk_buffer(kv.k), vk_buffer(kv.v), rows_->handle(), vk_buffer(out), sinks.buffer}, &push,
            sizeof(push), u32(s.n_head / block), u32((n_tokens + tile - 1) / tile), 1,
            {range(q, rows_bytes(n_tokens, width)), step_cache(kv.k, kv.k_seq_stride), step_cache(kv.v, kv.v_seq_stride),
             step_rows(), sinks},
-           {range(out, rows_bytes(n_tokens, out_width))});
+           {range(out, rows_bytes(n_tokens, out_width))}, traffic);
 }
 
 void VulkanBackend::delta_net(DevicePtr qkv, DevicePtr alpha, DevicePtr beta, const RecurrentLayer& state,
@@ -780,13 +820,17 @@ void VulkanBackend::delta_net(DevicePtr qkv, DevicePtr alpha, DevicePtr beta, co
   const uint32_t conv_push[] = {u32(width), u32(p.conv_kernel), u32(n_tokens), floats(qkv), u32(taps.offset / 4),
                                 floats(state.conv), u32(state.conv_seq_stride / 4), u32(max_tokens_)};
   dispatch(fixed_shaders_[kDeltaConv], {vk_buffer(qkv), taps.buffer, vk_buffer(state.conv), rows_->handle()}, conv_push,
-           sizeof(conv_push), u32((width + 63) / 64), 1, 1, {rows, taps_range, conv, step_rows()}, {rows, conv});
+           sizeof(conv_push), u32((width + 63) / 64), 1, 1, {rows, taps_range, conv, step_rows()}, {rows, conv},
+           {KernelClass::Recurrence, static_cast<double>(rows_bytes(n_tokens, width)) + (taps_range.end - taps_range.begin),
+            static_cast<double>(rows_bytes(n_tokens, width)), 2.0 * n_tokens * width * (p.conv_kernel + 2)});
   struct {
     uint32_t width, head_dim, key_width, qkv_off;
     float eps;
   } norm_push{u32(width), u32(p.head_dim), u32(p.key_width()), floats(qkv), p.eps};
   dispatch(fixed_shaders_[kDeltaNorm], {vk_buffer(qkv)}, &norm_push, sizeof(norm_push), u32(2 * p.n_k_heads),
-           u32(n_tokens), 1, {rows}, {rows});
+           u32(n_tokens), 1, {rows}, {rows},
+           {KernelClass::Recurrence, static_cast<double>(rows_bytes(n_tokens, 2 * p.key_width())),
+            static_cast<double>(rows_bytes(n_tokens, 2 * p.key_width())), 3.0 * n_tokens * 2 * p.key_width()});
   struct {
     uint32_t head_dim, n_k, n_v, keys_interleaved, n_tokens, width, value_width, qkv_off, alpha_off, beta_off, dt_off,
         a_off, ssm_off, ssm_seq_stride, out_off, pos_off;
@@ -802,7 +846,12 @@ void VulkanBackend::delta_net(DevicePtr qkv, DevicePtr alpha, DevicePtr beta, co
            &rule_push, sizeof(rule_push), u32(p.n_v_heads), 1, 1,
            {rows, range(alpha, rows_bytes(n_tokens, p.n_v_heads)), range(beta, rows_bytes(n_tokens, p.n_v_heads)),
             {dt.buffer, dt.offset, dt.offset + heads}, {a.buffer, a.offset, a.offset + heads}, ssm, step_rows()},
-           {ssm, range(out, rows_bytes(n_tokens, p.value_width()))});
+           {ssm, range(out, rows_bytes(n_tokens, p.value_width()))},
+           // Each row walks its head's state twice (decay and read, write and read).
+           {KernelClass::Recurrence,
+            n_tokens * (2.0 * p.n_v_heads * p.head_dim * p.head_dim * 4 + 4.0 * (2 * p.key_width() + p.value_width())),
+            n_tokens * (2.0 * p.n_v_heads * p.head_dim * p.head_dim * 4 + 4.0 * p.value_width()),
+            n_tokens * 6.0 * p.n_v_heads * p.head_dim * p.head_dim});
 }
 
 void VulkanBackend::elementwise(uint32_t op, DevicePtr a, VkBuffer b, size_t b_offset, DevicePtr out, int64_t n,
@@ -817,7 +866,9 @@ void VulkanBackend::elementwise(uint32_t op, DevicePtr a, VkBuffer b, size_t b_o
   const VkBuffer bb = b ? b : dummy_->handle();
   const BufferRange b_read{bb, b ? b_offset : 0, b ? b_offset + (period > 1 ? period * sizeof(float) : bytes) : 0};
   dispatch(fixed_shaders_[kElementwise], {vk_buffer(a), bb, vk_buffer(out)}, &push, sizeof(push), g.x, g.y, 1,
-           {range(a, bytes), b_read}, {range(out, bytes)});
+           {range(a, bytes), b_read}, {range(out, bytes)},
+           {KernelClass::Elementwise, static_cast<double>(bytes + (b_read.end - b_read.begin)), static_cast<double>(bytes),
+            4.0 * n});
 }
 
 
@@ -863,7 +914,9 @@ void VulkanBackend::get_rows(const Matrix& w, const int32_t* ids, int n, DeviceP
              push, sizeof(push), (chunks + 63) / 64, u32(n), 1,
              {{part.buffer, part.offset, part.offset + part.rows * part.row_stride},
               {lookup_ids_->handle(), 0, n * sizeof(int32_t)}},
-             {range(out, rows_bytes(n, w.cols))});
+             {range(out, rows_bytes(n, w.cols))},
+             {KernelClass::Embedding, static_cast<double>(n) * part.row_stride, static_cast<double>(rows_bytes(n, w.cols)),
+              static_cast<double>(n) * w.cols});
   });
   if (!in_step_) flush();
 }

@@ -188,9 +188,14 @@ class VulkanBackend : public Backend {
   size_t stage_bytes(size_t bytes);  // room in the staging buffer; flushes when full
   void copy_command(VkBuffer src, size_t src_offset, VkBuffer dst, size_t dst_offset, size_t bytes);
   // One dispatch and the bytes it reads and writes (its barrier follows from them).
+  // What a dispatch moves and computes, for DeviceCounters::kernels.
+  struct Traffic {
+    KernelClass kind;
+    double read = 0, written = 0, flops = 0;
+  };
   void dispatch(int shader, std::initializer_list<VkBuffer> buffers, const void* push, size_t push_bytes, uint32_t gx,
                 uint32_t gy, uint32_t gz, std::initializer_list<BufferRange> reads,
-                std::initializer_list<BufferRange> writes);
+                std::initializer_list<BufferRange> writes, const Traffic& traffic);
   BufferRange step_rows() const;  // the step's seq ids and positions
   // A layer's K or V rows of the step's sequences.
   BufferRange step_cache(DevicePtr base, size_t seq_stride) const;
