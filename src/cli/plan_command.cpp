@@ -40,7 +40,8 @@ PlanInput described_model_input(const CommonOptions& o, std::string& title) {
   const ModelConfig config = ModelConfig::from_gguf(*file);
   const int n_ctx = e.n_ctx > 0 ? e.n_ctx : default_context_size(config);
   title = fmt::format("{} ({}), {} layers, context {} x {}", config.name, config.arch, config.n_layer, n_ctx, e.n_seq);
-  return plan_input_for_model(*file, config, n_ctx, e.n_seq, e.n_batch, e.kv_types);
+  return plan_input_for_model(*file, config, n_ctx, e.n_seq, e.n_batch, e.kv_types,
+                              rewind_rows_for(config, e.speculative));
 }
 
 // With -md or --spec-type: the decode a guess per step would give beside the
@@ -183,7 +184,7 @@ Command add_plan_command(CLI::App& app) {
     ThreadPool pool(o->engine.threads > 0 ? o->engine.threads : ThreadPool::default_threads());
     const int n_ctx = o->engine.n_ctx > 0 ? o->engine.n_ctx : default_context_size(config);
     ClusterPlan cp = plan_cluster(*file, config, n_ctx, o->engine.n_seq, o->engine.n_batch, o->engine.kv_types, pool,
-                                  o->cluster);
+                                  o->cluster, rewind_rows_for(config, o->engine.speculative));
     std::printf("model: %s (%s), %d layers, context %d x %d\n", config.name.c_str(), config.arch.c_str(),
                 config.n_layer, n_ctx, o->engine.n_seq);
     std::printf("%s", format_plan(cp.plan, cp.input).c_str());

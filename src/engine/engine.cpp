@@ -116,10 +116,12 @@ void Engine::make_drafter() {
   spdlog::info("speculative decoding: {}", drafter_->describe());
 }
 
-int Engine::rewind_rows() const {
-  const SpeculativeOptions& spec = options_.speculative;
-  return config_.has_recurrent_layers() && spec.type != SpecType::None ? spec.draft_max + 1 : 0;
+int rewind_rows_for(const ModelConfig& config, const SpeculativeOptions& spec) {
+  const bool guessing = spec.type != SpecType::None || !spec.draft_model.empty();
+  return config.has_recurrent_layers() && guessing ? spec.draft_max + 1 : 0;
 }
+
+int Engine::rewind_rows() const { return rewind_rows_for(config_, options_.speculative); }
 
 std::vector<std::unique_ptr<Stage>> Engine::make_local_stages(int begin, int end) {
   std::vector<std::unique_ptr<Stage>> stages;

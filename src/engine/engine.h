@@ -51,6 +51,11 @@ struct EngineOptions {
   SpeculativeOptions speculative;  // -md, --spec-type, --draft-max, ...
 };
 
+// A guess and the token before it when speculating on a model with a
+// recurrent state (its stages keep that many rows of a step to take a wrong
+// guess back: RecurrentState), else 0.
+int rewind_rows_for(const ModelConfig& config, const SpeculativeOptions& spec);
+
 class Engine {
  public:
   // shared_pool: run on that pool instead of one of its own (a draft model
@@ -106,8 +111,7 @@ class Engine {
   int n_ctx() const { return n_ctx_; }
   int n_batch() const { return n_batch_; }
   // How many rows of a sequence's step a stage of a hybrid model keeps to
-  // take a wrong guess back (RecurrentState): a guess and the token before
-  // it when speculating, else 0.
+  // take a wrong guess back (RecurrentState): rewind_rows_for, below.
   int rewind_rows() const;
   int threads() const { return pool_->size(); }
 

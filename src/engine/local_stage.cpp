@@ -16,7 +16,7 @@ LocalStage::LocalStage(Backend& backend, const ModelConfig& config, const ModelW
       max_tokens_(max_tokens),
       ends_model_(end == config.n_layer),
       kv_(backend, config, begin, end, n_seq, n_ctx, max_tokens, kv_types, kv_heads,
-          config.has_recurrent_layers() ? std::max(rewind_rows - 1, 0) : 0),
+          config.has_recurrent_layers() ? std::max(rewind_rows, 0) : 0),
       state_(backend, config, begin, end, n_seq, config.has_recurrent_layers() ? rewind_rows : 0),
       scratch_(backend, config, max_tokens) {
   if (begin < 0 || end > config.n_layer || begin >= end)
@@ -73,10 +73,18 @@ bool LocalStage::admit(const Batch& batch) {
   if (config_.has_recurrent_layers()) {
     for (int t = 0; t < batch.size(); ++t) {
       const int seq = batch.seq_ids[t], p = batch.positions[t];
-      // A sequence's first row in the batch: where it goes on from.
-      bool first = true;
-      for (int u = 0; u < t && first; ++u) first = batch.seq_ids[u] != seq;
-      if (first && seq >= 0 && seq < kv_.n_seq() && p > 0 && p < kv_.length(seq)) {
+      // A sequence's first row in the batch: where it goes on from; its
+      // later rows must follow it one by one (a state only goes on).
+      int before = -1;
+      for (int u = 0; u < t; ++u)
+        if (batch.seq_ids[u] == seq) before = u;
+      if (before >= 0) {
+        if (p != batch.positions[before] + 1)
+          fail("position {} of sequence {} does not follow position {} in the batch: a recurrent state only goes on",
+               p, seq, batch.positions[before]);
+        continue;
+      }
+      if (seq >= 0 && seq < kv_.n_seq() && p > 0 && p < kv_.length(seq)) {
         truncate_sequence(seq, p);
         rewound = true;
       }

@@ -151,6 +151,32 @@ TEST(HybridModel, AGuessTakenBackToAnyOfItsPositionsLeavesThePlainRunsBits) {
           EXPECT_EQ(std::memcmp(next, expected[i - prompt].data(), n_vocab * sizeof(float)), 0) << "position " << i;
         }
       }
+    {
+      // The whole guess taken back (a step run again at its positions).
+      SCOPED_TRACE("the whole step");
+      Engine spec(o);
+      all_logits(spec, head, 64);
+      Batch guess;
+      for (int j = 0; j < 5; ++j) guess.add(TokenId{100 + j}, prompt + j, 0, true);
+      spec.pipeline().forward(guess);
+      for (int i = prompt; i < static_cast<int>(text.size()); ++i) {
+        Batch b;
+        b.add(text[i], i, 0, true);
+        const float* next = spec.pipeline().forward(b);
+        EXPECT_EQ(std::memcmp(next, expected[i - prompt].data(), n_vocab * sizeof(float)), 0) << "position " << i;
+      }
+      // A batch whose rows of a sequence go back inside it is refused, naming the state.
+      Batch back;
+      back.add(text[0], static_cast<int>(text.size()), 0, true);
+      back.add(text[1], static_cast<int>(text.size()) + 1, 0, true);
+      back.add(text[2], static_cast<int>(text.size()) - 1, 0, true);
+      try {
+        spec.pipeline().forward(back);
+        ADD_FAILURE() << "a batch going back inside itself was run";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("recurrent state only goes on"), std::string::npos) << e.what();
+      }
+    }
     // Further back than the last step is refused, naming the state.
     Engine spec(o);
     all_logits(spec, text, 3);

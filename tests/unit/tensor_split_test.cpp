@@ -283,8 +283,12 @@ TEST(TensorSplit, GroupsGiveTheLocalBits) {
 TEST(TensorSplit, GpuMembersGiveTheLocalGpuBits) {
   if (!vulkan_tests_run()) GTEST_SKIP() << "no Vulkan device (scripts/setup installs mesa-vulkan-drivers)";
   std::vector<std::string> paths = {test_data_dir() + "/models/stories260K.gguf"};
+  // gemma3's windows; gpt-oss's sinks, each member reading its heads' share
+  // of them; qwen3next's DeltaNet with its beta and alpha copied out in strides.
   for (const std::string& path : random_model_paths())
-    if (path.find("random-gemma3") != std::string::npos) paths.push_back(path);
+    if (path.find("random-gemma3") != std::string::npos || path.ends_with("random-gpt-oss.gguf") ||
+        path.find("random-qwen3next") != std::string::npos)
+      paths.push_back(path);
   if (file_exists(models_dir() + "/SmolLM2-135M-Instruct.F32.gguf"))
     paths.push_back(models_dir() + "/SmolLM2-135M-Instruct.F32.gguf");
   for (const std::string& path : paths) {

@@ -78,6 +78,7 @@ uint32_t bindings_of(const std::string& shader) {
   if (shader == "attention") return 6;
   if (shader == "delta_conv") return 4;
   if (shader == "delta_norm") return 1;
+  if (shader == "copy_rows") return 2;
   if (shader == "delta_rule") return 8;
   if (shader == "rope") return 2;
   if (shader.starts_with("routed_")) return 4;
@@ -162,7 +163,7 @@ void VulkanBackend::init(uint32_t family) {
   pipelines_.resize(kSpirvShaderCount);  // compiled at load (prepare_weights), or on first use
   recorder_ = std::make_unique<VulkanRecorder>(device_, queue_, family, pipelines_, counters_);
   for (const char* name : {"rmsnorm", "rope", "elementwise", "attention", "kv_store", "route", "weighted_sum",
-                           "delta_conv", "delta_norm", "delta_rule"})
+                           "delta_conv", "delta_norm", "delta_rule", "copy_rows"})
     fixed_shaders_.push_back(shader_index(name));
   for (size_t i = 0; i < kSpirvShaderCount; ++i) {
     const std::string name = kSpirvShaders[i].name;
@@ -547,6 +548,12 @@ VulkanBackend::WeightPart VulkanBackend::weight_whole(const Matrix& m) const {
   int n = 0;
   for_each_part(m, [&](const WeightPart& part) { whole = part, ++n; });
   if (n != 1) fail("internal: a vector held in parts");
+  // A view that starts inside a held row (a tensor group member's share of
+  // gpt-oss's sinks): its values start that far into the row, F32 on both sides.
+  const DeviceWeight& w = held_weight(m);
+  const size_t within = static_cast<size_t>(m.data - w.host) % w.host_row_stride;
+  if (within != 0 && w.type != DType::F32) fail("internal: a quantized vector viewed from inside a row");
+  whole.offset += within;
   return whole;
 }
 
@@ -878,6 +885,23 @@ void VulkanBackend::swiglu(DevicePtr gate, DevicePtr up, DevicePtr out, int64_t 
 void VulkanBackend::geglu(DevicePtr gate, DevicePtr up, DevicePtr out, int64_t n) {
   elementwise(ELEMENTWISE_GEGLU, gate, vk_buffer(up), up.offset, out, n, 0.0f, 1);
 }
+void VulkanBackend::copy_rows(DevicePtr dst, int64_t dst_stride, DevicePtr src, int64_t src_stride, int64_t width,
+                              int64_t n_rows) {
+  if (width <= 0 || n_rows <= 0) return;
+  const size_t src_bytes = static_cast<size_t>((n_rows - 1) * src_stride + width) * sizeof(float);
+  const size_t dst_bytes = static_cast<size_t>((n_rows - 1) * dst_stride + width) * sizeof(float);
+  check_range(src, src_bytes, "copy_rows");
+  check_range(dst, dst_bytes, "copy_rows");
+  const BufferRange from = range(src, src_bytes), to = range(dst, dst_bytes);
+  // Between steps, or rows that overlap: a copy command a row (each checked).
+  if (!in_step_ || from.overlaps(to)) return Backend::copy_rows(dst, dst_stride, src, src_stride, width, n_rows);
+  const uint64_t n = static_cast<uint64_t>(width) * n_rows;
+  const FlatGrid g = flat_grid(n);
+  const uint32_t push[] = {u32(width), u32(n_rows), floats(src), u32(src_stride), floats(dst), u32(dst_stride), g.x};
+  dispatch(fixed_shaders_[kCopyRows], {vk_buffer(src), vk_buffer(dst)}, push, sizeof(push), g.x, g.y, 1, {from}, {to},
+           {KernelClass::Copy, 4.0 * n, 4.0 * n, 0.0});
+}
+
 void VulkanBackend::swiglu_oai(DevicePtr gate, DevicePtr up, DevicePtr out, int64_t n) {
   elementwise(ELEMENTWISE_SWIGLU_OAI, gate, vk_buffer(up), up.offset, out, n, 0.0f, 1);
 }

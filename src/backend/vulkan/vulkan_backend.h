@@ -77,6 +77,9 @@ class VulkanBackend : public Backend {
            op == OptionalOp::LatentAttention || Backend::runs(op);
   }
   void swiglu(DevicePtr gate, DevicePtr up, DevicePtr out, int64_t n) override;
+  // Strided rows in one dispatch (not a copy command a row), inside a step.
+  void copy_rows(DevicePtr dst, int64_t dst_stride, DevicePtr src, int64_t src_stride, int64_t width,
+                 int64_t n_rows) override;
   // x *= sigmoid(gate): Qwen3.5's attention output gate, on the device.
   void sigmoid_mul(DevicePtr x, DevicePtr gate, int64_t n) override;
   // gpt-oss's clamped SwiGLU, on the device.
@@ -141,7 +144,7 @@ class VulkanBackend : public Backend {
   // and each weight type's matmul, one-token matmul, routed (experts)
   // matmul and embedding lookup (-1: none).
   enum FixedShader { kRmsnorm, kRope, kElementwise, kAttention, kKvStore, kRoute, kWeightedSum, kDeltaConv, kDeltaNorm,
-                     kDeltaRule };
+                     kDeltaRule, kCopyRows };
   std::vector<int> fixed_shaders_;
   static constexpr int kTypeSlots = 40;  // DType values
   std::array<int16_t, kTypeSlots> matmul_shader_ = filled(-1);

@@ -42,8 +42,9 @@ struct ClusterPlan {
   PlanInput input;
   Plan plan;
 };
+// rewind_rows: rewind_rows_for (engine.h), what a hybrid model's stages keep to take a guess back.
 ClusterPlan plan_cluster(const gguf::File& file, const ModelConfig& config, int n_ctx, int n_seq, int n_batch,
-                         KvTypes kv_types, ThreadPool& pool, const ClusterOptions& options);
+                         KvTypes kv_types, ThreadPool& pool, const ClusterOptions& options, int rewind_rows = 0);
 
 // A StageBuilder for Engine: a ClusterSupervisor (supervisor.h) connects,
 // plans, prints the split and loads the stages, and stays with the engine
