@@ -15,9 +15,8 @@ LocalStage::LocalStage(Backend& backend, const ModelConfig& config, const ModelW
       end_(end),
       max_tokens_(max_tokens),
       ends_model_(end == config.n_layer),
-      kv_(backend, config, begin, end, n_seq, n_ctx, max_tokens, kv_types, kv_heads,
-          config.has_recurrent_layers() ? std::max(rewind_rows, 0) : 0),
-      state_(backend, config, begin, end, n_seq, config.has_recurrent_layers() ? rewind_rows : 0),
+      kv_(backend, config, begin, end, n_seq, n_ctx, max_tokens, kv_types, kv_heads, std::max(rewind_rows, 0)),
+      state_(backend, config, begin, end, n_seq, rewind_rows),
       scratch_(backend, config, max_tokens) {
   if (begin < 0 || end > config.n_layer || begin >= end)
     fail("bad layer range [{}, {}) for a model of {} layers", begin, end, config.n_layer);

@@ -25,7 +25,7 @@ RecurrentState::RecurrentState(Backend& backend, const ModelConfig& c, int begin
       ssm_seq_bytes_(c.delta.ssm_state_floats() * sizeof(float)),
       conv_width_(c.delta.conv_width()),
       n_v_heads_(c.delta.n_v_heads),
-      rewind_rows_(std::max(rewind_rows, 0)),
+      rewind_rows_(c.has_recurrent_layers() ? std::max(rewind_rows, 0) : 0),  // nothing to keep without a DeltaNet
       kept_(n_seq) {
   if (begin < 0 || end > c.n_layer || begin >= end)
     fail("bad layer range [{}, {}) for a model of {} layers", begin, end, c.n_layer);
