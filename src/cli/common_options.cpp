@@ -187,9 +187,9 @@ void add_speculative_options(CLI::App& cmd, CommonOptions& o) {
                  "-md: a draft model for speculative decoding, a small GGUF with the same vocabulary (run here)");
   cmd.add_option_function<std::string>(
          "--spec-type", [&s](const std::string& v) { s.type = parse_spec_type(v); },
-         "speculative decoding: none, ngram (guesses from the prompt and the text so far; also ngram-simple) or "
-         "draft (-md; also draft-simple)")
-      ->check(CLI::IsMember({"none", "ngram", "ngram-simple", "draft", "draft-simple"}))
+         "speculative decoding: none, ngram (guesses from the prompt and the text so far; also ngram-simple), "
+         "draft (-md; also draft-simple) or mtp (the model's own multi-token-prediction layers; also draft-mtp)")
+      ->check(CLI::IsMember({"none", "ngram", "ngram-simple", "draft", "draft-simple", "mtp", "draft-mtp"}))
       ->default_str("none (draft with -md)");
   cmd.add_option("--draft-max,--draft,--draft-n,--spec-draft-n-max", s.draft_max,
                  "most tokens guessed per step (a sequence's guess starts at 4 and doubles while it is right)")

@@ -18,17 +18,28 @@ void Drafter::propose(std::span<DraftJob> jobs) noexcept {
     if (static_cast<int>(job.out->size()) < job.min) job.out->clear();
 }
 
+void Drafter::see(const Batch& batch, const float* normed_rows) noexcept {
+  try {
+    observe(batch, normed_rows);
+  } catch (const std::exception& e) {
+    spdlog::error("the draft failed to follow the model: {}", e.what());
+    forget_all();
+  }
+}
+
 SpecType parse_spec_type(const std::string& name) {
   if (name == "none") return SpecType::None;
   if (name == "ngram" || name == "ngram-simple") return SpecType::Ngram;
   if (name == "draft" || name == "draft-simple") return SpecType::Draft;
-  fail("--spec-type must be none, ngram or draft, not '{}'", name);
+  if (name == "mtp" || name == "draft-mtp") return SpecType::Mtp;
+  fail("--spec-type must be none, ngram, draft or mtp, not '{}'", name);
 }
 
 const char* spec_type_name(SpecType type) {
   switch (type) {
     case SpecType::Ngram: return "ngram";
     case SpecType::Draft: return "draft";
+    case SpecType::Mtp: return "mtp";
     default: return "none";
   }
 }

@@ -10,15 +10,16 @@
 #include <string>
 #include <vector>
 
+#include "model/batch.h"
 #include "tokenizer/tokenizer.h"
 
 namespace shoal {
 
-enum class SpecType { None, Ngram, Draft };
+enum class SpecType { None, Ngram, Draft, Mtp };
 
 // llama-server's flags: -md, --draft-max, --draft-min, --draft-p-min, --spec-type.
 struct SpeculativeOptions {
-  SpecType type = SpecType::None;  // Draft when draft_model is set
+  SpecType type = SpecType::None;  // Draft when draft_model is set; Mtp: the model's own nextn block
   std::string draft_model;         // -md: a GGUF sharing the target's vocabulary
   int draft_max = 16;              // most tokens guessed per step
   int draft_min = 0;               // fewer guessed than this: none are verified
@@ -28,8 +29,8 @@ struct SpeculativeOptions {
   float draft_p_min = 0.0f;
 };
 
-// "none", "ngram" or "draft" (llama-server's "ngram-simple", "draft-simple") -> the type; throws
-// shoal::Error otherwise.
+// "none", "ngram", "draft" or "mtp" (llama-server's "ngram-simple", "draft-simple", "draft-mtp")
+// -> the type; throws shoal::Error otherwise.
 SpecType parse_spec_type(const std::string& name);
 const char* spec_type_name(SpecType type);
 
@@ -52,9 +53,18 @@ class Drafter {
   // is logged and leaves every guess empty: the step decodes as usual.
   void propose(std::span<DraftJob> jobs) noexcept;
   virtual std::string describe() const = 0;
+  // A drafter that reads the target's hidden state (the MTP block) asks
+  // for every row of every forward (Batch::all_rows) and is shown them
+  // after it (see: the batch and its rows after the output norm). One that
+  // fails there is logged and guesses nothing until it sees a sequence afresh.
+  virtual bool reads_hidden_rows() const { return false; }
+  void see(const Batch& batch, const float* normed_rows) noexcept;
 
  protected:
   virtual void guess(std::span<DraftJob> jobs) = 0;
+  virtual void observe(const Batch& /*batch*/, const float* /*normed_rows*/) {}
+  // After a failure in observe(): the sequences it held are unknown.
+  virtual void forget_all() noexcept {}
 };
 
 }  // namespace shoal

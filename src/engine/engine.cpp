@@ -5,6 +5,7 @@
 
 #include "engine/local_stage.h"
 #include "engine/model_drafter.h"
+#include "engine/mtp_drafter.h"
 #include "engine/ngram_drafter.h"
 #include "model/kv_cache.h"
 #include "util/error.h"
@@ -91,6 +92,12 @@ void Engine::check_speculative() {
   if (spec.type == SpecType::Draft && spec.draft_model.empty()) fail("--spec-type draft needs a draft model (-md FILE)");
   if (spec.type == SpecType::Ngram && !spec.draft_model.empty())
     fail("--spec-type ngram guesses without a draft model: give -md or --spec-type ngram, not both");
+  if (spec.type == SpecType::Mtp && !spec.draft_model.empty())
+    fail("--spec-type mtp drafts with the model's own layers: give -md or --spec-type mtp, not both");
+  if (spec.type == SpecType::Mtp && config_.n_nextn < 1)
+    fail("--spec-type mtp drafts with the model's own multi-token-prediction layers, and {} has none (no "
+         "{}.nextn_predict_layers: converted with --no-mtp?); use --spec-type ngram or a draft model (-md)",
+         options_.model_path, config_.arch);
   // A verified guess is kept and a wrong one overwritten: the target's
   // cache must go back by a whole guess (a recurrent state goes back within
   // the step that guessed, which its stages keep: rewind_rows).
@@ -110,6 +117,8 @@ void Engine::make_drafter() {
     pipeline_->set_max_rollback(std::max(0, pipeline_->max_rollback() - spec.draft_max - 1));
   if (spec.type == SpecType::Draft) {
     drafter_ = std::make_unique<ModelDrafter>(spec, *this, *pool_);
+  } else if (spec.type == SpecType::Mtp) {
+    drafter_ = std::make_unique<MtpDrafter>(spec, *this);
   } else {
     drafter_ = std::make_unique<NgramDrafter>();
   }

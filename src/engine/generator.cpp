@@ -26,7 +26,10 @@ const float* Generator::feed_chunks(std::span<const TokenId> tokens, int start_p
     batch_.clear();
     for (size_t j = 0; j < n; ++j)
       batch_.add(tokens[i + j], start_pos + static_cast<int>(i + j), seq_, all_logits || i + j + 1 == tokens.size());
+    // A drafter that reads the model's hidden state sees every row (Drafter::see).
+    batch_.all_rows = drafter_ && drafter_->reads_hidden_rows();
     logits = pipeline_.forward(batch_);
+    if (batch_.all_rows) drafter_->see(batch_, pipeline_.normed_rows());
   }
   return logits;
 }

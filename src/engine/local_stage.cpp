@@ -48,8 +48,9 @@ std::vector<StageDevice> LocalStage::devices() const {
 void LocalStage::run_layers(const Batch& batch) {
   const int n = batch.size();
   // The model's last layer finishes only the rows that want logits (the
-  // head reads no others): the contract of Stage::forward.
-  const std::vector<int32_t>* rows_out = ends_model_ && batch.logit_rows(rows_out_) ? &rows_out_ : nullptr;
+  // head reads no others, unless the batch asks for all): the contract of
+  // Stage::forward.
+  const std::vector<int32_t>* rows_out = ends_model_ && batch.finished_rows(rows_out_) ? &rows_out_ : nullptr;
   for (int l = begin_; l < end_; ++l)
     forward_layer(backend_, config_, l, weights_.layers[l], weights_.rope_freqs, SequenceMemory{kv_, state_},
                   l - begin_, n, scratch_, l == end_ - 1 ? rows_out : nullptr);

@@ -13,5 +13,9 @@ namespace shoal {
 // rows: [m][n_embd], normed in place; logits: [m][n_vocab].
 void run_output_head(Backend& backend, const ModelWeights& weights, const ModelConfig& config, DevicePtr rows,
                      DevicePtr logits, int m);
+// The head after its norm: rows already normed, through `output` (the
+// model's, or an MTP block's own) and the softcap.
+void project_to_vocabulary(Backend& backend, const Matrix& output, const ModelConfig& config, DevicePtr rows,
+                           DevicePtr logits, int m);
 
 }  // namespace shoal

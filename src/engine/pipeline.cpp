@@ -58,12 +58,25 @@ const float* Pipeline::forward(const Batch& batch, bool keep_normed) {
   // The last stage runs the head when it holds it (and the logits are not too many to send).
   const int wanted = batch.n_logits();
   const size_t stage_logits = static_cast<size_t>(wanted) * config_.n_vocab;
-  const bool head_on_stage = wanted > 0 && !keep_normed && stages_.back()->runs_head() &&
+  const bool head_on_stage = wanted > 0 && !keep_normed && !batch.all_rows && stages_.back()->runs_head() &&
                              stage_logits * sizeof(float) <= kMaxStageLogitsBytes;
   if (head_on_stage && logits_.size() < stage_logits) logits_.resize(stage_logits);
   run_stages(batch, hidden_.data(), head_on_stage ? logits_.data() : nullptr);
   record(batch);
   if (head_on_stage) return logits_.data();
+  if (batch.all_rows) {
+    const DevicePtr logits = wanted > 0 ? logits_buffer(wanted) : DevicePtr{};
+    head_.begin_step(batch.seq_ids.data(), batch.positions.data(), n);
+    try {
+      head_.upload(rows, hidden_.data(), static_cast<size_t>(n) * width * sizeof(float));
+      run_head_all_rows(batch, rows, logits, wanted, keep_normed);
+      head_.finish_step();
+    } catch (...) {
+      head_.abandon_step();
+      throw;
+    }
+    return logits_.data();
+  }
 
   // Only rows that need logits go through the head: the vocabulary matmul
   // is the largest of the step. They move to the front, in order.
@@ -92,7 +105,7 @@ const float* Pipeline::forward(const Batch& batch, bool keep_normed) {
 // head in one step, the rows never leaving the device; one wait, for the
 // logits.
 const float* Pipeline::forward_on_device(const Batch& batch, bool keep_normed) {
-  const int n = batch.size(), width = config_.n_embd;
+  const int n = batch.size();
   const DevicePtr rows{head_rows_.get(), 0};
   int m = 0;
   for (int t = 0; t < n; ++t) m += batch.logits[t] ? 1 : 0;
@@ -102,14 +115,12 @@ const float* Pipeline::forward_on_device(const Batch& batch, bool keep_normed) {
   try {
     embed(batch, rows);
     stages_[0]->forward_on_device(batch, rows);
-    // The rows with logits move to the front, in order, as forward() does.
-    for (int t = 0, to = 0; t < n; ++t)
-      if (batch.logits[t]) {
-        if (to != t) head_.copy(rows + static_cast<int64_t>(to) * width, rows + static_cast<int64_t>(t) * width,
-                                width * sizeof(float));
-        ++to;
-      }
-    if (m > 0) run_head(rows, logits, m, keep_normed);
+    if (batch.all_rows) {
+      run_head_all_rows(batch, rows, logits, m, keep_normed);
+    } else {
+      gather_logit_rows(batch, rows);
+      if (m > 0) run_head(rows, logits, m, keep_normed);
+    }
     head_.finish_step();
   } catch (...) {
     head_.abandon_step();
@@ -140,6 +151,34 @@ void Pipeline::run_head(DevicePtr rows, DevicePtr logits, int m, bool keep_norme
   const size_t logit_count = static_cast<size_t>(m) * config_.n_vocab;
   run_output_head(head_, weights_, config_, rows, logits, m);
   head_.download(logits_.data(), logits, logit_count * sizeof(float));
+  if (keep_normed) {
+    normed_.resize(static_cast<size_t>(m) * width);
+    head_.download(normed_.data(), rows, normed_.size() * sizeof(float));
+  }
+}
+
+// The rows with logits move to the front, in order, as forward() does on the host.
+int Pipeline::gather_logit_rows(const Batch& batch, DevicePtr rows) {
+  const int width = config_.n_embd;
+  int to = 0;
+  for (int t = 0; t < batch.size(); ++t)
+    if (batch.logits[t]) {
+      if (to != t) head_.copy(rows + static_cast<int64_t>(to) * width, rows + static_cast<int64_t>(t) * width,
+                              width * sizeof(float));
+      ++to;
+    }
+  return to;
+}
+
+void Pipeline::run_head_all_rows(const Batch& batch, DevicePtr rows, DevicePtr logits, int m, bool keep_normed) {
+  const int n = batch.size(), width = config_.n_embd;
+  head_.rmsnorm(rows, weights_.output_norm, rows, n, width, config_.norm_eps);
+  normed_rows_.resize(static_cast<size_t>(n) * width);
+  head_.download(normed_rows_.data(), rows, normed_rows_.size() * sizeof(float));
+  if (gather_logit_rows(batch, rows) != m) fail("internal: {} rows with logits, {} expected", m, batch.n_logits());
+  if (m == 0) return;
+  project_to_vocabulary(head_, weights_.output, config_, rows, logits, m);
+  head_.download(logits_.data(), logits, static_cast<size_t>(m) * config_.n_vocab * sizeof(float));
   if (keep_normed) {
     normed_.resize(static_cast<size_t>(m) * width);
     head_.download(normed_.data(), rows, normed_.size() * sizeof(float));
@@ -184,6 +223,7 @@ void Pipeline::run_pipelined(const Batch& batch, float* hidden, float* logits) {
     m.clear();
     for (int t = j * micro_batch_; t < std::min(n, (j + 1) * micro_batch_); ++t)
       m.add(batch.tokens[t], batch.positions[t], batch.seq_ids[t], batch.logits[t] != 0);
+    m.all_rows = batch.all_rows;
     if (j + 1 < k) logits_before[j + 1] = logits_before[j] + m.n_logits();
   }
   auto rows = [&](int j) { return hidden + static_cast<size_t>(j) * micro_batch_ * width; };

@@ -55,6 +55,9 @@ class Pipeline {
   // norm ([batch.n_logits()][n_embd]): what embeddings pool.
   const float* forward(const Batch& batch, bool keep_normed = false);
   const float* normed() const { return normed_.data(); }
+  // After a batch with all_rows: every row after the output norm, in batch
+  // order ([batch.size()][n_embd]), what the MTP draft reads.
+  const float* normed_rows() const { return normed_rows_.data(); }
 
   // A new set of stages (after a re-plan); the old ones are destroyed.
   void replace_stages(std::vector<std::unique_ptr<Stage>> stages);
@@ -110,6 +113,11 @@ class Pipeline {
   void embed(const Batch& batch, DevicePtr rows);  // inside a step on the head's backend
   DevicePtr logits_buffer(int m);                   // room for m rows of logits
   void run_head(DevicePtr rows, DevicePtr logits, int m, bool keep_normed);
+  // A batch with all_rows, its n rows on the head's device: all normed and
+  // kept, then those with logits to the front and through the head.
+  void run_head_all_rows(const Batch& batch, DevicePtr rows, DevicePtr logits, int m, bool keep_normed);
+  // The rows with logits to the front of `rows`, in order; returns their count.
+  int gather_logit_rows(const Batch& batch, DevicePtr rows);
   // logits: where the last stage leaves the logits when it runs the head (else nullptr).
   void run_stages(const Batch& batch, float* hidden, float* logits);
   void run_pipelined(const Batch& batch, float* hidden, float* logits);
@@ -118,6 +126,7 @@ class Pipeline {
   std::vector<float> hidden_;             // the stages' rows: [max_tokens][n_embd]
   std::vector<float> logits_;             // [rows with logits][n_vocab]
   std::vector<float> normed_;             // [rows with logits][n_embd], when forward keeps them
+  std::vector<float> normed_rows_;        // [batch rows][n_embd], after a batch with all_rows
   std::unique_ptr<Buffer> head_rows_;     // on the head's device: embedded rows, then the rows for logits
   std::unique_ptr<Buffer> head_logits_;   // on the head's device; grows with the rows that want logits
   // Per stage, written by the engine thread only: all steps, single-token steps, their count.

@@ -360,9 +360,12 @@ void Scheduler::step() {
         pipeline.truncate_sequence(s->seq, s->cut_to);
         s->cut_to = -1;
       }
+    Drafter* drafter = engine_.drafter();
+    batch_.all_rows = drafter && drafter->reads_hidden_rows();
     const auto t0 = Clock::now();
     logits = pipeline.forward(batch_, keep_normed);
     busy = seconds_between(t0, Clock::now());
+    if (batch_.all_rows) drafter->see(batch_, pipeline.normed_rows());
   } catch (const std::exception& e) {
     spdlog::error("scheduler: forward failed: {}", e.what());
     // A cluster rebuilds its stages and this step runs again at the next

@@ -39,8 +39,8 @@ class Stage {
 
   // hidden: the residual stream [batch.size()][n_embd], updated in place.
   // A stage that holds the model's last layer finishes only the rows whose
-  // batch.logits is set (the head reads no others); the other rows are left
-  // unfinished, and no one reads them.
+  // batch.logits is set (the head reads no others) unless batch.all_rows;
+  // the other rows are left unfinished, and no one reads them.
   virtual void forward(const Batch& batch, float* hidden) = 0;
 
   // forward() in two halves, for prompts pipelined through the stages

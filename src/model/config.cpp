@@ -190,6 +190,7 @@ int64_t ModelConfig::dim(Dim d) const {
     case Dim::QNorm: return qk_norm_whole ? q_width() : head_dim;
     case Dim::KNorm: return qk_norm_whole ? kv_width() : head_dim;
     case Dim::SsmHeadPairs: return 2 * delta.n_v_heads;
+    case Dim::EmbdPair: return 2 * n_embd;
   }
   return 0;
 }
@@ -334,10 +335,12 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
   c.n_layer = static_cast<int>(f.get_int(key("block_count")));
   // Multi-token-prediction layers (Qwen3.5, DeepSeek V3: nextn) follow the
   // model's own in the file; a plain forward pass does not run them, as
-  // llama.cpp's does not, so they are not layers here (their tensors stay unread).
+  // llama.cpp's does not, so they are not layers here (only the MTP draft,
+  // --spec-type mtp, reads their tensors: engine/mtp_drafter.h).
   const int64_t nextn = f.get_int(key("nextn_predict_layers"), 0);
   if (nextn < 0 || nextn >= c.n_layer) fail("{}: bad nextn_predict_layers {} for {} blocks", f.path(), nextn, c.n_layer);
   c.n_layer -= static_cast<int>(nextn);
+  c.n_nextn = static_cast<int>(nextn);
   // Required and optional keys as llama.cpp 0c1e570's loader reads them
   // (llama-model.cpp load_hparams, src/models/*.cpp): a file it loads loads
   // here. feed_forward_length is optional there (0: a model of experts

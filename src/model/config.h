@@ -68,6 +68,7 @@ struct ModelConfig {
   std::string arch;     // general.architecture
   std::string name;     // general.name, for display
   int n_layer = 0;
+  int n_nextn = 0;      // multi-token-prediction blocks after the layers (nextn_predict_layers: the MTP draft)
   int n_embd = 0;       // width of the residual stream
   int n_head = 0;
   int n_head_kv = 0;    // < n_head: grouped-query attention
@@ -128,7 +129,7 @@ struct ModelConfig {
   // The widest activation row a matmul reads or writes (sizes the scratch).
   int max_activation_width() const {
     return std::max({n_embd, n_ff, q_width(), q_proj_width(), n_ff_exp, n_ff_shexp, n_expert, delta.conv_width(),
-                     mla.q_lora_rank, kv_width()});
+                     mla.q_lora_rank, kv_width(), n_nextn > 0 ? 2 * n_embd : 0});
   }
   // The size of a tensor dimension for this model.
   int64_t dim(Dim d) const;

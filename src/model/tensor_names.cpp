@@ -61,6 +61,10 @@ constexpr std::array kTensors = {
     TensorSpec{K::AttnVB, "attn_v_b.weight", true, {KvLora, MlaValue, Heads}, false},
     TensorSpec{K::FfnExpProbsB, "exp_probs_b.bias", true, {Experts, One, One}, true},
     TensorSpec{K::SsmBetaAlpha, "ssm_ba.weight", true, {Embd, SsmHeadPairs, One}, false},
+    TensorSpec{K::NextnEhProj, "nextn.eh_proj.weight", true, {EmbdPair, Embd, One}, false},
+    TensorSpec{K::NextnEnorm, "nextn.enorm.weight", true, {Embd, One, One}, true},
+    TensorSpec{K::NextnHnorm, "nextn.hnorm.weight", true, {Embd, One, One}, true},
+    TensorSpec{K::NextnSharedHeadNorm, "nextn.shared_head_norm.weight", true, {Embd, One, One}, true},
 };
 static_assert(kTensors.size() == static_cast<size_t>(TensorKind::COUNT));
 

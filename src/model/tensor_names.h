@@ -32,6 +32,10 @@ enum class TensorKind {
   // Qwen3-Next: the DeltaNet's beta and alpha projections in one matrix,
   // grouped by key head ([beta x r | alpha x r] per key head, r value heads each).
   SsmBetaAlpha,
+  // A multi-token-prediction block's own (nextn, read by the MTP draft only):
+  // the projection of the normed embedding and hidden state side by side,
+  // the norm of each, and the norm before the shared output head.
+  NextnEhProj, NextnEnorm, NextnHnorm, NextnSharedHeadNorm,
   COUNT  // sentinel
 };
 constexpr int kFirstLayerKind = static_cast<int>(TensorKind::AttnNorm);
@@ -45,10 +49,11 @@ constexpr int layer_slot(TensorKind k) { return static_cast<int>(k) - kFirstLaye
 // under latent attention); QLora, KvLora, QkNope, MlaValue: latent
 // attention's ranks and head parts (model/config.h, LatentAttentionShape);
 // QNorm, KNorm: a Q/K norm's width, a head's or the whole projection's
-// (minimax-m2); SsmHeadPairs: a beta and an alpha per DeltaNet head.
+// (minimax-m2); SsmHeadPairs: a beta and an alpha per DeltaNet head;
+// EmbdPair: two residual rows side by side (the MTP block's projection).
 enum class Dim { One, Embd, Vocab, QWidth, QProj, KvWidth, Heads, HeadDim, Ff, FfExpert, FfShared, Experts, RopeHalf,
                  ConvKernel, ConvWidth, ValueWidth, SsmHeads, SsmHeadDim, AttnOut, QLora, KvLora, QkNope, MlaValue,
-                 QNorm, KNorm, SsmHeadPairs };
+                 QNorm, KNorm, SsmHeadPairs, EmbdPair };
 
 struct TensorSpec {
   TensorKind kind;

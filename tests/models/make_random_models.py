@@ -47,6 +47,11 @@ BASE = dict(n_embd=256, n_head=4, n_head_kv=2, head_dim=64, n_ff=512, n_layer=3,
 
 # name -> architecture, hyperparameters, and the tensors of one layer (GGUF
 # names without blk.N.). Shapes follow llama.cpp's loaders.
+# A multi-token-prediction block's own tensors beside its layer's (llama.cpp's
+# nextn names: the projection of [embedding; hidden], the norms of each, and
+# the norm before the shared output head).
+NEXTN_LAYER = ["nextn.eh_proj", "nextn.enorm", "nextn.hnorm", "nextn.shared_head_norm"]
+
 MODELS = {
     # Qwen3: Q/K RMSNorm per head; head size (96) != n_embd / n_head; a
     # thinking chat template (its structure, written for the tests).
@@ -78,20 +83,25 @@ MODELS = {
     # attention (1 and 3: every second layer here, every fourth in the real
     # models); 2 key heads shared by 4 value heads of 32; a causal
     # convolution of 4; multi-section rope over a quarter of each head; the
-    # FFN norm is stored as post_attention_norm.
+    # FFN norm is stored as post_attention_norm. And, as the real files and
+    # llama.cpp's converter lay it out, one multi-token-prediction block
+    # after the four: a full-attention layer with its nextn projection and
+    # norms (the draft of --spec-type mtp).
     "random-qwen35": dict(arch="qwen35", n_layer=4, rope_base=1e7, rope_dim=16, rope_sections=[3, 3, 2, 0],
-                          full_attention_interval=2, q_gate=True,
+                          full_attention_interval=2, q_gate=True, nextn=1, nextn_layer=NEXTN_LAYER,
                           ssm=dict(conv_kernel=4, state_size=32, group_count=2, time_step_rank=4),
                           layer=["attn_norm", "attn_q", "attn_k", "attn_v", "attn_q_norm", "attn_k_norm",
                                  "attn_output", "post_attention_norm", "ffn_gate", "ffn_up", "ffn_down"],
                           recurrent_layer=["attn_norm", "attn_qkv", "attn_gate", "ssm_conv1d", "ssm_dt", "ssm_a",
                                            "ssm_beta", "ssm_alpha", "ssm_norm", "ssm_out", "post_attention_norm",
                                            "ffn_gate", "ffn_up", "ffn_down"],
-                          sha256="e61413ed56e76242383c12a01c05ef5feee8eaac59b1504c822954b1a447b361"),
+                          sha256="675dda1ac113f6da377681620ac6ed93d97c80e45578bf07b6878f500c3b3373"),
     # Qwen3.5-MoE: the same layers with 8 routed experts of width 128 (top 2)
-    # and a shared expert of 128 gated by sigmoid(ffn_gate_inp_shexp . x).
+    # and a shared expert of 128 gated by sigmoid(ffn_gate_inp_shexp . x);
+    # its MTP block is a full-attention layer of experts.
     "random-qwen35moe": dict(arch="qwen35moe", n_layer=4, rope_base=1e7, rope_dim=16, rope_sections=[3, 3, 2, 0],
                              full_attention_interval=2, q_gate=True, n_expert=8, n_expert_used=2, n_ff_exp=128,
+                             nextn=1, nextn_layer=NEXTN_LAYER,
                              n_ff_shexp=128,
                              ssm=dict(conv_kernel=4, state_size=32, group_count=2, time_step_rank=4),
                              layer=["attn_norm", "attn_q", "attn_k", "attn_v", "attn_q_norm", "attn_k_norm",
@@ -103,7 +113,7 @@ MODELS = {
                                               "ffn_gate_inp", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps",
                                               "ffn_gate_inp_shexp", "ffn_gate_shexp", "ffn_up_shexp",
                                               "ffn_down_shexp"],
-                             sha256="38d458274cd8df6cd5530ec2d12118102d7ba6db705822007e42ff88a1b35602"),
+                             sha256="64409168cab8e9beacac38063b6df1f0c0347d46a0a6a39484763d0cc29c07f1"),
     # gpt-oss: biased attention with a sink logit per head, a 128-token window
     # on every other layer (the long prompt runs past it), YaRN (factor 32
     # over 4096, as the real files), 8 experts of 128 (top 2) with biases and
@@ -152,7 +162,7 @@ MODELS = {
                            lead_layer=["attn_norm", "attn_q", "attn_q.bias", "attn_k", "attn_k.bias", "attn_v",
                                        "attn_v.bias", "attn_q_norm", "attn_k_norm", "attn_output",
                                        "post_attention_norm", "ffn_gate", "ffn_up", "ffn_down"],
-                           nextn_layer=["nextn.eh_proj", "nextn.enorm", "nextn.hnorm", "nextn.shared_head_norm"],
+                           nextn_layer=NEXTN_LAYER,
                            sha256="2cf63998e122bcc9a6d33c659d9a2953c59740b29c6d25f62d0030ef50fca947"),
     # MiniMax M2 (minimax-m2): Q/K RMSNorm over the whole projection (every
     # head at once) before the heads are split, NeoX rope on half of each
@@ -193,7 +203,7 @@ MODELS["random-qwen3-reranker"] = dict(MODELS["random-qwen3"], rerank=True,
 # (ssm_ba, grouped by key head) and value heads sharing key heads in runs
 # (4 value heads over 2 key heads: 0 0 1 1, where Qwen3.5 reads 0 1 0 1).
 MODELS["random-qwen3next"] = dict(
-    {k: v for k, v in MODELS["random-qwen35moe"].items() if k != "rope_sections"}, arch="qwen3next",
+    {k: v for k, v in MODELS["random-qwen35moe"].items() if k != "rope_sections"}, arch="qwen3next", nextn=0,
     recurrent_layer=[{"ssm_beta": "ssm_ba"}.get(t, t) for t in MODELS["random-qwen35moe"]["recurrent_layer"]
                      if t != "ssm_alpha"],
     sha256="2de972312126939a9d1b1253d82a0d8db0273b6990b0b775c92eb330240035d1")
@@ -217,8 +227,11 @@ MODELS.update({
 # of 128), Q8_0: prefill and decode beside llama.cpp (docs/benchmarks.md).
 MODELS["bench-qwen35"] = dict(
     MODELS["random-qwen35"], n_embd=1024, n_layer=24, n_head=8, n_head_kv=2, head_dim=256, n_ff=3584, rope_dim=64,
-    rope_sections=[11, 11, 10, 0], full_attention_interval=4, quant="Q8_0",
+    rope_sections=[11, 11, 10, 0], full_attention_interval=4, quant="Q8_0", nextn=0,
     ssm=dict(conv_kernel=4, state_size=128, group_count=16, time_step_rank=16), sha256="75d5532de4536f004048073eb4732d7f337ee390756a76d795bef49333f91b49")
+# The same with its multi-token-prediction block: --spec-type mtp beside
+# llama.cpp's draft-mtp (bench/compare_mtp.sh).
+MODELS["bench-qwen35-mtp"] = dict(MODELS["bench-qwen35"], nextn=1, sha256="e74cbf0b691c178d99f35774e422b3c15a74699e88b639085c24a050e2adfe0f")
 # gpt-oss at ~0.4 B parameters (8 layers of width 1024, 16/4 heads of 64,
 # 16 experts of 1024, top 4), its experts in MXFP4 and the rest Q8_0, as
 # the real files mix them.
@@ -231,7 +244,7 @@ MODELS["bench-gpt-oss"] = dict(
 MODELS["bench-qwen35moe"] = dict(
     MODELS["random-qwen35moe"], n_embd=1024, n_layer=12, n_head=8, n_head_kv=2, head_dim=256, rope_dim=64,
     rope_sections=[11, 11, 10, 0], full_attention_interval=4, n_expert=16, n_expert_used=4, n_ff_exp=512,
-    n_ff_shexp=512, quant="Q8_0", ssm=dict(conv_kernel=4, state_size=128, group_count=16, time_step_rank=16),
+    n_ff_shexp=512, quant="Q8_0", nextn=0, ssm=dict(conv_kernel=4, state_size=128, group_count=16, time_step_rank=16),
     sha256="7221ebcd40cf5749ffa353b8eb372901da20722fb4ccc669280139bdc32a76f4")
 # DeepSeek V3's design at ~0.47 B parameters (16 layers of width 1024, the
 # first dense; 16 heads of 64 nope + 32 rope values over a latent of 256,
@@ -248,7 +261,7 @@ MODELS["bench-deepseek2"] = dict(
 # a prompt's time goes at a real model's state size (48 x 128 x 128 a layer).
 MODELS["bench-qwen35-27b-heads"] = dict(
     MODELS["random-qwen35"], n_embd=5120, n_layer=4, n_head=24, n_head_kv=4, head_dim=256, n_ff=4096, rope_dim=64,
-    rope_sections=[11, 11, 10, 0], full_attention_interval=4, quant="Q8_0",
+    rope_sections=[11, 11, 10, 0], full_attention_interval=4, quant="Q8_0", nextn=0,
     ssm=dict(conv_kernel=4, state_size=128, group_count=16, time_step_rank=48), sha256="8aa3ed17a4a8ba0fbff5881d293455c790e80dd00040fc5855cdf5593eec2a37")
 # The families of late 2026 at ~0.45 B parameters each, Q8_0: Qwen3-Next's
 # layers (12 of width 1024, every fourth full attention over 8/2 heads of

@@ -77,7 +77,7 @@ void RemoteStage::submit(const Batch& batch, float* hidden) {
     for (auto& lease : leases_) lease.lock();
     // The head reads only the rows that want logits: the last worker
     // finishes and returns just those (Stage::forward).
-    const bool rows_out = sends_rows_out_ && batch.logit_rows(rows_out_);
+    const bool rows_out = sends_rows_out_ && batch.finished_rows(rows_out_);
     // The logits instead, when asked for this step and the members hold the head.
     float* logits = rows_out && runs_head() ? wanted_logits : nullptr;
     if (wanted_logits && !logits) fail("internal: {} was asked for logits it cannot give", describe());
