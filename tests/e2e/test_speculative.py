@@ -129,6 +129,9 @@ def test_a_draft_with_another_vocabulary_or_a_recurrent_target_is_refused(shoal_
     assert r.returncode == 1 and "vocabulary" in r.stderr, r.stderr
     r = run_shoal(shoal_bin, "run", "-m", smollm2, "--spec-type", "draft", "-p", "Hi", "-n", 4, timeout=120)
     assert r.returncode == 1 and "-md" in r.stderr, r.stderr
+    # A file without multi-token-prediction layers has no MTP draft (llama.cpp's name for it too).
+    r = run_shoal(shoal_bin, "run", "-m", smollm2, "--spec-type", "draft-mtp", "-p", "Hi", "-n", 4, timeout=120)
+    assert r.returncode == 1 and "multi-token-prediction layers" in r.stderr and "has none" in r.stderr, r.stderr
 
 
 def test_shoal_run_gives_the_same_text_and_reports_acceptance(shoal_bin, smollm2):
@@ -172,18 +175,22 @@ def test_every_architecture_across_two_workers(shoal_bin, workers, name):
     plain = run_shoal(shoal_bin, *args, timeout=300)
     assert plain.returncode == 0, plain.stderr
     cluster = ["--rpc", ",".join(w.address for w in ws), "--chain"]
-    for spec in (["--spec-type", "ngram"], ["-md", model]):
+    # A file with its own multi-token-prediction block drafts with it too.
+    mtp = [["--spec-type", "mtp"]] if name in MTP_MODELS else []
+    for spec in (["--spec-type", "ngram"], ["-md", model], *mtp):
         r = run_shoal(shoal_bin, *args, *cluster, *spec, timeout=300)
         if spec[0] == "-md" and name.startswith(("random-qwen35", "random-qwen3next")):
             assert r.returncode == 1 and "draft model" in r.stderr and "cannot be cut back" in r.stderr, r.stderr
             continue
         assert r.returncode == 0, r.stderr
         assert r.stdout == plain.stdout, spec
-        if spec[0] == "-md":
+        if spec[0] == "-md" or spec == ["--spec-type", "mtp"]:
             assert "guessed tokens accepted" in r.stderr
 
 
 HYBRID = ["random-qwen35", "random-qwen35moe", "random-qwen3next"]
+# The random files that carry a multi-token-prediction block (as the real ones do).
+MTP_MODELS = ["random-qwen35", "random-qwen35moe", "random-glm4moe"]
 
 
 @pytest.mark.parametrize("name", HYBRID)
@@ -194,7 +201,9 @@ def test_a_hybrid_model_guesses_with_the_plain_text_everywhere(shoal_bin, worker
     seeded text with n-gram guesses and with a draft model (random-qwen3:
     the same vocabulary, other weights, so most guesses are wrong) is the
     plain run's, on one machine, over a chain of two workers and over a
-    tensor group of two."""
+    tensor group of two; and with the model's own MTP block where the file
+    has one (run on the primary beside the head, from every row's hidden
+    state)."""
     model, draft = random_model(name), random_model("random-qwen3")
     ws = workers(2)
     rpc = ",".join(w.address for w in ws)
@@ -203,24 +212,28 @@ def test_a_hybrid_model_guesses_with_the_plain_text_everywhere(shoal_bin, worker
         plain = run_shoal(shoal_bin, *args, timeout=300)
         assert plain.returncode == 0, plain.stderr
         for where in ([], ["--rpc", rpc, "--chain"], ["--rpc", rpc, "-sm", "tensor"]):
-            for spec in (["--spec-type", "ngram"], ["-md", draft]):
+            mtp = [["--spec-type", "mtp"]] if name in MTP_MODELS else []
+            for spec in (["--spec-type", "ngram"], ["-md", draft], *mtp):
                 r = run_shoal(shoal_bin, *args, *where, *spec, timeout=300)
                 assert r.returncode == 0, r.stderr
                 assert r.stdout == plain.stdout, (sampling, where, spec)
-                if spec[0] == "-md":  # (n-gram lookup finds nothing to guess in random text at times)
+                if spec[0] != "--spec-type" or spec[1] == "mtp":  # (n-gram lookup finds nothing to guess in random text at times)
                     assert "guessed tokens accepted" in r.stderr
 
 
-def test_a_killed_worker_mid_guess_on_a_hybrid_model_gives_the_same_text(serve, workers):
+@pytest.mark.parametrize("spec", ["draft", "mtp"])
+def test_a_killed_worker_mid_guess_on_a_hybrid_model_gives_the_same_text(serve, workers, spec):
     """A worker holding DeltaNet layers killed in the middle of a
-    speculative stream: the replay rebuilds the state, and the text is the
-    plain run's."""
+    speculative stream (a draft model's guesses, or the MTP block's, which
+    stays on the primary): the replay rebuilds the state, and the text is
+    the plain run's."""
     model = random_model("random-qwen35")
     plain = serve(model)
     expected = complete(plain, PROMPTS[1], n=96)
     plain.stop()
     ws = workers(2, "--worker-timeout", TIMEOUT)
-    s = serve(model, "-md", random_model("random-qwen3"), "--rpc", ",".join(w.address for w in ws))
+    guess = ["-md", random_model("random-qwen3")] if spec == "draft" else ["--spec-type", "mtp"]
+    s = serve(model, *guess, "--rpc", ",".join(w.address for w in ws))
     assert stream_with_kill(s, PROMPTS[1], 96, ws[1], at_piece=6) == expected
     assert s.get_json("/v1/cluster")[1]["throughput"]["replans"] >= 1
     assert drafted(s)[0] > 0
