@@ -44,6 +44,22 @@ PlanInput described_model_input(const CommonOptions& o, std::string& title) {
                               rewind_rows_for(config, e.speculative));
 }
 
+// What one MTP guess reads: the file's nextn block and its output head; for
+// a catalogue model, a layer's share of what a token reads and the head.
+double mtp_draft_bytes(const std::string& model) {
+  if (auto m = find_catalogue_model(model))
+    return (m->active_weights / m->n_layer + static_cast<double>(m->n_vocab) * m->n_embd) * m->bits / 8;
+  auto file = gguf::File::open(model);
+  const ModelConfig config = ModelConfig::from_gguf(*file);
+  if (config.n_nextn < 1) fail("{} has no multi-token-prediction layers for --spec-type mtp", model);
+  const std::string block = fmt::format("blk.{}.", config.n_layer);
+  double bytes = 0;
+  for (const auto& t : file->tensors())
+    if (t.name.starts_with(block) || t.name == (config.tied_output ? "token_embd.weight" : "output.weight"))
+      bytes += static_cast<double>(t.bytes);
+  return bytes;
+}
+
 // With -md or --spec-type: the decode a guess per step would give beside the
 // plain one (the cost model's roofline; --draft-accept the chance a guessed
 // token is right).
@@ -67,6 +83,12 @@ void print_speculation(const CommonOptions& o, double draft_accept, const Plan& 
     s.draft_token_ms = bytes / (gbps * 1e9) * 1e3;
     what = fmt::format("draft model {} ({:.2f} ms a guessed token on the primary)", spec.draft_model,
                        s.draft_token_ms);
+  } else if (spec.type == SpecType::Mtp) {
+    // A guess reads the MTP block (one more layer of the model's kind) and the shared head, on the primary.
+    const double bytes = mtp_draft_bytes(o.engine.model_path);
+    const double gbps = input.devices.at(0).matvec_gbps > 0 ? input.devices[0].matvec_gbps : 10.0;
+    s.draft_token_ms = bytes / (gbps * 1e9) * 1e3;
+    what = fmt::format("the model's MTP block ({:.2f} ms a guessed token on the primary)", s.draft_token_ms);
   }
   const SpeculativePrediction p = predict_speculative(plan, input, relay, s);
   std::printf("speculative decoding, %s, %.0f %% of guessed tokens right:\n", printable(what).c_str(),

@@ -11,7 +11,7 @@ import pytest
 
 import concurrent.futures
 
-from conftest import RANDOM_MODELS, random_model, run_shoal
+from conftest import RANDOM_MODELS, ROOT, random_model, run_shoal
 from server_fixtures import Server
 
 PROMPTS = [
@@ -237,3 +237,18 @@ def test_a_killed_worker_mid_guess_on_a_hybrid_model_gives_the_same_text(serve, 
     assert stream_with_kill(s, PROMPTS[1], 96, ws[1], at_piece=6) == expected
     assert s.get_json("/v1/cluster")[1]["throughput"]["replans"] >= 1
     assert drafted(s)[0] > 0
+
+
+def test_plan_predicts_the_mtp_draft_from_a_stated_acceptance(shoal_bin, smollm2):
+    """`shoal plan --spec-type mtp` prices a guess as what the file's MTP
+    block and the shared head read on the primary, and predicts the decode
+    from the acceptance given (--draft-accept); a file without the block is
+    refused by name."""
+    cluster = ROOT / "examples" / "clusters" / "two-mac-studio-m3-ultra.toml"
+    args = ["plan", "--cluster", cluster, "--spec-type", "mtp", "--draft-max", 1, "--draft-accept", 0.88]
+    r = run_shoal(shoal_bin, *args, "-m", random_model("random-qwen35"), timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "the model's MTP block" in r.stdout and "88 % of guessed tokens right" in r.stdout, r.stdout
+    assert "guessing 1 a step (1.88 tokens a step)" in r.stdout, r.stdout
+    r = run_shoal(shoal_bin, *args, "-m", smollm2, timeout=60)
+    assert r.returncode == 1 and "no multi-token-prediction layers" in r.stderr, r.stderr
