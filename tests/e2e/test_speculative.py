@@ -190,7 +190,7 @@ def test_every_architecture_across_two_workers(shoal_bin, workers, name):
 
 HYBRID = ["random-qwen35", "random-qwen35moe", "random-qwen3next"]
 # The random files that carry a multi-token-prediction block (as the real ones do).
-MTP_MODELS = ["random-qwen35", "random-qwen35moe", "random-glm4moe"]
+MTP_MODELS = ["random-qwen35", "random-qwen35moe", "random-glm4moe", "random-deepseek2"]
 
 
 @pytest.mark.parametrize("name", HYBRID)

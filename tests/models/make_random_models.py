@@ -132,9 +132,11 @@ MODELS = {
     # multiplier (0.1 x mscale_all_dim 0.707, as DeepSeek-V2's), one leading
     # dense layer, then 8 experts of 128 in 4 groups (the best 2 groups
     # compete), sigmoid gating with a selection bias, weights normalised and
-    # scaled by 2.5, and one ungated shared expert.
+    # scaled by 2.5, and one ungated shared expert; and DeepSeek V3's
+    # multi-token-prediction block after the four (a layer of experts).
     "random-deepseek2": dict(arch="deepseek2", n_layer=4, n_head_kv=1, head_dim=160, rope_dim=32, rope_base=1e4,
                              n_expert=8, n_expert_used=2, n_ff_exp=128, n_dense_lead=1, n_shared=1,
+                             nextn=1, nextn_layer=NEXTN_LAYER,
                              mla=dict(q_lora_rank=96, kv_lora_rank=128, qk_nope=64, v_head_dim=64),
                              routing=dict(gating=2, norm=True, scale=2.5, groups=4, groups_used=2),
                              yarn=dict(factor=4.0, original_context_length=128, log_multiplier=0.0707),
@@ -145,7 +147,7 @@ MODELS = {
                              lead_layer=["attn_norm", "attn_q_a", "attn_q_a_norm", "attn_q_b", "attn_kv_a_mqa",
                                          "attn_kv_a_norm", "attn_k_b", "attn_v_b", "attn_output", "ffn_norm",
                                          "ffn_gate", "ffn_up", "ffn_down"],
-                             sha256="da63f798b8fd75ddbfa23be66b315dc20ad23b95a2f6b05803e92e3c761f389e"),
+                             sha256="2e71e34082841933c3b8bcb46d57638e3e34eb945e6eaea730414a8a14a88746"),
     # GLM-4.5 (glm4moe): Q/K/V biases and per-head Q/K norms, NeoX rope on
     # half of each head, one leading dense layer, then 8 experts of 128 (top
     # 2) by sigmoid with a selection bias, normalised and scaled by 2.5, and
@@ -252,7 +254,7 @@ MODELS["bench-qwen35moe"] = dict(
 # 4 groups, and a shared one), Q8_0.
 MODELS["bench-deepseek2"] = dict(
     MODELS["random-deepseek2"], n_embd=1024, n_layer=16, n_head=16, head_dim=288, n_ff=2816, n_expert=16,
-    n_expert_used=4, n_ff_exp=512, quant="Q8_0",
+    n_expert_used=4, n_ff_exp=512, quant="Q8_0", nextn=0,
     mla=dict(q_lora_rank=384, kv_lora_rank=256, qk_nope=64, v_head_dim=64),
     sha256="c33507d92b466d751d9d4e44d2c9b1ac1dc75c6a0f468e7297c0161b7b8e8e09")
 # Qwen3.6 27B's attention and DeltaNet shapes (width 5120, 24/4 heads of 256,

@@ -33,7 +33,7 @@ std::unique_ptr<Engine> mtp_engine(const std::string& path, int threads) {
 constexpr float kTolerance = 4e-5f;
 
 TEST(MtpDraft, FirstGuessIsLlamaCpps) {
-  for (const char* name : {"random-qwen35", "random-qwen35moe", "random-glm4moe"}) {
+  for (const char* name : {"random-qwen35", "random-qwen35moe", "random-glm4moe", "random-deepseek2"}) {
     SCOPED_TRACE(name);
     const std::string path = random_model_path(name);
     SHOAL_NEED_FILE(path);
