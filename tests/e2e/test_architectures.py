@@ -120,26 +120,23 @@ def test_unsupported_qwen35_variants_are_refused_by_name(shoal_bin, tmp_path):
 
 def test_qwen35_multi_token_prediction_layer_is_not_run(shoal_bin, tmp_path):
     """Qwen3.5 files carry a multi-token-prediction block after the model's
-    own (nextn_predict_layers); a plain forward pass skips it, as llama.cpp's
-    does, so the text is the one without it."""
+    own (nextn_predict_layers; random-qwen35 too); a plain forward pass skips
+    it, as llama.cpp's does, so the text is the one of the file without it."""
     src = random_model("random-qwen35")
     r = gguf.GGUFReader(str(src))
-    dst = tmp_path / "with-mtp.gguf"
+    dst = tmp_path / "without-mtp.gguf"
     w = writer_like(r, dst)
-    copy_metadata(r, w, skip=("qwen35.block_count",))
-    w.add_uint32("qwen35.block_count", 5)
-    w.add_uint32("qwen35.nextn_predict_layers", 1)
+    copy_metadata(r, w, skip=("qwen35.block_count", "qwen35.nextn_predict_layers"))
+    w.add_uint32("qwen35.block_count", 4)
     for t in r.tensors:
-        w.add_tensor(t.name, t.data, raw_dtype=t.tensor_type)
-    for t in r.tensors:  # the extra block: a copy of the last one (never read)
-        if t.name.startswith("blk.3."):
-            w.add_tensor("blk.4." + t.name[len("blk.3."):], t.data, raw_dtype=t.tensor_type)
+        if not t.name.startswith("blk.4."):
+            w.add_tensor(t.name, t.data, raw_dtype=t.tensor_type)
     finish(w)
     args = ("run", "-p", "Once upon a time", "-n", 12, "--temp", 0, "-t", 2)
-    plain = run_shoal(shoal_bin, args[0], "-m", src, *args[1:])
-    mtp = run_shoal(shoal_bin, args[0], "-m", dst, *args[1:])
-    assert plain.returncode == 0 and mtp.returncode == 0, mtp.stderr
-    assert mtp.stdout == plain.stdout
+    with_mtp = run_shoal(shoal_bin, args[0], "-m", src, *args[1:])
+    without = run_shoal(shoal_bin, args[0], "-m", dst, *args[1:])
+    assert with_mtp.returncode == 0 and without.returncode == 0, without.stderr
+    assert with_mtp.stdout == without.stdout
 
 
 def deepseek2_variant(tmp_path, name, extra=None, legacy=False):
