@@ -96,6 +96,15 @@ BackendUnderTest make_vulkan() {
   return b;
 }
 
+// The same device with prompts through matmul.comp's shared-memory TILED
+// build, which a GPU takes and lavapipe (a CPU device) does not by itself.
+BackendUnderTest make_vulkan_tiled() {
+  setenv("SHOAL_VULKAN_TILED", "1", 1);
+  BackendUnderTest b = make_vulkan();
+  unsetenv("SHOAL_VULKAN_TILED");
+  return b;
+}
+
 // A device that implements only Backend's required virtuals (the CPU's):
 // every default (backend.h; docs/architecture.md, "Adding a device") then
 // runs through this suite as a new device's would.
@@ -135,7 +144,8 @@ BackendUnderTest make_required_only() {
 }
 
 const std::map<std::string, std::function<BackendUnderTest()>> kBackends = {
-    {"cpu", make_cpu}, {"vulkan", make_vulkan}, {"required_only", make_required_only}};
+    {"cpu", make_cpu}, {"vulkan", make_vulkan}, {"vulkan_tiled", make_vulkan_tiled},
+    {"required_only", make_required_only}};
 
 const DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0,
                            DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K,

@@ -24,6 +24,24 @@ TEST_P(BackendConformance, MatmulEveryTypeOddShapes) {
   }
 }
 
+// Past every tile's edge: rows beyond a workgroup of 64 and of 128, tokens
+// beyond the tiles of 8 and 32, a float row's short last chunk; each token
+// alone (the one-token kernel) gives the bits it had in the batch.
+TEST_P(BackendConformance, MatmulPastEveryTileEdge) {
+  std::mt19937 rng(11);
+  for (DType type : {DType::F32, DType::Q8_0, DType::Q4_K}) {
+    const int64_t rows = 129, cols = type == DType::F32 ? 100 : type == DType::Q8_0 ? 96 : 512;
+    SCOPED_TRACE(dtype_info(type).name);
+    RandomMatrix w(type, rows, cols, rng);
+    prepare(w.m);
+    const int n = 70;
+    const auto x = random_floats(static_cast<int64_t>(n) * cols, rng);
+    const auto y = matmul(w.m, x, n);
+    expect_matmul_near(w, x, n, y);
+    expect_tokens_alone_same_bits(w.m, x, y, {0, 7, 8, 31, 32, 63, 64, 69});
+  }
+}
+
 // A mixture on the device (Backend::routes_experts): the router picks each
 // token's top k by logit, ties to the lower id, weighted by a softmax over
 // the chosen; each route slot is its expert's matmul of its token's row,
@@ -490,7 +508,8 @@ TEST_P(BackendConformance, UploadCopyDownloadBeyondTheStagingArea) {
   EXPECT_EQ(get(a.get(), n, 4096), values);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, BackendConformance, ::testing::Values("cpu", "vulkan", "required_only"),
+INSTANTIATE_TEST_SUITE_P(Backends, BackendConformance,
+                         ::testing::Values("cpu", "vulkan", "vulkan_tiled", "required_only"),
                          [](const auto& info) { return info.param; });
 
 #ifdef SHOAL_NO_VULKAN

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include "backend/rope_angles.h"
@@ -73,6 +74,9 @@ uint32_t kv_code(DType t) {
 // Rows a matmul.comp workgroup covers: 32 threads x ROWS (4, and 8 in the
 // one-token MATVEC build the routed experts use too).
 constexpr int64_t kMatmulGroupRows = 128, kMatvecGroupRows = 256;
+// The TILED build's workgroup: 64 rows (a thread each) by 32 tokens.
+constexpr int64_t kTiledGroupRows = 64;
+constexpr int kTiledGroupTokens = 32;
 
 uint32_t bindings_of(const std::string& shader) {
   if (shader == "attention") return 6;
@@ -122,6 +126,9 @@ VulkanBackend::VulkanBackend(int index, int max_tokens) : index_(index), max_tok
   name_ = props.deviceName;
   max_buffer_range_ = props.limits.maxStorageBufferRange;
   for (int i = 0; i < 3; ++i) max_groups_[i] = props.limits.maxComputeWorkGroupCount[i];
+  // The tiled build's shared memory: a tile of activations and a chunk a row (16 KiB: Vulkan's least).
+  tiled_matmul_ = props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU && props.limits.maxComputeSharedMemorySize >= 16384;
+  if (const char* tiled = std::getenv("SHOAL_VULKAN_TILED")) tiled_matmul_ = std::string(tiled) == "1";
   if (props.apiVersion < VK_API_VERSION_1_1) fail("Vulkan device {} only speaks Vulkan 1.0; Shoal needs 1.1", name_);
   if (props.limits.maxComputeSharedMemorySize < 4096 || props.limits.maxComputeWorkGroupSize[0] < 256 ||
       props.limits.maxComputeWorkGroupInvocations < 256)
@@ -172,6 +179,7 @@ void VulkanBackend::init(uint32_t family) {
       if (!info) continue;
       if (name == "matmul_" + std::string(info->name)) matmul_shader_[t] = static_cast<int16_t>(i);
       if (name == "matvec_" + std::string(info->name)) matvec_shader_[t] = static_cast<int16_t>(i);
+      if (name == "tiled_" + std::string(info->name)) tiled_shader_[t] = static_cast<int16_t>(i);
       if (name == "routed_" + std::string(info->name)) routed_shader_[t] = static_cast<int16_t>(i);
       if (name == "get_rows_" + std::string(info->name)) get_rows_shader_[t] = static_cast<int16_t>(i);
     }
@@ -503,7 +511,7 @@ uint64_t VulkanBackend::prepare_weights(std::span<const WeightToPrepare> weights
     if (!w.matrix->empty()) {
       prepare_matrix(*w.matrix, w.slice_rows);
       const auto t = static_cast<size_t>(held_weight(*w.matrix).type);
-      pipeline(matmul_shader_[t]);
+      pipeline(tiled_matmul_ ? tiled_shader_[t] : matmul_shader_[t]);
       pipeline(matvec_shader_[t]);
       if (w.experts) pipeline(routed_shader_[t]);
       pipeline(get_rows_shader_[t]);
@@ -605,18 +613,21 @@ void VulkanBackend::matmul(const Matrix& w, DevicePtr x, DevicePtr y, int n_toke
     const DevicePtr y_part = y + part.first_row;  // y's rows stay w.rows apart
     const uint32_t push[] = {u32(part.rows), u32(w.cols), u32(n_tokens), u32(part.offset), u32(part.row_stride),
                              floats(x), floats(y_part), u32(w.rows)};
-    // 8 tokens a workgroup; one token takes the MATVEC build.
-    const bool one_token = n_tokens == 1;
-    const RowGrid g = row_grid(part.rows, one_token ? kMatvecGroupRows : kMatmulGroupRows);
+    // One token takes the MATVEC build; more, 8 tokens a workgroup or, tiled, 32.
+    const bool one_token = n_tokens == 1, tiled = !one_token && tiled_matmul_;
+    const int64_t group_rows = one_token ? kMatvecGroupRows : tiled ? kTiledGroupRows : kMatmulGroupRows;
+    const int group_tokens = tiled ? kTiledGroupTokens : 8;
+    const RowGrid g = row_grid(part.rows, group_rows);
     const size_t t = static_cast<size_t>(part.type);
-    dispatch(one_token ? matvec_shader_[t] : matmul_shader_[t], {part.buffer, vk_buffer(x), vk_buffer(y)}, push,
-             sizeof(push), g.x, u32((n_tokens + 7) / 8), g.z,
+    const int token_groups = (n_tokens + group_tokens - 1) / group_tokens;
+    dispatch(one_token ? matvec_shader_[t] : tiled ? tiled_shader_[t] : matmul_shader_[t],
+             {part.buffer, vk_buffer(x), vk_buffer(y)}, push, sizeof(push), g.x, u32(token_groups), g.z,
              {{part.buffer, part.offset, part.offset + part.rows * part.row_stride},
               range(x, rows_bytes(n_tokens, w.cols))},
              {range(y_part, rows_bytes(n_tokens - 1, w.rows) + part.rows * sizeof(float))},
-             // Every workgroup of 8 tokens streams the part's rows.
+             // Every workgroup's tile of tokens streams the part's rows.
              {one_token ? KernelClass::Matvec : KernelClass::Matmul,
-              static_cast<double>(part.rows) * part.row_stride * ((n_tokens + 7) / 8) + rows_bytes(n_tokens, w.cols),
+              static_cast<double>(part.rows) * part.row_stride * token_groups + rows_bytes(n_tokens, w.cols),
               static_cast<double>(rows_bytes(n_tokens, part.rows)), 2.0 * part.rows * w.cols * n_tokens});
   });
 }

@@ -149,6 +149,12 @@ class VulkanBackend : public Backend {
   static constexpr int kTypeSlots = 40;  // DType values
   std::array<int16_t, kTypeSlots> matmul_shader_ = filled(-1);
   std::array<int16_t, kTypeSlots> matvec_shader_ = filled(-1);
+  std::array<int16_t, kTypeSlots> tiled_shader_ = filled(-1);
+  // Prompts through matmul.comp's TILED build (shared memory, 32 tokens a
+  // workgroup: a GPU), or its register build (8 tokens: a CPU device such
+  // as lavapipe, where a barrier costs more than a re-read). The device's
+  // type decides; SHOAL_VULKAN_TILED=1 or 0 says so instead (tests, device-check).
+  bool tiled_matmul_ = false;
   std::array<int16_t, kTypeSlots> routed_shader_ = filled(-1);
   std::array<int16_t, kTypeSlots> get_rows_shader_ = filled(-1);
   static constexpr std::array<int16_t, kTypeSlots> filled(int16_t v) {

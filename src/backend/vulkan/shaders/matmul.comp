@@ -12,12 +12,24 @@
 // activation row (t / x_share) by the rows of its own expert (experts[t],
 // device memory: the router's choice is never read back), the same chain
 // as that expert's matmul of the row alone. A dispatch covers one part of
-// the stacked experts; a slot routed to another part leaves its row.
+// the stacked experts; a slot routed to another part leaves its row. Built
+// with TILED it is the prompt kernel for a GPU: a workgroup of 64 rows and
+// 32 tokens whose activations it reads once into shared memory, each weight
+// chunk read once for the 32 (the register build above reads it once per 8
+// and is the better fit for a CPU device); the same chains again.
 #extension GL_GOOGLE_include_directive : enable
 #extension GL_EXT_control_flow_attributes : enable
 #include "common.glsl"
 
+#ifdef TILED
+const uint TILE_ROWS = 64;    // rows per workgroup, one a thread
+const uint TILE_TOKENS = 32;  // tokens per workgroup, their activations shared
+layout(local_size_x = TILE_ROWS) in;
+shared float xs[TILE_TOKENS][32];  // the tile's activations, chunk by chunk
+shared float ws[TILE_ROWS][33];    // each thread's weight chunk (read by index, not unrolled)
+#else
 layout(local_size_x = 32) in;
+#endif
 layout(std430, binding = 0) readonly buffer Weights { uint w[]; };
 layout(std430, binding = 1) readonly buffer X { float x[]; };
 layout(std430, binding = 2) writeonly buffer Y { float y[]; };
@@ -44,6 +56,47 @@ const uint GROUP_ROWS = 32 * ROWS;
 void main() {
   // Row groups past the device's x limit (a vocabulary head) continue in z.
   const uint row_group = gl_WorkGroupID.z * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+#ifdef TILED
+  // Workgroup: TILE_ROWS rows (one a thread) by TILE_TOKENS tokens. Each
+  // chunk of the tokens' activations goes through shared memory once for
+  // every row of the group, and each weight chunk is read once for all the
+  // tile's tokens: a prompt of 512 streams the weights 16 times, not 64.
+  // The chain per (row, token) is the other builds' (chunks in order, each
+  // value fused in order), so are the bits.
+  const uint row = row_group * TILE_ROWS + gl_LocalInvocationID.x;
+  const uint tt0 = gl_WorkGroupID.y * TILE_TOKENS;
+  const uint tn = min(TILE_TOKENS, p.n_tokens - tt0);
+  const bool has_row = row < p.rows;
+  float acc[TILE_TOKENS];
+  [[unroll]] for (uint t = 0; t < TILE_TOKENS; ++t) acc[t] = 0.0;
+  const uint chunks = (p.cols + 31) / 32;
+  for (uint c = 0; c < chunks; ++c) {
+    const uint last = p.cols - 1 - c * 32;
+    barrier();  // every thread is done with the last chunk's tile
+    for (uint i = gl_LocalInvocationID.x; i < TILE_TOKENS * 32; i += TILE_ROWS) {
+      const uint t = i / 32, k = i % 32;
+      xs[t][k] = t < tn ? x[p.x_off + (tt0 + t) * p.cols + c * 32 + min(k, last)] : 0.0;
+    }
+    if (has_row) {  // only this thread reads its row
+      load_chunk(p.w_off + row * p.row_stride, c, p.cols);
+      [[unroll]] for (uint k = 0; k < 32; ++k) ws[gl_LocalInvocationID.x][k] = v[k];
+    }
+    barrier();
+    if (has_row) {
+      // Every token of the tile, those past the batch on zeros (never
+      // written): a constant bound keeps acc in registers; the values in
+      // order, so each (row, token) chain is the other builds'.
+      for (uint k = 0; k < 32; ++k) {
+        const float wk = ws[gl_LocalInvocationID.x][k];
+        [[unroll]] for (uint t = 0; t < TILE_TOKENS; ++t) acc[t] = fma(wk, xs[t][k], acc[t]);
+      }
+    }
+  }
+  if (has_row)
+    [[unroll]] for (uint t = 0; t < TILE_TOKENS; ++t)
+      if (t < tn) y[p.y_off + (tt0 + t) * p.y_stride + row] = acc[t];
+}
+#else
   const uint first = row_group * GROUP_ROWS + gl_LocalInvocationID.x;  // rows first + 32 j
   const uint t0 = gl_WorkGroupID.y * TILE;
   const uint nt = min(TILE, p.n_tokens - t0);
@@ -104,3 +157,4 @@ void main() {
     for (uint t = 0; t < nt; ++t) y[p.y_off + (t0 + t) * p.y_stride + first + 32 * j] = acc[j][t];
 }
 #endif
+#endif  // TILED
