@@ -242,9 +242,10 @@ class Backend {
       copy(dst + r * dst_stride, src + r * src_stride, static_cast<size_t>(width) * sizeof(float));
   }
 
-  // Throws shoal::Error when this backend cannot hold KV rows of these sizes
-  // (before any memory is allocated for them).
-  virtual void check_kv_rows(size_t k_row_bytes, size_t v_row_bytes) const {}
+  // The bytes between two KV cache rows of row_bytes each: a backend may pad
+  // them (Vulkan's shaders write whole 32-bit words, and a q8_0 row of an
+  // odd number of 34-byte blocks ends mid-word).
+  virtual size_t kv_row_stride(size_t row_bytes) const { return row_bytes; }
 
   // Once, after binding: makes these matrices ready for this backend's ops
   // (the CPU may regroup rows into memory it appends to `keep` and point the

@@ -38,8 +38,8 @@ class ForwardingBackend : public Backend {
     before_op();
     inner_->copy_rows(dst, dst_stride, src, src_stride, width, n_rows);
   }
-  void check_kv_rows(size_t k_row_bytes, size_t v_row_bytes) const override {
-    inner_->check_kv_rows(k_row_bytes, v_row_bytes);
+  size_t kv_row_stride(size_t row_bytes) const override {
+    return inner_->kv_row_stride(row_bytes);
   }
   uint64_t prepare_weights(std::span<const WeightToPrepare> weights, PreparedMemory& keep) override {
     return inner_->prepare_weights(weights, keep);

@@ -61,8 +61,11 @@ size_t KvCache::bytes_for(const ModelConfig& c, int begin, int end, int n_seq, i
   size_t positions = 0;
   for (int l = begin; l < end; ++l) positions += static_cast<size_t>(positions_for(c, l, n_ctx, max_tokens));
   const int held = heads_held(c, kv_heads);
+  // Rows in whole words: the most a backend pads them (Backend::kv_row_stride).
+  auto padded = [](size_t bytes) { return (bytes + 3) & ~size_t{3}; };
   return positions * n_seq *
-         (row_bytes(types.k, c.kv_width() / c.n_head_kv * held) + row_bytes(types.v, c.kv_v_width() / c.n_head_kv * held));
+         (padded(row_bytes(types.k, c.kv_width() / c.n_head_kv * held)) +
+          padded(row_bytes(types.v, c.kv_v_width() / c.n_head_kv * held)));
 }
 
 KvCache::KvCache(Backend& backend, const ModelConfig& config, int begin, int end, int n_seq, int n_ctx,
@@ -81,9 +84,8 @@ KvCache::KvCache(Backend& backend, const ModelConfig& config, int begin, int end
   if (begin < 0 || end > config.n_layer || begin >= end)
     fail("bad layer range [{}, {}) for a model of {} layers", begin, end, config.n_layer);
   check_kv_types(types, config);
-  k_row_bytes_ = row_bytes(types.k, width_);
-  v_row_bytes_ = row_bytes(types.v, config.kv_v_width() / config.n_head_kv * heads_held(config, kv_heads));
-  backend.check_kv_rows(k_row_bytes_, v_row_bytes_);
+  k_row_bytes_ = backend.kv_row_stride(row_bytes(types.k, width_));
+  v_row_bytes_ = backend.kv_row_stride(row_bytes(types.v, config.kv_v_width() / config.n_head_kv * heads_held(config, kv_heads)));
   for (int l = begin; l < end; ++l) {
     const int positions = positions_for(config, l, n_ctx, max_tokens);
     layers_.push_back({positions, positions < n_ctx});

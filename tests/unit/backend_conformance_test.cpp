@@ -320,7 +320,9 @@ TEST_P(BackendConformance, KvStoreAndAttentionEveryCacheType) {
                         {DType::Q8_0, DType::Q8_0, 4, 4, 64, 0, 150, 7}, {DType::F16, DType::Q8_0, 6, 2, 32, 0, 150, 7},
                         {DType::F16, DType::F16, 2, 1, 256, 0, 150, 7},  {DType::F16, DType::F16, 4, 2, 64, 20, 150, 7},
                         {DType::F16, DType::F16, 4, 1, 128, 0, 1000, 40}, {DType::F32, DType::F32, 8, 2, 64, 0, 150, 7, true},
-                        {DType::F16, DType::F16, 4, 2, 64, 20, 150, 7, true}};
+                        {DType::F16, DType::F16, 4, 2, 64, 20, 150, 7, true},
+                        // q8_0 rows of an odd number of 34-byte blocks (a tensor-group member's one KV head of 32)
+                        {DType::Q8_0, DType::Q8_0, 2, 1, 32, 0, 150, 7}, {DType::Q8_0, DType::F16, 6, 3, 32, 0, 150, 7}};
   for (const Case& c : cases) {
     if (c.sinks && !be().runs(OptionalOp::AttentionSinks)) continue;
     SCOPED_TRACE(testing::Message() << dtype_info(c.k).name << "/" << dtype_info(c.v).name << " heads " << c.n_head
@@ -337,8 +339,9 @@ TEST_P(BackendConformance, KvStoreAndAttentionEveryCacheType) {
     kv.k_type = c.k;
     kv.v_type = c.v;
     kv.width = width;
-    kv.k_row_bytes = row_bytes(c.k, width);
-    kv.v_row_bytes = row_bytes(c.v, width);
+    // Rows as the backend spaces them (Backend::kv_row_stride: Vulkan pads a q8_0 row to whole words).
+    kv.k_row_bytes = be().kv_row_stride(row_bytes(c.k, width));
+    kv.v_row_bytes = be().kv_row_stride(row_bytes(c.v, width));
     kv.k_seq_stride = kv.k_row_bytes * n_pos;
     kv.v_seq_stride = kv.v_row_bytes * n_pos;
     kv.ring = ring;
@@ -367,9 +370,9 @@ TEST_P(BackendConformance, KvStoreAndAttentionEveryCacheType) {
     const int first_kept = c.window > 0 ? c.total - ring : 0;
     for (int pos = first_kept; pos < c.total; ++pos) {
       ASSERT_EQ(host_kv_row(c.k, k_all.data() + pos * width, width),
-                std::vector<uint8_t>(host.k_row(1, pos), host.k_row(1, pos) + kv.k_row_bytes)) << "K at " << pos;
+                std::vector<uint8_t>(host.k_row(1, pos), host.k_row(1, pos) + row_bytes(c.k, width))) << "K at " << pos;
       ASSERT_EQ(host_kv_row(c.v, v_all.data() + pos * width, width),
-                std::vector<uint8_t>(host.v_row(1, pos), host.v_row(1, pos) + kv.v_row_bytes)) << "V at " << pos;
+                std::vector<uint8_t>(host.v_row(1, pos), host.v_row(1, pos) + row_bytes(c.v, width))) << "V at " << pos;
     }
 
     std::vector<int32_t> seqs(c.n_q, 1), pos(c.n_q);

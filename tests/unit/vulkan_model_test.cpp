@@ -125,6 +125,28 @@ TEST_F(VulkanModel, BatchCompositionsGiveIdenticalBitsAndAgreeWithCpu) {
   }
 }
 
+// A q8_0 cache whose rows are an odd number of 34-byte blocks: DeepSeek's
+// latent row of 128 + 32 values is five. The device pads each row to whole
+// words (Backend::kv_row_stride) and caches the host's bytes, so the model
+// runs there as on the CPU with the same cache type.
+TEST_F(VulkanModel, Q8CacheRowsOfAnOddNumberOfBlocks) {
+  const std::string path = random_model_path("random-deepseek2");
+  SHOAL_NEED_FILE(path);
+  const KvTypes q8{DType::Q8_0, DType::Q8_0};
+  auto gpu = load_engine(path, 2, 64, 1, 256, q8, "vulkan");
+  auto cpu = load_engine(path, 2, 64, 1, 256, q8);
+  const std::vector<TokenId> tokens = gpu->tokenizer().encode(kPrompt, true, false);
+  const auto batched = all_logits(*gpu, tokens, 64);
+  gpu->pipeline().truncate_sequence(0, 0);
+  EXPECT_TRUE(same_bits(batched, all_logits(*gpu, tokens, 7))) << "batched vs chunks of 7";
+  const auto reference = all_logits(*cpu, tokens, 64);
+  double largest = 0, worst = 0;
+  for (float v : reference) largest = std::max(largest, std::fabs(double(v)));
+  for (size_t i = 0; i < reference.size(); ++i) worst = std::max(worst, std::fabs(double(batched[i]) - reference[i]));
+  std::printf("[ vulkan ] q8_0 cache, deepseek2: max |logit - CPU's| %.2e of max |logit| %.2f\n", worst, largest);
+  EXPECT_LE(worst, 5e-4 * largest);
+}
+
 // --device vulkan keeps the whole model on the device, the head included:
 // the CPU backend multiplies no matrix (the counter counts: a CPU run's is not 0).
 TEST_F(VulkanModel, TheHeadRunsOnTheDevice) {

@@ -230,14 +230,6 @@ uint64_t VulkanBackend::free_memory() const {
   return heap_bytes_ - std::min(heap_bytes_, held);
 }
 
-void VulkanBackend::check_kv_rows(size_t k_row_bytes, size_t v_row_bytes) const {
-  for (size_t bytes : {k_row_bytes, v_row_bytes})
-    if (bytes % 4 != 0)
-      fail("the Vulkan backend needs KV cache rows of whole 32-bit words, and this model's q8_0 rows are {} bytes: "
-           "use -ctk/-ctv f16 or f32",
-           bytes);
-}
-
 std::unique_ptr<VulkanBuffer> VulkanBackend::make_buffer(size_t bytes, bool host_visible) {
   // Whole 16-byte units: shaders read bytes through 32-bit words, and the
   // last word of a tensor must be inside the buffer.
@@ -749,10 +741,9 @@ void VulkanBackend::kv_store(const KvLayer& kv, DevicePtr k, DevicePtr v, int n_
   for (int part = 0; part < (kv.v_in_k ? 1 : 2); ++part) {
     const DevicePtr dst = part == 0 ? kv.k : kv.v;
     const size_t row_bytes = part == 0 ? kv.k_row_bytes : kv.v_row_bytes;
+    // Rows of whole words (kv_row_stride pads them), each written word by word.
     if (row_bytes % 4 != 0 || dst.offset % 4 != 0)
-      fail("the Vulkan backend needs KV rows of whole 32-bit words; this model's {} rows are {} bytes: use -ctk/-ctv "
-           "f16 or f32",
-           dtype_info(part == 0 ? kv.k_type : kv.v_type).name, row_bytes);
+      fail("internal: a Vulkan KV cache row of {} bytes at {}", row_bytes, dst.offset);
     const uint32_t push[] = {u32(kv.width),
                              kv_code(part == 0 ? kv.k_type : kv.v_type),
                              u32(dst.offset),

@@ -37,7 +37,7 @@ class VulkanBackend : public Backend {
   // Free device memory now (the budget extension's figure, or the heap
   // less what this backend holds).
   uint64_t free_memory() const override;
-  void check_kv_rows(size_t k_row_bytes, size_t v_row_bytes) const override;
+  size_t kv_row_stride(size_t row_bytes) const override { return (row_bytes + 3) & ~size_t{3}; }
   // Uploads one matrix (prepare_weights does this for a stage's range);
   // the ops then accept it and any whole-row slice of it.
   // slice_rows: a part boundary never cuts a slice (an expert).

@@ -1,7 +1,8 @@
 #version 450
 // Writes row t of src ([n_tokens][width] f32) into the cache row of
 // (seq_ids[t], positions[t]) in F32, F16 or Q8_0. One thread per 32-bit word
-// of the destination row, so no two threads share a word; a Q8_0 word
+// of the destination row (rows are whole words, a q8_0 row of an odd number
+// of blocks padded with zeros), so no two threads share a word; a Q8_0 word
 // recomputes the scale of each block it touches (max-abs / 127, the
 // quantized values rounded to nearest even, as the CPU does).
 #extension GL_GOOGLE_include_directive : enable
@@ -18,6 +19,7 @@ layout(push_constant) uniform Push {
 
 uint q8_byte(uint sb, uint b) {
   const uint block = b / 34u, within = b % 34u;
+  if (block >= p.width / 32u) return 0u;  // the padding of a row of an odd number of blocks
   const uint first = sb + block * 32u;
   float amax = 0.0;
   for (uint i = 0; i < 32u; ++i) amax = max(amax, abs(src[first + i]));
