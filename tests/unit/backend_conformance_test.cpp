@@ -322,7 +322,10 @@ TEST_P(BackendConformance, KvStoreAndAttentionEveryCacheType) {
                         {DType::F16, DType::F16, 4, 1, 128, 0, 1000, 40}, {DType::F32, DType::F32, 8, 2, 64, 0, 150, 7, true},
                         {DType::F16, DType::F16, 4, 2, 64, 20, 150, 7, true},
                         // q8_0 rows of an odd number of 34-byte blocks (a tensor-group member's one KV head of 32)
-                        {DType::Q8_0, DType::Q8_0, 2, 1, 32, 0, 150, 7}, {DType::Q8_0, DType::F16, 6, 3, 32, 0, 150, 7}};
+                        {DType::Q8_0, DType::Q8_0, 2, 1, 32, 0, 150, 7}, {DType::Q8_0, DType::F16, 6, 3, 32, 0, 150, 7},
+                        // Past several splits of 512 positions (a device may run each on its own workgroups
+                        // for a few queries, as for the last one alone below): with sinks, and a window of 700.
+                        {DType::F16, DType::F16, 4, 2, 64, 0, 1300, 9, true}, {DType::F16, DType::Q8_0, 4, 2, 64, 700, 1500, 9}};
   for (const Case& c : cases) {
     if (c.sinks && !be().runs(OptionalOp::AttentionSinks)) continue;
     SCOPED_TRACE(testing::Message() << dtype_info(c.k).name << "/" << dtype_info(c.v).name << " heads " << c.n_head

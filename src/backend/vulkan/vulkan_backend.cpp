@@ -74,12 +74,18 @@ uint32_t kv_code(DType t) {
 // Rows a matmul.comp workgroup covers: 32 threads x ROWS (4, and 8 in the
 // one-token MATVEC build the routed experts use too).
 constexpr int64_t kMatmulGroupRows = 128, kMatvecGroupRows = 256;
+// Attention's splits (attention_merge.glsl's SPLIT_POSITIONS): a step of
+// at most kAttentionSplitTokens tokens over more than one split runs each on
+// its own workgroups, up to kAttentionMaxSplits of them, their partials in
+// at most kAttentionPartsBytes.
+constexpr int kAttentionSplit = 512, kAttentionSplitTokens = 8, kAttentionMaxSplits = 64;
+constexpr size_t kAttentionPartsBytes = 32u << 20;
 // The TILED build's workgroup: 64 rows (a thread each) by 32 tokens.
 constexpr int64_t kTiledGroupRows = 64;
 constexpr int kTiledGroupTokens = 32;
 
 uint32_t bindings_of(const std::string& shader) {
-  if (shader == "attention") return 6;
+  if (shader == "attention") return 7;
   if (shader == "delta_conv") return 4;
   if (shader == "delta_norm") return 1;
   if (shader == "copy_rows") return 2;
@@ -170,7 +176,7 @@ void VulkanBackend::init(uint32_t family) {
   pipelines_.resize(kSpirvShaderCount);  // compiled at load (prepare_weights), or on first use
   recorder_ = std::make_unique<VulkanRecorder>(device_, queue_, family, pipelines_, counters_);
   for (const char* name : {"rmsnorm", "rope", "elementwise", "attention", "kv_store", "route", "weighted_sum",
-                           "delta_conv", "delta_norm", "delta_rule", "copy_rows"})
+                           "delta_conv", "delta_norm", "delta_rule", "copy_rows", "attention_combine"})
     fixed_shaders_.push_back(shader_index(name));
   for (size_t i = 0; i < kSpirvShaderCount; ++i) {
     const std::string name = kSpirvShaders[i].name;
@@ -785,10 +791,11 @@ void VulkanBackend::attention(DevicePtr q, const KvLayer& kv, int n_tokens, cons
     uint32_t k_row_bytes, v_row_bytes, k_seq_stride, v_seq_stride, ring, k_type, v_type, pos_off;
     float scale;
     uint32_t block_heads, tile_tokens, n_tokens, has_sinks, sinks_off, v_dim;
+    uint32_t split, n_splits, part_off;
   } push{u32(s.n_head), u32(s.n_head_kv), u32(s.head_dim), u32(s.window), floats(q), floats(out), u32(kv.k.offset),
          u32(kv.v.offset), u32(kv.k_row_bytes), u32(kv.v_row_bytes), u32(kv.k_seq_stride), u32(kv.v_seq_stride),
          u32(kv.ring), kv_code(kv.k_type), kv_code(kv.v_type), u32(max_tokens_), s.scale, u32(block), u32(tile),
-         u32(n_tokens), s.sinks ? 1u : 0u, 0u, u32(s.v_dim())};
+         u32(n_tokens), s.sinks ? 1u : 0u, 0u, u32(s.v_dim()), 0u, 1u, 0u};
   // gpt-oss's sinks: a logit per query head, read where the weights hold it.
   BufferRange sinks{dummy_->handle(), 0, 0};
   if (s.sinks) {
@@ -809,9 +816,43 @@ void VulkanBackend::attention(DevicePtr q, const KvLayer& kv, int n_tokens, cons
                         visible / tile * s.n_head / block * kv_head_bytes + rows_bytes(n_tokens, width),
                         static_cast<double>(rows_bytes(n_tokens, out_width)),
                         visible * s.n_head * 2.0 * (s.head_dim + s.v_dim())};
+  // A few tokens over a long context (decode): each split of
+  // kAttentionSplit positions on its own workgroups, then a pass that
+  // merges them in order (the bits a workgroup walking them all gives).
+  int span = 0;
+  for (int t = 0; t < n_tokens; ++t)
+    span = std::max(span, s.window > 0 ? std::min(step_positions_[t] + 1, s.window) : step_positions_[t] + 1);
+  const int n_splits = (span + kAttentionSplit - 1) / kAttentionSplit;
+  const size_t part_bytes = static_cast<size_t>(n_tokens) * s.n_head * n_splits * (s.v_dim() + 2) * sizeof(float);
+  const bool split = n_tokens <= kAttentionSplitTokens && n_splits >= 2 && n_splits <= kAttentionMaxSplits;
+  if (split && !attention_parts_)
+    attention_parts_ = make_buffer(std::min<size_t>(kAttentionPartsBytes, static_cast<size_t>(kAttentionSplitTokens) * s.n_head *
+                                                                           kAttentionMaxSplits * (s.v_dim() + 2) * sizeof(float)),
+                                   false);
+  if (split && part_bytes <= attention_parts_->bytes()) {
+    push.split = 1;
+    push.n_splits = u32(n_splits);
+    const BufferRange parts{attention_parts_->handle(), 0, part_bytes};
+    dispatch(fixed_shaders_[kAttention],
+             {vk_buffer(q), vk_buffer(kv.k), vk_buffer(kv.v), rows_->handle(), vk_buffer(out), sinks.buffer,
+              attention_parts_->handle()},
+             &push, sizeof(push), u32(s.n_head / block), u32((n_tokens + tile - 1) / tile), u32(n_splits),
+             {range(q, rows_bytes(n_tokens, width)), step_cache(kv.k, kv.k_seq_stride),
+              step_cache(kv.v, kv.v_seq_stride), step_rows(), sinks},
+             {parts}, traffic);
+    const uint32_t combine[] = {u32(s.n_head), u32(s.v_dim()), u32(n_splits), 0u, floats(out), s.sinks ? 1u : 0u,
+                                push.sinks_off};
+    dispatch(fixed_shaders_[kAttentionCombine], {attention_parts_->handle(), vk_buffer(out), sinks.buffer}, combine,
+             sizeof(combine), u32(n_tokens * s.n_head), 1, 1, {parts, sinks},
+             {range(out, rows_bytes(n_tokens, out_width))},
+             {KernelClass::Attention, static_cast<double>(part_bytes), static_cast<double>(rows_bytes(n_tokens, out_width)),
+              3.0 * n_tokens * s.n_head * n_splits * (s.v_dim() + 2)});
+    return;
+  }
   dispatch(fixed_shaders_[kAttention],
-           {vk_buffer(q), vk_buffer(kv.k), vk_buffer(kv.v), rows_->handle(), vk_buffer(out), sinks.buffer}, &push,
-           sizeof(push), u32(s.n_head / block), u32((n_tokens + tile - 1) / tile), 1,
+           {vk_buffer(q), vk_buffer(kv.k), vk_buffer(kv.v), rows_->handle(), vk_buffer(out), sinks.buffer,
+            dummy_->handle()},
+           &push, sizeof(push), u32(s.n_head / block), u32((n_tokens + tile - 1) / tile), 1,
            {range(q, rows_bytes(n_tokens, width)), step_cache(kv.k, kv.k_seq_stride), step_cache(kv.v, kv.v_seq_stride),
             step_rows(), sinks},
            {range(out, rows_bytes(n_tokens, out_width))}, traffic);

@@ -144,7 +144,7 @@ class VulkanBackend : public Backend {
   // and each weight type's matmul, one-token matmul, routed (experts)
   // matmul and embedding lookup (-1: none).
   enum FixedShader { kRmsnorm, kRope, kElementwise, kAttention, kKvStore, kRoute, kWeightedSum, kDeltaConv, kDeltaNorm,
-                     kDeltaRule, kCopyRows };
+                     kDeltaRule, kCopyRows, kAttentionCombine };
   std::vector<int> fixed_shaders_;
   static constexpr int kTypeSlots = 40;  // DType values
   std::array<int16_t, kTypeSlots> matmul_shader_ = filled(-1);
@@ -182,6 +182,10 @@ class VulkanBackend : public Backend {
   std::array<size_t, 2> step_seqs_{};  // the step's sequence ids: [first, last + 1)
   std::vector<float> rope_scratch_;
   std::unique_ptr<VulkanBuffer> dummy_;  // bound where a shader's optional input is absent
+  // A long context's decode step: its attention's split partials
+  // (attention.comp, p.split), made at the first such step; a step they
+  // do not fit walks the splits in one workgroup (the same bits).
+  std::unique_ptr<VulkanBuffer> attention_parts_;
   std::unique_ptr<VulkanBuffer> lookup_ids_;  // get_rows' token ids: [max_tokens] int32
   int step_tokens_ = 0;
   bool in_step_ = false;  // between begin_step and finish_step
