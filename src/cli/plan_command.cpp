@@ -41,23 +41,20 @@ PlanInput described_model_input(const CommonOptions& o, std::string& title) {
   const int n_ctx = e.n_ctx > 0 ? e.n_ctx : default_context_size(config);
   title = fmt::format("{} ({}), {} layers, context {} x {}", config.name, config.arch, config.n_layer, n_ctx, e.n_seq);
   return plan_input_for_model(*file, config, n_ctx, e.n_seq, e.n_batch, e.kv_types,
-                              rewind_rows_for(config, e.speculative));
+                              rewind_rows_for(config, e.speculative), e.speculative.type == SpecType::Mtp);
 }
 
-// What one MTP guess reads: the file's nextn block and its output head; for
-// a catalogue model, a layer's share of what a token reads and the head.
-double mtp_draft_bytes(const std::string& model) {
-  if (auto m = find_catalogue_model(model))
+// What one MTP guess reads: the file's nextn block (mtp_draft_cost); for a
+// catalogue model, which does not say whether its files carry the block, a
+// layer's share of what a token reads and the head.
+double mtp_draft_bytes(const CommonOptions& o) {
+  const EngineOptions& e = o.engine;
+  if (auto m = find_catalogue_model(e.model_path))
     return (m->active_weights / m->n_layer + static_cast<double>(m->n_vocab) * m->n_embd) * m->bits / 8;
-  auto file = gguf::File::open(model);
+  auto file = gguf::File::open(e.model_path);
   const ModelConfig config = ModelConfig::from_gguf(*file);
-  if (config.n_nextn < 1) fail("{} has no multi-token-prediction layers for --spec-type mtp", model);
-  const std::string block = fmt::format("blk.{}.", config.n_layer);
-  double bytes = 0;
-  for (const auto& t : file->tensors())
-    if (t.name.starts_with(block) || t.name == (config.tied_output ? "token_embd.weight" : "output.weight"))
-      bytes += static_cast<double>(t.bytes);
-  return bytes;
+  if (config.n_nextn < 1) fail("{} has no multi-token-prediction layers for --spec-type mtp", e.model_path);
+  return mtp_draft_cost(*file, config, e.n_ctx, e.n_seq, e.n_batch, e.kv_types).read_bytes;
 }
 
 // With -md or --spec-type: the decode a guess per step would give beside the
@@ -85,7 +82,9 @@ void print_speculation(const CommonOptions& o, double draft_accept, const Plan& 
                        s.draft_token_ms);
   } else if (spec.type == SpecType::Mtp) {
     // A guess reads the MTP block (one more layer of the model's kind) and the shared head, on the primary.
-    const double bytes = mtp_draft_bytes(o.engine.model_path);
+    if (!spec.draft_model.empty())
+      fail("--spec-type mtp drafts with the model's own layers: give -md or --spec-type mtp, not both");
+    const double bytes = mtp_draft_bytes(o);
     const double gbps = input.devices.at(0).matvec_gbps > 0 ? input.devices[0].matvec_gbps : 10.0;
     s.draft_token_ms = bytes / (gbps * 1e9) * 1e3;
     what = fmt::format("the model's MTP block ({:.2f} ms a guessed token on the primary)", s.draft_token_ms);
@@ -206,7 +205,8 @@ Command add_plan_command(CLI::App& app) {
     ThreadPool pool(o->engine.threads > 0 ? o->engine.threads : ThreadPool::default_threads());
     const int n_ctx = o->engine.n_ctx > 0 ? o->engine.n_ctx : default_context_size(config);
     ClusterPlan cp = plan_cluster(*file, config, n_ctx, o->engine.n_seq, o->engine.n_batch, o->engine.kv_types, pool,
-                                  o->cluster, rewind_rows_for(config, o->engine.speculative));
+                                  o->cluster, rewind_rows_for(config, o->engine.speculative),
+                                  o->engine.speculative.type == SpecType::Mtp);
     std::printf("model: %s (%s), %d layers, context %d x %d\n", config.name.c_str(), config.arch.c_str(),
                 config.n_layer, n_ctx, o->engine.n_seq);
     std::printf("%s", format_plan(cp.plan, cp.input).c_str());

@@ -187,6 +187,15 @@ void MtpDrafter::observe(const Batch& batch, const float* normed_rows) {
     s.rows.insert(s.rows.end(), normed_rows + static_cast<size_t>(t) * width,
                   normed_rows + static_cast<size_t>(t + 1) * width);
   }
+  // Only the last rows are ever read (the next batch or guess starts at most
+  // a checked guess, 65 rows, back): a prompt chunk's others go.
+  for (Seen& s : seen_) {
+    if (s.tokens.size() <= kKeptRows) continue;
+    const size_t drop = s.tokens.size() - kKeptRows;
+    s.tokens.erase(s.tokens.begin(), s.tokens.begin() + static_cast<ptrdiff_t>(drop));
+    s.rows.erase(s.rows.begin(), s.rows.begin() + static_cast<ptrdiff_t>(drop * width));
+    s.begin += static_cast<int>(drop);
+  }
 }
 
 void MtpDrafter::forget_all() noexcept {

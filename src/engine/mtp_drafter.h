@@ -52,6 +52,7 @@ class MtpDrafter : public Drafter {
  private:
   // What the target last showed of one sequence: its rows' tokens and
   // hidden states from position `begin` on.
+  static constexpr size_t kKeptRows = 65;  // --draft-max's most, and the token before
   struct Seen {
     int begin = 0;
     std::vector<int32_t> tokens;

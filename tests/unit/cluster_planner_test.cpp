@@ -355,10 +355,11 @@ TEST(PlanInputTest, Stories260KLayerBytesAreTheSumOfTheLayersTensors) {
   }
   // The default KV cache is f16: 2 bytes a value, K and V.
   EXPECT_EQ(in.layer_kv_bytes, std::vector<uint64_t>(5, 2ull * 256 * 2 * config.kv_width() * 2));
-  // f32 keys and q8_0 values (34 bytes per 32 values) are counted as such.
+  // f32 keys and q8_0 values (34 bytes per 32 values, a row padded to whole
+  // words as a GPU keeps it: Backend::kv_row_stride) are counted as such.
   const PlanInput mixed = plan_input_for_model(*file, config, 256, 2, 32, KvTypes{DType::F32, DType::Q8_0});
   EXPECT_EQ(mixed.layer_kv_bytes,
-            std::vector<uint64_t>(5, 256ull * 2 * (config.kv_width() * 4 + config.kv_width() / 32 * 34)));
+            std::vector<uint64_t>(5, 256ull * 2 * (config.kv_width() * 4 + (config.kv_width() / 32 * 34 + 3) / 4 * 4)));
   EXPECT_EQ(in.activation_bytes, static_cast<uint64_t>(config.n_embd) * 4);
   const uint64_t embd = file->tensor(tensor_name(TensorKind::TokenEmbd)).bytes;
   EXPECT_GT(in.primary_bytes, embd + primary_scratch_bytes(config, 2, 32) - 1);
@@ -372,6 +373,38 @@ TEST(PlanInputTest, Stories260KLayerBytesAreTheSumOfTheLayersTensors) {
 // A mixture-of-experts layer is planned with all its experts (a decode step
 // reads only two of eight, but the stage holds them all), and a windowed
 // layer's KV is only its window plus one batch.
+// The MTP draft on the primary: a guess reads the block with a mixture's
+// routed share of its experts and the shared head; the primary holds the
+// whole block, a KV cache and buffers besides (and plans them).
+TEST(PlanInputTest, TheMtpDraftIsPricedAndHeldOnThePrimary) {
+  const std::string path = testing::random_model_path("random-qwen35moe");
+  SHOAL_NEED_FILE(path);
+  const auto file = gguf::File::open(path);
+  const ModelConfig config = ModelConfig::from_gguf(*file);
+  ASSERT_EQ(config.n_nextn, 1);
+  double experts = 0, rest = 0;
+  uint64_t block = 0;
+  const std::string prefix = "blk." + std::to_string(config.n_layer) + ".";
+  for (const auto& t : file->tensors()) {
+    if (!t.name.starts_with(prefix)) continue;
+    block += t.bytes;
+    (t.name.find("_exps.") != std::string::npos ? experts : rest) += static_cast<double>(t.bytes);
+  }
+  EXPECT_GT(experts, 0);
+  const MtpDraftCost cost = mtp_draft_cost(*file, config, 256, 2, 32, KvTypes{});
+  const double head = static_cast<double>(file->tensor("output.weight").bytes);
+  EXPECT_DOUBLE_EQ(cost.read_bytes, rest + experts * config.n_expert_used / config.n_expert + head);
+  EXPECT_GT(cost.held_bytes, block);
+  const PlanInput plain = plan_input_for_model(*file, config, 256, 2, 32, KvTypes{});
+  const PlanInput mtp = plan_input_for_model(*file, config, 256, 2, 32, KvTypes{}, 0, true);
+  EXPECT_EQ(mtp.primary_bytes, plain.primary_bytes + cost.held_bytes);
+  // A file without the block costs nothing.
+  const std::string qwen3 = testing::random_model_path("random-qwen3");
+  SHOAL_NEED_FILE(qwen3);
+  const auto other = gguf::File::open(qwen3);
+  EXPECT_EQ(mtp_draft_cost(*other, ModelConfig::from_gguf(*other), 256, 2, 32, KvTypes{}).held_bytes, 0u);
+}
+
 TEST(PlanInputTest, CountsEveryExpertAndWindowedKv) {
   const std::string moe = testing::random_model_path("random-qwen3moe");
   const std::string gemma = testing::random_model_path("random-gemma3");

@@ -214,6 +214,7 @@ void VulkanBackend::release() {
   staging_.reset();
   rows_.reset();
   dummy_.reset();
+  attention_parts_.reset();
   lookup_ids_.reset();
   rope_tables_.reset();
   recorder_.reset();
@@ -825,10 +826,7 @@ void VulkanBackend::attention(DevicePtr q, const KvLayer& kv, int n_tokens, cons
   const int n_splits = (span + kAttentionSplit - 1) / kAttentionSplit;
   const size_t part_bytes = static_cast<size_t>(n_tokens) * s.n_head * n_splits * (s.v_dim() + 2) * sizeof(float);
   const bool split = n_tokens <= kAttentionSplitTokens && n_splits >= 2 && n_splits <= kAttentionMaxSplits;
-  if (split && !attention_parts_)
-    attention_parts_ = make_buffer(std::min<size_t>(kAttentionPartsBytes, static_cast<size_t>(kAttentionSplitTokens) * s.n_head *
-                                                                           kAttentionMaxSplits * (s.v_dim() + 2) * sizeof(float)),
-                                   false);
+  if (split && !attention_parts_) attention_parts_ = make_buffer(kAttentionPartsBytes, false);
   if (split && part_bytes <= attention_parts_->bytes()) {
     push.split = 1;
     push.n_splits = u32(n_splits);

@@ -183,8 +183,9 @@ class VulkanBackend : public Backend {
   std::vector<float> rope_scratch_;
   std::unique_ptr<VulkanBuffer> dummy_;  // bound where a shader's optional input is absent
   // A long context's decode step: its attention's split partials
-  // (attention.comp, p.split), made at the first such step; a step they
-  // do not fit walks the splits in one workgroup (the same bits).
+  // (attention.comp, p.split), 32 MiB made at the first such step (released
+  // before the device); a step they do not fit walks the splits in one
+  // workgroup (the same bits).
   std::unique_ptr<VulkanBuffer> attention_parts_;
   std::unique_ptr<VulkanBuffer> lookup_ids_;  // get_rows' token ids: [max_tokens] int32
   int step_tokens_ = 0;

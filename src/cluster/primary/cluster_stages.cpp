@@ -9,9 +9,10 @@
 namespace shoal {
 
 ClusterPlan plan_cluster(const gguf::File& file, const ModelConfig& config, int n_ctx, int n_seq, int n_batch,
-                         KvTypes kv_types, ThreadPool& pool, const ClusterOptions& options, int rewind_rows) {
+                         KvTypes kv_types, ThreadPool& pool, const ClusterOptions& options, int rewind_rows,
+                         bool mtp_draft) {
   ClusterPlan cp;
-  cp.input = plan_input_for_model(file, config, n_ctx, n_seq, n_batch, kv_types, rewind_rows);
+  cp.input = plan_input_for_model(file, config, n_ctx, n_seq, n_batch, kv_types, rewind_rows, mtp_draft);
   cp.input.reserve_bytes = options.reserve_bytes;
   cp.input.tensor_split = options.tensor_split;
   cp.input.split = options.split;

@@ -42,9 +42,11 @@ struct ClusterPlan {
   PlanInput input;
   Plan plan;
 };
-// rewind_rows: rewind_rows_for (engine.h), what a hybrid model's stages keep to take a guess back.
+// rewind_rows: rewind_rows_for (engine.h), what a hybrid model's stages keep to take a guess back;
+// mtp_draft: the primary holds the MTP draft too (plan_input.h).
 ClusterPlan plan_cluster(const gguf::File& file, const ModelConfig& config, int n_ctx, int n_seq, int n_batch,
-                         KvTypes kv_types, ThreadPool& pool, const ClusterOptions& options, int rewind_rows = 0);
+                         KvTypes kv_types, ThreadPool& pool, const ClusterOptions& options, int rewind_rows = 0,
+                         bool mtp_draft = false);
 
 // A StageBuilder for Engine: a ClusterSupervisor (supervisor.h) connects,
 // plans, prints the split and loads the stages, and stays with the engine

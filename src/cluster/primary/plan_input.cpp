@@ -79,8 +79,35 @@ uint64_t primary_scratch_bytes(const ModelConfig& c, int n_seq, int n_batch) {
   return backend + pipeline + logits + layer;
 }
 
+MtpDraftCost mtp_draft_cost(const gguf::File& file, const ModelConfig& config, int n_ctx, int n_seq, int n_batch,
+                            KvTypes kv_types) {
+  MtpDraftCost cost;
+  if (config.n_nextn < 1) return cost;
+  if (n_ctx <= 0) n_ctx = std::min(config.n_ctx_train, 4096);
+  const double routed = config.n_expert > 0 ? static_cast<double>(config.n_expert_used) / config.n_expert : 1.0;
+  bool own_head = false;
+  for (const gguf::TensorInfo& t : file.tensors()) {
+    if (layer_of(t.name) != config.n_layer) continue;  // the first nextn block
+    cost.held_bytes += t.bytes;
+    if (t.name.find(".nextn.embed_tokens.") != std::string::npos) continue;  // a row a token
+    own_head = own_head || t.name.find(".nextn.shared_head_head.") != std::string::npos;
+    cost.read_bytes += static_cast<double>(t.bytes) * (t.name.find("_exps.") != std::string::npos ? routed : 1.0);
+  }
+  if (!own_head)
+    cost.read_bytes += static_cast<double>(tensor_bytes(file, config.tied_output ? TensorKind::TokenEmbd : TensorKind::Output));
+  int attention = -1;  // the block caches as the model's last attention layer does
+  for (int l = 0; l < config.n_layer; ++l)
+    if (!config.recurrent(l)) attention = l;
+  const int batch = std::max(1, n_batch), seqs = std::max(1, n_seq);
+  if (attention >= 0)
+    cost.held_bytes += KvCache::bytes_for(config, attention, attention + 1, seqs, n_ctx, batch, kv_types);
+  cost.held_bytes += LayerScratch::bytes_for(config, batch) + 5ull * batch * config.n_embd * sizeof(float) +
+                     static_cast<uint64_t>(seqs) * config.n_vocab * sizeof(float);
+  return cost;
+}
+
 PlanInput plan_input_for_model(const gguf::File& file, const ModelConfig& config, int n_ctx, int n_seq, int n_batch,
-                               KvTypes kv_types, int rewind_rows) {
+                               KvTypes kv_types, int rewind_rows, bool mtp_draft) {
   PlanInput in;
   // Every tensor of the layer, not only those the binder knows: what the
   // file holds for a layer is what a stage would have to take.
@@ -146,6 +173,7 @@ PlanInput plan_input_for_model(const gguf::File& file, const ModelConfig& config
   // rope_freqs is tiny and every stage needs it; count it on the primary only.
   const uint64_t rope = tensor_bytes(file, TensorKind::RopeFreqs);
   in.primary_bytes = embd + norm + output + rope + primary_scratch_bytes(config, n_seq, n_batch);
+  if (mtp_draft) in.primary_bytes += mtp_draft_cost(file, config, n_ctx, n_seq, n_batch, kv_types).held_bytes;
   // Per token the head streams output.weight (the embedding when tied) and
   // the norm; the embedding itself is only read one row per token.
   in.head_bytes = (config.tied_output ? embd : output) + norm;

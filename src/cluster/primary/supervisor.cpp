@@ -381,7 +381,8 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_stages(Engine& engi
   size_t n_members = 0;
   std::vector<std::string> lost;
   PlanInput input = plan_input_for_model(engine.file(), config, engine.n_ctx(), engine.options().n_seq,
-                                         engine.n_batch(), engine.options().kv_types, engine.rewind_rows());
+                                         engine.n_batch(), engine.options().kv_types, engine.rewind_rows(),
+                                         engine.options().speculative.type == SpecType::Mtp);
   input.reserve_bytes = options_.reserve_bytes;
   input.split = options_.split;
   input.relay = options_.relay();

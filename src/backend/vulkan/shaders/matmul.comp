@@ -16,7 +16,9 @@
 // with TILED it is the prompt kernel for a GPU: a workgroup of 64 rows and
 // 32 tokens whose activations it reads once into shared memory, each weight
 // chunk read once for the 32 (the register build above reads it once per 8
-// and is the better fit for a CPU device); the same chains again.
+// and is the better fit for a CPU device); the same chains again. Every
+// chain's sums are `precise`: fma() is then one fused operation in each
+// build, never a product and a sum a driver might round apart.
 #extension GL_GOOGLE_include_directive : enable
 #extension GL_EXT_control_flow_attributes : enable
 #include "common.glsl"
@@ -67,7 +69,7 @@ void main() {
   const uint tt0 = gl_WorkGroupID.y * TILE_TOKENS;
   const uint tn = min(TILE_TOKENS, p.n_tokens - tt0);
   const bool has_row = row < p.rows;
-  float acc[TILE_TOKENS];
+  precise float acc[TILE_TOKENS];
   [[unroll]] for (uint t = 0; t < TILE_TOKENS; ++t) acc[t] = 0.0;
   const uint chunks = (p.cols + 31) / 32;
   for (uint c = 0; c < chunks; ++c) {
@@ -121,7 +123,7 @@ void main() {
     for (uint j = 0; j < ROWS; ++j) {
       if (j >= n_rows) break;
       load_chunk(w_base + (first + 32 * j) * p.row_stride, c, p.cols);
-      float a = acc[j];
+      precise float a = acc[j];
       for (uint k = 0; k < 32; ++k) a = fma(v[k], xv[k], a);
       acc[j] = a;
     }
@@ -147,7 +149,7 @@ void main() {
       const uint xb = p.x_off + (t0 + t) * p.cols + c * 32;
       for (uint k = 0; k < 32; ++k) xv[k] = x[xb + min(k, last)];
       for (uint j = 0; j < n_rows; ++j) {
-        float a = acc[j][t];
+        precise float a = acc[j][t];
         for (uint k = 0; k < 32; ++k) a = fma(wv[j][k], xv[k], a);
         acc[j][t] = a;
       }
