@@ -1,5 +1,8 @@
 #include "engine/drafter.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "util/error.h"
 #include "util/log.h"
 
@@ -25,6 +28,14 @@ void Drafter::see(const Batch& batch, const float* normed_rows) noexcept {
     spdlog::error("the draft failed to follow the model: {}", e.what());
     forget_all();
   }
+}
+
+std::pair<int, bool> best_token(const float* logits, int n_vocab, float p_min) {
+  const int best = static_cast<int>(std::max_element(logits, logits + n_vocab) - logits);
+  if (p_min <= 0) return {best, true};
+  double sum = 0;
+  for (int i = 0; i < n_vocab; ++i) sum += std::exp(static_cast<double>(logits[i] - logits[best]));
+  return {best, 1.0 / sum >= p_min};
 }
 
 SpecType parse_spec_type(const std::string& name) {

@@ -8,6 +8,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/batch.h"
@@ -44,6 +45,10 @@ struct DraftJob {
   float p_min = 0.0f;     // a draft model stops below this probability (--draft-p-min)
   std::vector<TokenId>* out = nullptr;  // cleared, then the guess
 };
+
+// A draft's guess from one row of its logits: the most likely token (ties:
+// the lower id), and whether the draft gives it at least p_min.
+std::pair<int, bool> best_token(const float* logits, int n_vocab, float p_min);
 
 class Drafter {
  public:

@@ -108,13 +108,7 @@ void ModelDrafter::forward_and_pick(std::span<Guess> guesses) {
     const float* l = logits + static_cast<size_t>(row++) * n_vocab;
     for (Guess& g : guesses) {
       if (g.done || g.job->seq != batch_.seq_ids[static_cast<size_t>(t)]) continue;
-      const int best = static_cast<int>(std::max_element(l, l + n_vocab) - l);  // ties: the lower id
-      bool sure = true;
-      if (g.job->p_min > 0) {
-        double sum = 0;
-        for (int i = 0; i < n_vocab; ++i) sum += std::exp(static_cast<double>(l[i] - l[best]));
-        sure = 1.0 / sum >= g.job->p_min;
-      }
+      const auto [best, sure] = best_token(l, n_vocab, g.job->p_min);
       if (!sure || best >= target_vocab_) {
         g.done = true;
         break;

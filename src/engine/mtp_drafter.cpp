@@ -1,7 +1,6 @@
 #include "engine/mtp_drafter.h"
 
 #include <algorithm>
-#include <cmath>
 
 #include <fmt/format.h>
 
@@ -22,16 +21,6 @@ Matrix own_matrix(const gguf::File& file, const ModelConfig& c, const char* name
   return Matrix{t->type, t->data, t->shape[1], t->shape[0]};
 }
 
-// The most likely token of a row (ties: the lower id) and whether the draft
-// gives it at least p_min.
-std::pair<int, bool> best_token(const float* logits, int n_vocab, float p_min) {
-  const int best = static_cast<int>(std::max_element(logits, logits + n_vocab) - logits);
-  if (p_min <= 0) return {best, true};
-  double sum = 0;
-  for (int i = 0; i < n_vocab; ++i) sum += std::exp(static_cast<double>(logits[i] - logits[best]));
-  return {best, 1.0 / sum >= p_min};
-}
-
 }  // namespace
 
 MtpDrafter::MtpDrafter(const SpeculativeOptions& options, Engine& target)
@@ -43,10 +32,7 @@ MtpDrafter::MtpDrafter(const SpeculativeOptions& options, Engine& target)
       n_ctx_(target.n_ctx()) {
   const gguf::File& file = target.file();
   const int block = config_.n_layer;  // the first nextn block (llama.cpp drafts with one)
-  if (config_.n_nextn < 1)
-    fail("--spec-type mtp drafts with the model's own multi-token-prediction layers, and {} has none "
-         "(no {}.nextn_predict_layers: converted with --no-mtp?); use --spec-type ngram or a draft model (-md)",
-         file.path(), config_.arch);
+  if (config_.n_nextn < 1) fail("internal: {} has no multi-token-prediction layer", file.path());  // Engine checked
   if (!file.find_tensor(config_.tensor_name(TensorKind::NextnEhProj, block)))
     fail("{}: block {} is a multi-token-prediction layer without nextn.eh_proj: --spec-type mtp cannot run it",
          file.path(), block);
@@ -118,12 +104,7 @@ const float* MtpDrafter::step(const Batch& batch, const float* hidden) {
     if (m > 0) {
       // The rows with logits to the front, normed (the next step's hidden
       // state) and through the shared head.
-      for (int t = 0, to = 0; t < n; ++t)
-        if (batch.logits[t]) {
-          if (to != t) backend_.copy(rows_ + static_cast<int64_t>(to) * width, rows_ + static_cast<int64_t>(t) * width,
-                                     width * sizeof(float));
-          ++to;
-        }
+      gather_logit_rows(backend_, batch, rows_, width);
       backend_.rmsnorm(rows_, head_norm_, rows_, m, width, eps);
       out_rows_.resize(static_cast<size_t>(m) * width);
       backend_.download(out_rows_.data(), rows_, out_rows_.size() * sizeof(float));

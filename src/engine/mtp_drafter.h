@@ -31,7 +31,7 @@ class Engine;
 class MtpDrafter : public Drafter {
  public:
   // Binds the first nextn block of the target's file on its head backend.
-  // Throws shoal::Error when the file has none.
+  // The Engine refuses a file without one first (Engine::check_speculative).
   MtpDrafter(const SpeculativeOptions& options, Engine& target);
   ~MtpDrafter() override;
   std::string describe() const override;

@@ -118,7 +118,7 @@ const float* Pipeline::forward_on_device(const Batch& batch, bool keep_normed) {
     if (batch.all_rows) {
       run_head_all_rows(batch, rows, logits, m, keep_normed);
     } else {
-      gather_logit_rows(batch, rows);
+      gather_logit_rows(head_, batch, rows, config_.n_embd);  // as forward() does on the host
       if (m > 0) run_head(rows, logits, m, keep_normed);
     }
     head_.finish_step();
@@ -157,25 +157,13 @@ void Pipeline::run_head(DevicePtr rows, DevicePtr logits, int m, bool keep_norme
   }
 }
 
-// The rows with logits move to the front, in order, as forward() does on the host.
-int Pipeline::gather_logit_rows(const Batch& batch, DevicePtr rows) {
-  const int width = config_.n_embd;
-  int to = 0;
-  for (int t = 0; t < batch.size(); ++t)
-    if (batch.logits[t]) {
-      if (to != t) head_.copy(rows + static_cast<int64_t>(to) * width, rows + static_cast<int64_t>(t) * width,
-                              width * sizeof(float));
-      ++to;
-    }
-  return to;
-}
-
 void Pipeline::run_head_all_rows(const Batch& batch, DevicePtr rows, DevicePtr logits, int m, bool keep_normed) {
   const int n = batch.size(), width = config_.n_embd;
   head_.rmsnorm(rows, weights_.output_norm, rows, n, width, config_.norm_eps);
   normed_rows_.resize(static_cast<size_t>(n) * width);
   head_.download(normed_rows_.data(), rows, normed_rows_.size() * sizeof(float));
-  if (gather_logit_rows(batch, rows) != m) fail("internal: {} rows with logits, {} expected", m, batch.n_logits());
+  if (gather_logit_rows(head_, batch, rows, width) != m)
+    fail("internal: {} rows with logits, {} expected", m, batch.n_logits());
   if (m == 0) return;
   project_to_vocabulary(head_, weights_.output, config_, rows, logits, m);
   head_.download(logits_.data(), logits, static_cast<size_t>(m) * config_.n_vocab * sizeof(float));

@@ -116,8 +116,6 @@ class Pipeline {
   // A batch with all_rows, its n rows on the head's device: all normed and
   // kept, then those with logits to the front and through the head.
   void run_head_all_rows(const Batch& batch, DevicePtr rows, DevicePtr logits, int m, bool keep_normed);
-  // The rows with logits to the front of `rows`, in order; returns their count.
-  int gather_logit_rows(const Batch& batch, DevicePtr rows);
   // logits: where the last stage leaves the logits when it runs the head (else nullptr).
   void run_stages(const Batch& batch, float* hidden, float* logits);
   void run_pipelined(const Batch& batch, float* hidden, float* logits);

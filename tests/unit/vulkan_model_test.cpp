@@ -105,6 +105,17 @@ TEST_F(VulkanModel, RefusesLayersItLacksAnOpForNamingTheOp) {
   }
 }
 
+// The device's logits beside the CPU's for the same model: within 5e-4 of
+// the largest logit (f32 arithmetic in another order).
+void expect_near_cpu(const std::vector<float>& got, const std::vector<float>& reference, const std::string& what) {
+  ASSERT_EQ(got.size(), reference.size());
+  double largest = 0, worst = 0;
+  for (float v : reference) largest = std::max(largest, std::fabs(double(v)));
+  for (size_t i = 0; i < reference.size(); ++i) worst = std::max(worst, std::fabs(double(got[i]) - reference[i]));
+  std::printf("[ vulkan ] %s: max |logit - CPU's| %.2e of max |logit| %.2f\n", what.c_str(), worst, largest);
+  EXPECT_LE(worst, 5e-4 * largest);
+}
+
 TEST_F(VulkanModel, BatchCompositionsGiveIdenticalBitsAndAgreeWithCpu) {
   for (const auto& path : f32_models()) {
     SCOPED_TRACE(path);
@@ -116,12 +127,7 @@ TEST_F(VulkanModel, BatchCompositionsGiveIdenticalBitsAndAgreeWithCpu) {
     EXPECT_TRUE(same_bits(batched, all_logits(*gpu, tokens, 1))) << "batched vs token by token";
     gpu->pipeline().truncate_sequence(0, 0);
     EXPECT_TRUE(same_bits(batched, all_logits(*gpu, tokens, 7))) << "batched vs chunks of 7";
-    const auto reference = all_logits(*cpu, tokens, 64);
-    double largest = 0, worst = 0;
-    for (float v : reference) largest = std::max(largest, std::fabs(double(v)));
-    for (size_t i = 0; i < reference.size(); ++i) worst = std::max(worst, std::fabs(double(batched[i]) - reference[i]));
-    std::printf("[ vulkan ] %s: max |logit - CPU's| %.2e of max |logit| %.2f\n", path.c_str(), worst, largest);
-    EXPECT_LE(worst, 5e-4 * largest);
+    expect_near_cpu(batched, all_logits(*cpu, tokens, 64), path);
   }
 }
 
@@ -139,12 +145,7 @@ TEST_F(VulkanModel, Q8CacheRowsOfAnOddNumberOfBlocks) {
   const auto batched = all_logits(*gpu, tokens, 64);
   gpu->pipeline().truncate_sequence(0, 0);
   EXPECT_TRUE(same_bits(batched, all_logits(*gpu, tokens, 7))) << "batched vs chunks of 7";
-  const auto reference = all_logits(*cpu, tokens, 64);
-  double largest = 0, worst = 0;
-  for (float v : reference) largest = std::max(largest, std::fabs(double(v)));
-  for (size_t i = 0; i < reference.size(); ++i) worst = std::max(worst, std::fabs(double(batched[i]) - reference[i]));
-  std::printf("[ vulkan ] q8_0 cache, deepseek2: max |logit - CPU's| %.2e of max |logit| %.2f\n", worst, largest);
-  EXPECT_LE(worst, 5e-4 * largest);
+  expect_near_cpu(batched, all_logits(*cpu, tokens, 64), "q8_0 cache, deepseek2");
 }
 
 // --device vulkan keeps the whole model on the device, the head included:
