@@ -45,7 +45,7 @@ int chat(ChatOptions& o) {
     std::string answer;
     generator.generate(prompt, gen, [&](const std::string& piece) {
       answer += piece;
-      std::fputs(piece.c_str(), stdout);
+      std::fwrite(piece.data(), 1, piece.size(), stdout);  // all of it: a piece may hold a NUL byte
       std::fflush(stdout);
       return true;
     });

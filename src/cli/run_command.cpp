@@ -89,7 +89,7 @@ int run(RunOptions& o) {
   std::vector<TokenId> prompt = tok.encode(text, true, true);
   spdlog::debug("prompt tokens: [{}]", fmt::join(prompt, ", "));
   if (!o.no_echo && !o.chat) {
-    std::fputs(o.prompt.c_str(), stdout);
+    std::fwrite(o.prompt.data(), 1, o.prompt.size(), stdout);
     std::fflush(stdout);
   }
   Generator generator(engine.pipeline(), tok, engine.n_ctx());
@@ -98,7 +98,7 @@ int run(RunOptions& o) {
     return engine.rebuild_stages(&e, keep).has_value();
   });
   GenerationResult r = generator.generate(prompt, gen, [](const std::string& piece) {
-    std::fputs(piece.c_str(), stdout);
+    std::fwrite(piece.data(), 1, piece.size(), stdout);  // all of it: a piece may hold a NUL byte
     std::fflush(stdout);
     return true;
   });
