@@ -151,8 +151,9 @@ struct DeltaNetParams {
 // stage whose layers need one it lacks is refused at load, naming the op.
 // LatentAttention: attention whose V is a prefix of its K rows, with a
 // value head size of its own (AttentionShape::v_head_dim), and rope at an
-// offset into the head.
-enum class OptionalOp { DeltaNet, SigmoidMul, SplitHalves, AttentionSinks, SwigluOai, LatentAttention };
+// offset into the head. PlainNorm: rmsnorm with an empty weight (each
+// value times 1, gemma4's V).
+enum class OptionalOp { DeltaNet, SigmoidMul, SplitHalves, AttentionSinks, SwigluOai, LatentAttention, PlainNorm };
 const char* optional_op_name(OptionalOp op);
 
 struct AttentionShape {
@@ -275,7 +276,8 @@ class Backend {
   virtual void matmuls(std::span<const MatmulOutput> outputs, DevicePtr x, int n_tokens) {
     for (const MatmulOutput& o : outputs) matmul(*o.w, x, o.y, n_tokens);
   }
-  // y[t] = x[t] / rms(x[t]) * weight, over rows of n values (y may be x).
+  // y[t] = x[t] / rms(x[t]) * weight, over rows of n values (y may be x);
+  // an empty weight multiplies by 1 where the backend runs OptionalOp::PlainNorm.
   virtual void rmsnorm(DevicePtr x, const Matrix& weight, DevicePtr y, int n_tokens, int n, float eps) = 0;
   // Rotates each of n_heads heads of x[t] by the step's positions[t]; x is [n_tokens][n_heads * head_dim].
   virtual void rope(DevicePtr x, int n_tokens, int n_heads, const RopeParams& p) = 0;

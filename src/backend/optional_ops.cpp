@@ -17,6 +17,7 @@ const char* optional_op_name(OptionalOp op) {
     case OptionalOp::AttentionSinks: return "attention_sinks";
     case OptionalOp::SwigluOai: return "swiglu_oai";
     case OptionalOp::LatentAttention: return "latent_attention";
+    case OptionalOp::PlainNorm: return "rms_norm without a weight";
   }
   return "?";
 }

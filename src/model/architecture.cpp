@@ -101,6 +101,22 @@ constexpr LayerTensor kMiniMaxM2[] = {
     kOptional(K::AttnVBias), {K::AttnQNorm}, {K::AttnKNorm}, {K::AttnOutput}, {K::FfnNorm}, {K::FfnGateInp},
     {K::FfnExpProbsB}, {K::FfnGateExps}, {K::FfnUpExps}, {K::FfnDownExps}};
 
+// Gemma 4: Gemma 3's layer, with V taken from K's projection where a
+// layer has no attn_v (the global layers of the larger models) and a
+// scalar on the layer's output; in the MoE model, experts beside the dense
+// FFN (gate and up apart or stacked), each branch with its norms.
+constexpr LayerTensor kGemma4Attention[] = {
+    {K::AttnNorm}, {K::AttnQ}, {K::AttnK}, kOptional(K::AttnV), {K::AttnQNorm}, {K::AttnKNorm}, {K::AttnOutput},
+    {K::AttnPostNorm}};
+constexpr LayerTensor kGemma4Ffn[] = {
+    {K::FfnNorm}, {K::FfnGate}, {K::FfnUp}, {K::FfnDown}, {K::FfnPostNorm}, kOptional(K::LayerOutScale)};
+constexpr LayerTensor kGemma4Experts[] = {
+    {K::FfnNorm}, {K::FfnGate}, {K::FfnUp}, {K::FfnDown}, {K::FfnPostNorm1}, {K::FfnGateInp}, {K::FfnGateInpScale},
+    {K::FfnPreNorm2}, kOptional(K::FfnGateExps), kOptional(K::FfnUpExps), kOptional(K::FfnGateUpExps),
+    {K::FfnDownExps}, kOptional(K::FfnDownExpsScale), {K::FfnPostNorm2}, {K::FfnPostNorm}, kOptional(K::LayerOutScale)};
+constexpr auto kGemma4 = join(kGemma4Attention, kGemma4Ffn);
+constexpr auto kGemma4Moe = join(kGemma4Attention, kGemma4Experts);
+
 using enum RopeStyle;
 using enum Activation;
 constexpr std::array kArchitectures = {
@@ -138,6 +154,12 @@ constexpr std::array kArchitectures = {
                  .scale_embeddings = false, .sliding_window_period = 0, .layer_tensors = kMiniMaxM2,
                  .routing_from_file = true, .default_expert_gating = 2, .expert_weights_always_norm = true,
                  .qk_norm_whole = true},
+    Architecture{.name = "gemma4", .experts = false, .rope_style = Neox, .activation = GeluTanh,
+                 .scale_embeddings = true, .sliding_window_period = 6, .layer_tensors = kGemma4,
+                 .window_geometry = true, .value_norm = true, .attention_scale = 1.0f},
+    Architecture{.name = "gemma4", .experts = true, .rope_style = Neox, .activation = GeluTanh,
+                 .scale_embeddings = true, .sliding_window_period = 6, .layer_tensors = kGemma4Moe,
+                 .window_geometry = true, .value_norm = true, .attention_scale = 1.0f},
 };
 
 }  // namespace

@@ -15,7 +15,7 @@ namespace shoal {
 
 enum class RopeStyle {
   Interleaved,  // rotate adjacent pairs (x[2i], x[2i+1]): llama
-  Neox,         // rotate halves (x[i], x[i + d/2]): qwen2, qwen3, gemma3
+  Neox,         // rotate halves (x[i], x[i + d/2]): qwen2, qwen3, gemma3, gemma4
 };
 
 enum class Activation {
@@ -74,6 +74,12 @@ struct Architecture {
   // DeltaNet value heads share key heads in runs, not in turn (qwen3next;
   // model/config.h, DeltaNetShape).
   bool delta_keys_interleaved = false;
+  // Windowed layers with a geometry of their own (model/config.h,
+  // AttentionGeometry) and, where the lists differ, tensors of their own
+  // (gemma4: the global layers take V from K's projection).
+  bool window_geometry = false;
+  bool value_norm = false;       // V is RMS-normalised per head, without a weight (gemma4)
+  float attention_scale = 0.0f;  // q·k's scale where not 1/sqrt(head size) (gemma4: 1, its Q/K norms scale)
 };
 
 // The entry for `name` (with or without experts); throws naming the

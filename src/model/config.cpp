@@ -160,18 +160,78 @@ RopeYarn read_yarn(const gguf::File& f, const ModelConfig& c, const std::string&
   return y;  // checked by validate()
 }
 
+// A key that is one integer or one per layer (llama.cpp's get_key_or_arr),
+// as n_layer values; `fallback` where the file lacks it.
+std::vector<int> per_layer_ints(const gguf::File& f, const std::string& key, int n_layer, int fallback) {
+  std::vector<int> out(n_layer, fallback);
+  const gguf::Value* v = f.find(key);
+  if (!v) return out;
+  if (!v->is_array()) {
+    std::fill(out.begin(), out.end(), static_cast<int>(v->as_int(key)));
+    return out;
+  }
+  const gguf::Array& a = v->as_array(key);
+  if (static_cast<int>(a.items.size()) < n_layer)
+    fail("{}: {} has {} entries for {} layers", f.path(), key, a.items.size(), n_layer);
+  for (int l = 0; l < n_layer; ++l) out[l] = static_cast<int>(a.items[l].as_int(key));
+  return out;
+}
+
+// The one value every layer of a kind has in a per-layer key; throws
+// naming the key where they differ (Shoal sizes such layers alike).
+int one_value(const gguf::File& f, const std::string& key, const std::vector<int>& values, const std::vector<bool>& pick,
+              bool picked, int fallback) {
+  int found = -1;
+  for (size_t l = 0; l < values.size(); ++l) {
+    if (pick[l] != picked) continue;
+    if (found >= 0 && values[l] != found)
+      fail("{}: {} differs between layers of one kind ({} and {}), which Shoal does not run", f.path(), key, found,
+           values[l]);
+    found = values[l];
+  }
+  return found < 0 ? fallback : found;
+}
+
+// Gemma 4's windowed layers attend with a geometry of their own, as
+// llama.cpp reads it: key_length_swa (= value_length_swa), the windowed
+// layers' entries of head_count_kv, rope.dimension_count_swa (default: the
+// global rope's). The models that share one layer's cache among later
+// layers, or give each layer a token embedding of its own (E2B, E4B), are
+// refused by name.
+void read_window_geometry(const gguf::File& f, ModelConfig& c, const std::vector<int>& kv_heads,
+                          const std::vector<bool>& windowed) {
+  auto key = [&](const char* suffix) { return c.arch + "." + suffix; };
+  if (f.get_int(key("attention.shared_kv_layers"), 0) != 0)
+    fail("{}: layers that reuse an earlier layer's KV cache (attention.shared_kv_layers: Gemma 4 E2B / E4B) are not "
+         "supported yet",
+         f.path());
+  if (f.get_int(key("embedding_length_per_layer_input"), 0) != 0)
+    fail("{}: per-layer token embeddings (embedding_length_per_layer_input: Gemma 4 E2B / E4B) are not supported yet",
+         f.path());
+  AttentionGeometry g;
+  g.head_dim = static_cast<int>(f.get_int(key("attention.key_length_swa"), c.head_dim));
+  if (f.get_int(key("attention.value_length_swa"), g.head_dim) != g.head_dim)
+    fail("{}: windowed key and value heads of different sizes are not supported", f.path());
+  g.rope_dim = static_cast<int>(f.get_int(key("rope.dimension_count_swa"), c.rope_dim));
+  g.n_head_kv = one_value(f, key("attention.head_count_kv"), kv_heads, windowed, true, c.n_head_kv);
+  if (std::find(windowed.begin(), windowed.end(), true) != windowed.end() &&
+      g != AttentionGeometry{c.n_head_kv, c.head_dim, c.rope_dim})
+    c.window_geometry = g;
+}
+
 }  // namespace
 
-int64_t ModelConfig::dim(Dim d) const {
+int64_t ModelConfig::dim(Dim d, int layer) const {
+  const AttentionGeometry g = attention_of(layer);
   switch (d) {
     case Dim::One: return 1;
     case Dim::Embd: return n_embd;
     case Dim::Vocab: return n_vocab;
-    case Dim::QWidth: return q_width();
-    case Dim::QProj: return q_proj_width();
+    case Dim::QWidth: return q_width(layer);
+    case Dim::QProj: return q_proj_width(layer);
     case Dim::Heads: return n_head;
-    case Dim::KvWidth: return kv_width();
-    case Dim::HeadDim: return head_dim;
+    case Dim::KvWidth: return kv_width(layer);
+    case Dim::HeadDim: return g.head_dim;
     case Dim::Ff: return n_ff;
     case Dim::FfExpert: return n_ff_exp;
     case Dim::FfShared: return n_ff_shexp;
@@ -182,15 +242,16 @@ int64_t ModelConfig::dim(Dim d) const {
     case Dim::ValueWidth: return delta.value_width();
     case Dim::SsmHeads: return delta.n_v_heads;
     case Dim::SsmHeadDim: return delta.head_dim;
-    case Dim::AttnOut: return attn_out_width();
+    case Dim::AttnOut: return attn_out_width(layer);
     case Dim::QLora: return mla.q_lora_rank;
     case Dim::KvLora: return mla.kv_lora_rank;
     case Dim::QkNope: return mla.qk_nope;
     case Dim::MlaValue: return mla.v_head_dim;
-    case Dim::QNorm: return qk_norm_whole ? q_width() : head_dim;
-    case Dim::KNorm: return qk_norm_whole ? kv_width() : head_dim;
+    case Dim::QNorm: return qk_norm_whole ? q_width(layer) : g.head_dim;
+    case Dim::KNorm: return qk_norm_whole ? kv_width(layer) : g.head_dim;
     case Dim::SsmHeadPairs: return 2 * delta.n_v_heads;
     case Dim::EmbdPair: return 2 * n_embd;
+    case Dim::FfExpertPair: return 2 * n_ff_exp;
   }
   return 0;
 }
@@ -309,16 +370,42 @@ void ModelConfig::validate() const {
     if (has(TensorKind::AttnK) || has(TensorKind::AttnV) || has(TensorKind::AttnQNorm) || q_gate)
       fail("latent attention with separate K/V projections, Q/K norms or an output gate");
   } else {
-    for (TensorKind k : {TensorKind::AttnNorm, TensorKind::AttnQ, TensorKind::AttnK, TensorKind::AttnV,
-                         TensorKind::AttnOutput, TensorKind::FfnNorm})
+    for (TensorKind k : {TensorKind::AttnNorm, TensorKind::AttnQ, TensorKind::AttnK, TensorKind::AttnOutput,
+                         TensorKind::FfnNorm})
       if (!has(k)) fail("a layer without {}", tensor_spec(k).name);
+    // V comes from its own projection, or from K's where the value norm makes them differ (gemma4).
+    if (!has(TensorKind::AttnV) && !v_norm) fail("a layer without attn_v");
     for (TensorKind k : {TensorKind::AttnQA, TensorKind::AttnQANorm, TensorKind::AttnQB, TensorKind::AttnKvAMqa,
                          TensorKind::AttnKvANorm, TensorKind::AttnKB, TensorKind::AttnVB})
       if (has(k)) fail("{} outside latent attention", tensor_spec(k).name);
   }
   const bool dense = has(TensorKind::FfnGate) && has(TensorKind::FfnUp) && has(TensorKind::FfnDown);
-  const bool experts = has(TensorKind::FfnGateExps) && has(TensorKind::FfnUpExps) && has(TensorKind::FfnDownExps);
+  const bool apart = has(TensorKind::FfnGateExps) && has(TensorKind::FfnUpExps);
+  const bool stacked = has(TensorKind::FfnGateUpExps);
+  const bool experts = apart != stacked && !(stacked && (has(TensorKind::FfnGateExps) || has(TensorKind::FfnUpExps))) &&
+                       has(TensorKind::FfnDownExps);
   if (moe ? !experts : !dense) fail("a layer without a complete feed-forward block");
+  // Gemma 4's experts beside a dense FFN, each branch normalised before and after.
+  const bool beside = has(TensorKind::FfnPreNorm2);
+  if (beside && (!moe || !dense || !has(TensorKind::FfnPostNorm1) || !has(TensorKind::FfnPostNorm2)))
+    fail("experts beside a dense FFN need the router, the dense FFN and pre_ffw_norm_2, post_ffw_norm_1, post_ffw_norm_2");
+  if (!(router_input_scale >= 0.0f) || !std::isfinite(router_input_scale) ||
+      (router_input_scale > 0.0f) != has(TensorKind::FfnGateInpScale))
+    fail("a router input scale without ffn_gate_inp.scale, or the reverse");
+  if (!uniform_attention()) {
+    const AttentionGeometry& g = window_geometry;
+    if (g.n_head_kv <= 0 || n_head % g.n_head_kv != 0 || g.head_dim <= 0 || g.head_dim > 512 || g.head_dim % 2 != 0 ||
+        g.rope_dim <= 0 || g.rope_dim > g.head_dim || g.rope_dim % 2 != 0 || latent_attention() || q_gate ||
+        qk_norm_whole || has_recurrent_layers())
+      fail("bad windowed attention geometry ({} KV heads of {}, rope over {})", g.n_head_kv, g.head_dim, g.rope_dim);
+  }
+  if (!global_tensors.empty()) {
+    // The global layers differ only in taking V from K's projection.
+    std::vector<TensorKind> without_v = layer_tensors;
+    std::erase(without_v, TensorKind::AttnV);
+    if (global_tensors != without_v || global_tensors == layer_tensors || !v_norm)
+      fail("global layers whose tensors differ from the windowed ones other than by attn_v");
+  }
   if (has(TensorKind::AttnQNorm) != has(TensorKind::AttnKNorm)) fail("a Q norm without a K norm, or the reverse");
   if (qk_norm_whole && (!has(TensorKind::AttnQNorm) || q_gate || latent_attention()))
     fail("whole-projection Q/K norms without the norms, or with an output gate or latent attention");
@@ -347,14 +434,17 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
   // only, such as Qwen3.5 MoE, has no dense FFN); the RMS norm's epsilon
   // and the context length are required for every architecture Shoal runs.
   c.n_embd = static_cast<int>(f.get_int(key("embedding_length")));
-  c.n_ff = static_cast<int>(f.get_int(key("feed_forward_length"), 0));
   c.n_head = static_cast<int>(f.get_int(key("attention.head_count")));
-  c.n_head_kv = static_cast<int>(f.get_int(key("attention.head_count_kv"), c.n_head));
+  if (c.n_layer <= 0 || c.n_layer > 4096) fail("{}: bad block_count {}", f.path(), c.n_layer);
+  const std::vector<bool> everywhere(c.n_layer, true);
+  c.n_ff = one_value(f, key("feed_forward_length"), per_layer_ints(f, key("feed_forward_length"), c.n_layer, 0),
+                     everywhere, true, 0);
+  // One KV head count, or one per layer (gemma4: the windowed layers' and the global ones').
+  const std::vector<int> kv_heads = per_layer_ints(f, key("attention.head_count_kv"), c.n_layer, c.n_head);
   c.n_ctx_train = static_cast<int>(f.get_int(key("context_length")));
   c.norm_eps = static_cast<float>(f.get_float(key("attention.layer_norm_rms_epsilon")));
   c.rope_style = arch.rope_style;
   c.activation = arch.activation;
-  if (c.n_layer <= 0 || c.n_layer > 4096) fail("{}: bad block_count {}", f.path(), c.n_layer);
   if (c.n_head <= 0) fail("{}: bad head_count {}", f.path(), c.n_head);
   c.head_dim = static_cast<int>(f.get_int(key("attention.key_length"), c.n_embd / c.n_head));
   if (!arch.latent_attention && f.get_int(key("attention.value_length"), c.head_dim) != c.head_dim)
@@ -364,7 +454,8 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
   // Attention scale: the file's, else 1/sqrt(head size). Gemma 3 27B scales
   // by 1/sqrt(n_embd / n_head) instead (query_pre_attn_scalar), which
   // llama.cpp recognises by its 62 layers; so does Shoal.
-  c.attn_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
+  c.attn_scale = arch.attention_scale > 0.0f ? arch.attention_scale
+                                            : static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
   if (c.arch == "gemma3" && c.n_layer == 62)
     c.attn_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.n_embd / c.n_head)));
   c.attn_scale = static_cast<float>(f.get_float(key("attention.scale"), c.attn_scale));
@@ -391,10 +482,18 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
   const float swa_scale = arch.window_rope_like_global ? freq_scale : 1.0f;
   for (int l = 0; l < c.n_layer; ++l)
     c.layers.push_back(windowed[l] ? LayerSettings{window, swa_base, swa_scale} : LayerSettings{0, freq_base, freq_scale});
+  std::vector<bool> global(c.n_layer);
+  for (int l = 0; l < c.n_layer; ++l) global[l] = !c.windowed(l);
+  c.n_head_kv = one_value(f, key("attention.head_count_kv"), kv_heads, global, true, kv_heads[0]);
+  if (arch.window_geometry) read_window_geometry(f, c, kv_heads, windowed);
+  else one_value(f, key("attention.head_count_kv"), kv_heads, everywhere, true, c.n_head);
+  c.v_norm = arch.value_norm;
 
   if (c.n_expert > 0) {
     c.n_expert_used = static_cast<int>(f.get_int(key("expert_used_count")));
-    const int64_t width = f.get_int(key("expert_feed_forward_length"), 0);
+    const int64_t width = one_value(f, key("expert_feed_forward_length"),
+                                    per_layer_ints(f, key("expert_feed_forward_length"), c.n_layer, 0), everywhere,
+                                    true, 0);
     c.n_ff_exp = static_cast<int>(width != 0                ? width
                                   : arch.expert_width_split ? (c.n_expert_used > 0 ? c.n_ff / c.n_expert_used : 0)
                                                             : c.n_ff);
@@ -434,9 +533,26 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
       if (c.layers[l].kind == kind) return l;
     return 0;
   };
+  // Where windowed and global layers may differ (gemma4), the first
+  // windowed layer says what the windowed ones have, the first global one the others.
+  auto first_where = [&](bool windowed_layer) {
+    for (int l = c.n_dense_lead; l < c.n_layer; ++l)
+      if (!c.recurrent(l) && c.windowed(l) == windowed_layer) return l;
+    return -1;
+  };
+  const int first_attention = first_of(LayerKind::Attention);
+  const int first_windowed = arch.window_geometry ? first_where(true) : -1;
+  const int first_global = arch.window_geometry ? first_where(false) : -1;
   for (const LayerTensor& t : arch.layer_tensors)
-    if (!t.optional || f.find_tensor(c.tensor_name(t.kind, first_of(LayerKind::Attention))))
+    if (!t.optional || f.find_tensor(c.tensor_name(t.kind, first_windowed >= 0 ? first_windowed : first_attention)))
       c.layer_tensors.push_back(t.kind);
+  if (first_windowed >= 0 && first_global >= 0) {
+    std::vector<TensorKind> global_list;
+    for (const LayerTensor& t : arch.layer_tensors)
+      if (!t.optional || f.find_tensor(c.tensor_name(t.kind, first_global))) global_list.push_back(t.kind);
+    if (global_list != c.layer_tensors) c.global_tensors = std::move(global_list);
+  }
+  if (c.has(TensorKind::FfnGateInpScale)) c.router_input_scale = 1.0f / std::sqrt(static_cast<float>(c.n_embd));
   if (c.n_dense_lead > 0)
     for (const LayerTensor& t : arch.lead_tensors)
       if (!t.optional || f.find_tensor(c.tensor_name(t.kind, 0))) c.lead_tensors.push_back(t.kind);

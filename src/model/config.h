@@ -60,6 +60,17 @@ struct LatentAttentionShape {
   bool operator==(const LatentAttentionShape&) const = default;
 };
 
+// How one layer attends: its KV heads, head size and rotated dims. Every
+// layer of a model shares one, except where windowed layers have their own
+// (Gemma 4: heads of 256 over more KV heads on the windowed layers, of 512
+// on the global ones; llama.cpp's *_swa keys).
+struct AttentionGeometry {
+  int n_head_kv = 0;
+  int head_dim = 0;
+  int rope_dim = 0;
+  bool operator==(const AttentionGeometry&) const = default;
+};
+
 // How the router's logits become expert weights (llama.cpp's
 // expert_gating_func): a softmax over all experts, or each one's sigmoid.
 enum class ExpertGating { Softmax, Sigmoid };
@@ -101,38 +112,69 @@ struct ModelConfig {
   bool q_gate = false;           // attn_q holds, head by head, the query and a gate on the output (qwen35)
   bool qk_norm_whole = false;    // the Q/K norms span the whole projection, all heads at once (minimax-m2)
   DeltaNetShape delta;           // the DeltaNet layers' sizes (hybrid models)
+  // The windowed layers' own geometry (head_dim 0: the model's); such
+  // layers rotate without rope_freqs, which is the global layers' (gemma4).
+  AttentionGeometry window_geometry;
+  bool v_norm = false;           // V is RMS-normalised per head, without a weight (gemma4)
+  float router_input_scale = 0.0f;  // > 0: the router reads the layer's input RMS-normalised, times ffn_gate_inp.scale and this (gemma4)
   std::string ffn_norm_name = "ffn_norm.weight";  // the GGUF name of the FFN's norm
   std::vector<TensorKind> layer_tensors;      // what every attention layer holds, in bind and wire order
   std::vector<TensorKind> recurrent_tensors;  // what every DeltaNet layer holds; empty without them
   std::vector<TensorKind> lead_tensors;       // what each of the n_dense_lead layers holds
+  // What a global (unwindowed) layer holds where it differs from the
+  // windowed ones (gemma4: V from K's projection, no attn_v); empty: layer_tensors.
+  std::vector<TensorKind> global_tensors;
   std::vector<LayerSettings> layers;          // n_layer entries
 
   int q_width() const { return n_head * head_dim; }
   int kv_width() const { return n_head_kv * head_dim; }
+  bool windowed(int layer) const { return layers[layer].window > 0; }
+  // Layer `layer`'s geometry: the windowed layers' own where they have one.
+  AttentionGeometry attention_of(int layer) const {
+    if (layer >= 0 && window_geometry.head_dim > 0 && windowed(layer)) return window_geometry;
+    return {n_head_kv, head_dim, rope_dim};
+  }
+  bool uniform_attention() const { return window_geometry.head_dim == 0; }
+  int q_width(int layer) const { return n_head * attention_of(layer).head_dim; }
+  int kv_width(int layer) const { const AttentionGeometry g = attention_of(layer); return g.n_head_kv * g.head_dim; }
+  // The widest of any layer (sizes scratch rows).
+  int max_q_width() const { return std::max(q_width(), uniform_attention() ? 0 : n_head * window_geometry.head_dim); }
+  int max_kv_width() const {
+    return std::max(kv_width(), uniform_attention() ? 0 : window_geometry.n_head_kv * window_geometry.head_dim);
+  }
+  // Whether layer `layer` rotates by the file's rope_freqs (not the windowed
+  // layers of a model whose windowed layers have their own geometry).
+  bool layer_rope_freqs(int layer) const { return rope_freq_factors && (uniform_attention() || !windowed(layer)); }
   bool has(TensorKind kind) const { return std::find(layer_tensors.begin(), layer_tensors.end(), kind) != layer_tensors.end(); }
   bool recurrent(int layer) const { return layers[layer].kind == LayerKind::DeltaNet; }
   bool has_recurrent_layers() const { return !recurrent_tensors.empty(); }
   // What layer `layer` holds.
   const std::vector<TensorKind>& tensors_of(int layer) const {
-    return recurrent(layer) ? recurrent_tensors : layer < n_dense_lead ? lead_tensors : layer_tensors;
+    return recurrent(layer)                                ? recurrent_tensors
+           : layer < n_dense_lead                          ? lead_tensors
+           : !global_tensors.empty() && !windowed(layer) ? global_tensors
+                                                           : layer_tensors;
   }
   bool latent_attention() const { return mla.kv_lora_rank > 0; }
   // Rows of the query projection: each head's query (and gate), or under
   // latent attention its nope and rope parts.
-  int q_proj_width() const { return latent_attention() ? n_head * (mla.qk_nope + rope_dim) : q_width() * (q_gate ? 2 : 1); }
+  int q_proj_width(int layer = -1) const {
+    return latent_attention() ? n_head * (mla.qk_nope + rope_dim) : q_width(layer) * (q_gate ? 2 : 1);
+  }
   // The output projection's input: the heads' outputs.
-  int attn_out_width() const { return latent_attention() ? n_head * mla.v_head_dim : q_width(); }
+  int attn_out_width(int layer = -1) const { return latent_attention() ? n_head * mla.v_head_dim : q_width(layer); }
   // Values per cached V row: none under latent attention (V is the K row's latent part).
   int kv_v_width() const { return latent_attention() ? 0 : kv_width(); }
   // The GGUF name of a tensor of this model (blk.N.name for a layer's).
   std::string tensor_name(TensorKind kind, int layer = -1) const;
   // The widest activation row a matmul reads or writes (sizes the scratch).
   int max_activation_width() const {
-    return std::max({n_embd, n_ff, q_width(), q_proj_width(), n_ff_exp, n_ff_shexp, n_expert, delta.conv_width(),
-                     mla.q_lora_rank, kv_width(), n_nextn > 0 ? 2 * n_embd : 0});
+    return std::max({n_embd, n_ff, max_q_width() * (q_gate ? 2 : 1), q_proj_width(), n_ff_exp, n_ff_shexp, n_expert,
+                     delta.conv_width(), mla.q_lora_rank, max_kv_width(), n_nextn > 0 ? 2 * n_embd : 0});
   }
-  // The size of a tensor dimension for this model.
-  int64_t dim(Dim d) const;
+  // The size of a tensor dimension for this model; the attention dims are
+  // layer `layer`'s (-1: the global layers').
+  int64_t dim(Dim d, int layer = -1) const;
 
   // Reads and checks the hyperparameters; refuses an unsupported
   // architecture by name.

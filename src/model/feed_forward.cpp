@@ -17,13 +17,21 @@ struct ExpertBiases {
   Matrix gate, up, down;
 };
 
+// gate and up apart, or (gate empty) up holding both, stacked (gemma4's
+// ffn_gate_up_exps): one matmul, then its halves.
 void gated(Backend& be, const ModelConfig& c, const Matrix& gate, const Matrix& up, const Matrix& down,
            DevicePtr in, DevicePtr out, int n, LayerScratch& s, const ExpertBiases& bias = {}) {
-  const Backend::MatmulOutput gate_up[] = {{&gate, s.gate}, {&up, s.up}};
-  be.matmuls(gate_up, in, n);
-  if (!bias.gate.empty()) be.add_bias(s.gate, bias.gate, n, static_cast<int>(gate.rows));
-  if (!bias.up.empty()) be.add_bias(s.up, bias.up, n, static_cast<int>(up.rows));
-  const int64_t count = static_cast<int64_t>(n) * gate.rows;
+  const int64_t width = gate.empty() ? up.rows / 2 : gate.rows;
+  if (gate.empty()) {
+    be.matmul(up, in, s.gate_up, n);
+    be.split_halves(s.gate_up, n, static_cast<int>(width), s.gate, s.up);
+  } else {
+    const Backend::MatmulOutput gate_up[] = {{&gate, s.gate}, {&up, s.up}};
+    be.matmuls(gate_up, in, n);
+  }
+  if (!bias.gate.empty()) be.add_bias(s.gate, bias.gate, n, static_cast<int>(width));
+  if (!bias.up.empty()) be.add_bias(s.up, bias.up, n, static_cast<int>(width));
+  const int64_t count = static_cast<int64_t>(n) * width;
   switch (c.activation) {
     case Activation::GeluTanh: be.geglu(s.gate, s.up, s.gate, count); break;
     case Activation::SiluOai: be.swiglu_oai(s.gate, s.up, s.gate, count); break;
@@ -125,7 +133,8 @@ bool plain_routing(const ModelConfig& c, const LayerWeights& w) {
 // token's row by its own expert's rows, so nothing comes back mid-step.
 bool routes_on_device(const Backend& be, const ModelConfig& c, const LayerWeights& w) {
   return be.routes_experts() && plain_routing(c, w) && c.n_expert_used <= 64 && c.n_ff_shexp == 0 &&
-         c.activation != Activation::SiluOai &&
+         c.activation != Activation::SiluOai && c.router_input_scale == 0.0f &&
+         w[TensorKind::FfnGateUpExps].empty() && w[TensorKind::FfnDownExpsScale].empty() &&
          w[TensorKind::FfnGateExpsBias].empty() && w[TensorKind::FfnUpExpsBias].empty() &&
          w[TensorKind::FfnDownExpsBias].empty();
 }
@@ -151,15 +160,26 @@ void dense_ffn(Backend& be, const ModelConfig& c, const LayerWeights& w, DeviceP
 }
 
 void expert_ffn(Backend& be, const ModelConfig& c, const LayerWeights& w, DevicePtr in, DevicePtr out, int n,
-                LayerScratch& s) {
+                LayerScratch& s, DevicePtr router_in) {
   const int k = c.n_expert_used, width = c.n_embd;
-  be.matmul(w[TensorKind::FfnGateInp], in, s.router, n);
+  if (c.router_input_scale > 0.0f) {
+    // Gemma 4's router reads the layer's input normalised and scaled by
+    // ffn_gate_inp.scale (and 1/sqrt(n_embd), applied to the logits below).
+    be.rmsnorm(router_in, w[TensorKind::FfnGateInpScale], s.gathered, n, width, c.norm_eps);
+    be.matmul(w[TensorKind::FfnGateInp], s.gathered, s.router, n);
+  } else {
+    be.matmul(w[TensorKind::FfnGateInp], in, s.router, n);
+  }
   if (!w[TensorKind::FfnGateInpBias].empty()) be.add_bias(s.router, w[TensorKind::FfnGateInpBias], n, c.n_expert);
   if (routes_on_device(be, c, w)) return expert_ffn_on_device(be, c, w, in, out, n, s);
   be.download(s.router_host.data(), s.router, static_cast<size_t>(n) * c.n_expert * sizeof(float));
   const size_t n_routes = static_cast<size_t>(n) * k;
   const bool plain = plain_routing(c, w);
   const float* bias = w[TensorKind::FfnExpProbsB].empty() ? nullptr : w[TensorKind::FfnExpProbsB].f32();
+  if (c.router_input_scale > 0.0f)
+    for (size_t i = 0; i < static_cast<size_t>(n) * c.n_expert; ++i) s.router_host[i] *= c.router_input_scale;
+  // Each expert's output scale (gemma4), applied with its weight.
+  const float* down_scale = w[TensorKind::FfnDownExpsScale].empty() ? nullptr : w[TensorKind::FfnDownExpsScale].f32();
   for (int t = 0; t < n; ++t) {
     const float* logits = s.router_host.data() + static_cast<size_t>(t) * c.n_expert;
     int* experts = &s.route_expert[static_cast<size_t>(t) * k];
@@ -168,6 +188,8 @@ void expert_ffn(Backend& be, const ModelConfig& c, const LayerWeights& w, Device
       route(logits, c.n_expert, k, c.expert_weights_scale, s.expert_order.data(), experts, weights);
     else
       route_biased(logits, bias, c, s, experts, weights);
+    if (down_scale)
+      for (int j = 0; j < k; ++j) weights[j] *= down_scale[experts[j]];
   }
 
   // Each expert once, over the rows routed to it; then the slots to the
@@ -184,8 +206,11 @@ void expert_ffn(Backend& be, const ModelConfig& c, const LayerWeights& w, Device
     const DevicePtr result = s.proj;  // free until the weighted sum below
     const ExpertBiases bias{expert_bias(w[TensorKind::FfnGateExpsBias], e), expert_bias(w[TensorKind::FfnUpExpsBias], e),
                             expert_bias(w[TensorKind::FfnDownExpsBias], e)};
-    gated(be, c, expert(w[TensorKind::FfnGateExps], e, c.n_ff_exp), expert(w[TensorKind::FfnUpExps], e, c.n_ff_exp),
-          expert(w[TensorKind::FfnDownExps], e, c.n_embd), s.gathered, result, m, s, bias);
+    const bool stacked = !w[TensorKind::FfnGateUpExps].empty();
+    const Matrix gate = stacked ? Matrix{} : expert(w[TensorKind::FfnGateExps], e, c.n_ff_exp);
+    const Matrix up = stacked ? expert(w[TensorKind::FfnGateUpExps], e, 2 * int64_t{c.n_ff_exp})
+                              : expert(w[TensorKind::FfnUpExps], e, c.n_ff_exp);
+    gated(be, c, gate, up, expert(w[TensorKind::FfnDownExps], e, c.n_embd), s.gathered, result, m, s, bias);
     for (int r = 0; r < m; ++r) be.copy(s.expert_out + static_cast<int64_t>(rows[r]) * width, result + r * width, row_bytes);
   };
   be.run_routed_experts({s.route_expert.data(), n_routes, c.n_expert, width}, run, s.expert_out,
@@ -222,6 +247,19 @@ void expert_ffn(Backend& be, const ModelConfig& c, const LayerWeights& w, Device
     }
   }
   be.upload(out, s.sum_host.data(), static_cast<size_t>(n) * row_bytes);
+}
+
+void dense_and_expert_ffn(Backend& be, const ModelConfig& c, const LayerWeights& w, DevicePtr x, int n,
+                          LayerScratch& s) {
+  using K = TensorKind;
+  // The dense branch first, on ffn_norm(x) (in s.norm), into its own rows:
+  // the experts use s.proj and the FFN rows as they go.
+  dense_ffn(be, c, w, s.norm, s.branch, n, s);
+  be.rmsnorm(s.branch, w[K::FfnPostNorm1], s.branch, n, c.n_embd, c.norm_eps);
+  be.rmsnorm(x, w[K::FfnPreNorm2], s.norm, n, c.n_embd, c.norm_eps);
+  expert_ffn(be, c, w, s.norm, s.proj, n, s, x);
+  be.rmsnorm(s.proj, w[K::FfnPostNorm2], s.proj, n, c.n_embd, c.norm_eps);
+  be.add(s.proj, s.branch, static_cast<int64_t>(n) * c.n_embd);
 }
 
 }  // namespace shoal

@@ -22,7 +22,15 @@ void dense_ffn(Backend& be, const ModelConfig& c, const LayerWeights& w, DeviceP
 // On a backend that routes experts itself (a GPU: Backend::routes_experts)
 // the plain router's layers never leave the device; the rest route on the
 // host.
+// router_in: what the router reads where it does not read `in` (gemma4:
+// the layer's input, normalised with ffn_gate_inp.scale).
 void expert_ffn(Backend& be, const ModelConfig& c, const LayerWeights& w, DevicePtr in, DevicePtr out, int n,
-                LayerScratch& s);
+                LayerScratch& s, DevicePtr router_in = {});
+
+// Gemma 4's FFN: a dense FFN and experts side by side on the layer's input
+// x ([n][n_embd], its ffn_norm in s.norm), each through its own norms, the
+// two summed into s.proj.
+void dense_and_expert_ffn(Backend& be, const ModelConfig& c, const LayerWeights& w, DevicePtr x, int n,
+                          LayerScratch& s);
 
 }  // namespace shoal

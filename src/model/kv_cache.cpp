@@ -28,12 +28,12 @@ void check_kv_types(const KvTypes& types, const ModelConfig& config) {
     if (t != DType::F32 && t != DType::F16 && t != DType::Q8_0)
       fail("KV cache type {} is not one of f32, f16, q8_0", dtype_info(t).name);
     // A Q8_0 block must not straddle two heads: attention reads one head's slice.
-    if (t == DType::Q8_0 && config.head_dim % 32 != 0)
-      fail("a q8_0 KV cache needs a head size that is a multiple of 32 (this model's is {}): use f16 or f32",
-           config.head_dim);
+    for (int head_dim : {config.head_dim, config.attention_of(-1).head_dim, config.window_geometry.head_dim})
+      if (t == DType::Q8_0 && head_dim % 32 != 0)
+        fail("a q8_0 KV cache needs a head size that is a multiple of 32 (this model's is {}): use f16 or f32",
+             head_dim);
   }
 }
-
 
 int KvCache::positions_for(const ModelConfig& c, int layer, int n_ctx, int max_tokens) {
   if (c.recurrent(layer)) return 0;  // a DeltaNet layer keeps a state instead (model/recurrent_state.h)
@@ -52,20 +52,29 @@ int KvCache::max_rollback(const ModelConfig& c, int n_ctx, int max_tokens) {
 }
 
 namespace {
-// How many of each layer's KV heads a cache holds (kv_heads 0: all).
-int heads_held(const ModelConfig& c, int kv_heads) { return kv_heads > 0 ? kv_heads : c.n_head_kv; }
+// The K and V values per cached row of one layer: its KV heads' (kv_heads
+// of them when a tensor group member holds a share; 0: all).
+struct RowWidths {
+  int k, v;
+};
+RowWidths row_widths(const ModelConfig& c, int layer, int kv_heads) {
+  const AttentionGeometry g = c.attention_of(layer);
+  const int held = kv_heads > 0 ? kv_heads : g.n_head_kv;
+  return {g.head_dim * held, c.latent_attention() ? 0 : g.head_dim * held};
+}
 }  // namespace
 
 size_t KvCache::bytes_for(const ModelConfig& c, int begin, int end, int n_seq, int n_ctx, int max_tokens,
                           KvTypes types, int kv_heads) {
-  size_t positions = 0;
-  for (int l = begin; l < end; ++l) positions += static_cast<size_t>(positions_for(c, l, n_ctx, max_tokens));
-  const int held = heads_held(c, kv_heads);
   // Rows in whole words: the most a backend pads them (Backend::kv_row_stride).
   auto padded = [](size_t bytes) { return (bytes + 3) & ~size_t{3}; };
-  return positions * n_seq *
-         (padded(row_bytes(types.k, c.kv_width() / c.n_head_kv * held)) +
-          padded(row_bytes(types.v, c.kv_v_width() / c.n_head_kv * held)));
+  size_t bytes = 0;
+  for (int l = begin; l < end; ++l) {
+    const RowWidths w = row_widths(c, l, kv_heads);
+    bytes += static_cast<size_t>(positions_for(c, l, n_ctx, max_tokens)) * n_seq *
+             (padded(row_bytes(types.k, w.k)) + padded(row_bytes(types.v, w.v)));
+  }
+  return bytes;
 }
 
 KvCache::KvCache(Backend& backend, const ModelConfig& config, int begin, int end, int n_seq, int n_ctx,
@@ -73,26 +82,24 @@ KvCache::KvCache(Backend& backend, const ModelConfig& config, int begin, int end
     : backend_(backend),
       n_seq_(n_seq),
       n_ctx_(n_ctx),
-      width_(config.kv_width() / config.n_head_kv * heads_held(config, kv_heads)),
       rollback_(config.has_recurrent_layers() ? recurrent_rewind : max_rollback(config, n_ctx, max_tokens)),
       recurrent_(config.has_recurrent_layers()),
       v_in_k_(config.latent_attention()),
       types_(types),
-      k_row_bytes_(0),
-      v_row_bytes_(0),
       lengths_(n_seq, 0) {
   if (begin < 0 || end > config.n_layer || begin >= end)
     fail("bad layer range [{}, {}) for a model of {} layers", begin, end, config.n_layer);
   check_kv_types(types, config);
-  k_row_bytes_ = backend.kv_row_stride(row_bytes(types.k, width_));
-  v_row_bytes_ = backend.kv_row_stride(row_bytes(types.v, config.kv_v_width() / config.n_head_kv * heads_held(config, kv_heads)));
   for (int l = begin; l < end; ++l) {
     const int positions = positions_for(config, l, n_ctx, max_tokens);
-    layers_.push_back({positions, positions < n_ctx});
+    const RowWidths w = row_widths(config, l, kv_heads);
+    const size_t k_row = backend.kv_row_stride(row_bytes(types.k, w.k));
+    const size_t v_row = backend.kv_row_stride(row_bytes(types.v, w.v));
+    layers_.push_back({positions, positions < n_ctx, w.k, k_row, v_row});
     const size_t rows = static_cast<size_t>(positions) * n_seq;
-    total_positions_ += rows;
-    k_.push_back(rows ? backend.allocate(rows * k_row_bytes_) : nullptr);
-    v_.push_back(rows && !v_in_k_ ? backend.allocate(rows * v_row_bytes_) : nullptr);
+    bytes_ += rows * (k_row + v_row);
+    k_.push_back(rows ? backend.allocate(rows * k_row) : nullptr);
+    v_.push_back(rows && !v_in_k_ ? backend.allocate(rows * v_row) : nullptr);
   }
 }
 
@@ -104,11 +111,11 @@ KvLayer KvCache::layer(int index) const {
   view.v = DevicePtr{v_[index].get(), 0};
   view.k_type = types_.k;
   view.v_type = types_.v;
-  view.k_row_bytes = k_row_bytes_;
-  view.v_row_bytes = v_row_bytes_;
-  view.k_seq_stride = static_cast<size_t>(l.positions) * k_row_bytes_;
-  view.v_seq_stride = static_cast<size_t>(l.positions) * v_row_bytes_;
-  view.width = width_;
+  view.k_row_bytes = l.k_row_bytes;
+  view.v_row_bytes = l.v_row_bytes;
+  view.k_seq_stride = static_cast<size_t>(l.positions) * l.k_row_bytes;
+  view.v_seq_stride = static_cast<size_t>(l.positions) * l.v_row_bytes;
+  view.width = l.width;
   view.ring = l.ring ? l.positions : 0;
   if (v_in_k_) {  // V reads the latent at the front of each K row
     view.v = view.k;

@@ -46,7 +46,7 @@ class KvCache {
 
   int n_seq() const { return n_seq_; }
   int n_ctx() const { return n_ctx_; }
-  size_t bytes() const { return total_positions_ * (k_row_bytes_ + v_row_bytes_); }
+  size_t bytes() const { return bytes_; }
   // kv_heads: how many of each layer's KV heads are held (0: all).
   static size_t bytes_for(const ModelConfig& config, int begin, int end, int n_seq, int n_ctx, int max_tokens,
                           KvTypes types, int kv_heads = 0);
@@ -72,15 +72,16 @@ class KvCache {
   struct Layer {
     int positions;  // per sequence
     bool ring;
+    int width;      // K values per row (the layer's geometry: model/config.h)
+    size_t k_row_bytes, v_row_bytes;
   };
   Backend& backend_;
-  int n_seq_, n_ctx_, width_, rollback_;
+  int n_seq_, n_ctx_, rollback_;
   bool recurrent_;  // the model has DeltaNet layers: positions only go on or start again
   bool v_in_k_;     // latent attention: no V rows (model/config.h)
   KvTypes types_;
-  size_t k_row_bytes_, v_row_bytes_;
   std::vector<Layer> layers_;
-  size_t total_positions_ = 0;  // over layers and sequences
+  size_t bytes_ = 0;  // over layers and sequences
   // One buffer per layer for K and one for V: a GPU may bind only so many
   // bytes at once (maxStorageBufferRange), and one layer's cache stays well
   // below what the whole cache of a long context would need.

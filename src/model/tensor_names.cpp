@@ -65,6 +65,13 @@ constexpr std::array kTensors = {
     TensorSpec{K::NextnEnorm, "nextn.enorm.weight", true, {Embd, One, One}, true},
     TensorSpec{K::NextnHnorm, "nextn.hnorm.weight", true, {Embd, One, One}, true},
     TensorSpec{K::NextnSharedHeadNorm, "nextn.shared_head_norm.weight", true, {Embd, One, One}, true},
+    TensorSpec{K::LayerOutScale, "layer_output_scale.weight", true, {One, One, One}, true},
+    TensorSpec{K::FfnPreNorm2, "pre_ffw_norm_2.weight", true, {Embd, One, One}, true},
+    TensorSpec{K::FfnPostNorm1, "post_ffw_norm_1.weight", true, {Embd, One, One}, true},
+    TensorSpec{K::FfnPostNorm2, "post_ffw_norm_2.weight", true, {Embd, One, One}, true},
+    TensorSpec{K::FfnGateInpScale, "ffn_gate_inp.scale", true, {Embd, One, One}, true},
+    TensorSpec{K::FfnDownExpsScale, "ffn_down_exps.scale", true, {Experts, One, One}, true},
+    TensorSpec{K::FfnGateUpExps, "ffn_gate_up_exps.weight", true, {Embd, FfExpertPair, Experts}, false},
 };
 static_assert(kTensors.size() == static_cast<size_t>(TensorKind::COUNT));
 

@@ -36,6 +36,10 @@ enum class TensorKind {
   // the projection of the normed embedding and hidden state side by side,
   // the norm of each, and the norm before the shared output head.
   NextnEhProj, NextnEnorm, NextnHnorm, NextnSharedHeadNorm,
+  // Gemma 4: a layer's output scalar; beside a dense FFN, experts with norms
+  // of their own (before them, after each), the router's input scale, each
+  // expert's output scale, and gate and up stacked in one tensor per expert.
+  LayerOutScale, FfnPreNorm2, FfnPostNorm1, FfnPostNorm2, FfnGateInpScale, FfnDownExpsScale, FfnGateUpExps,
   COUNT  // sentinel
 };
 constexpr int kFirstLayerKind = static_cast<int>(TensorKind::AttnNorm);
@@ -50,10 +54,12 @@ constexpr int layer_slot(TensorKind k) { return static_cast<int>(k) - kFirstLaye
 // attention's ranks and head parts (model/config.h, LatentAttentionShape);
 // QNorm, KNorm: a Q/K norm's width, a head's or the whole projection's
 // (minimax-m2); SsmHeadPairs: a beta and an alpha per DeltaNet head;
-// EmbdPair: two residual rows side by side (the MTP block's projection).
+// EmbdPair: two residual rows side by side (the MTP block's projection);
+// FfExpertPair: an expert's gate and up rows stacked (gemma4).
+// The attention dims of a layer follow its geometry (ModelConfig::attention_of).
 enum class Dim { One, Embd, Vocab, QWidth, QProj, KvWidth, Heads, HeadDim, Ff, FfExpert, FfShared, Experts, RopeHalf,
                  ConvKernel, ConvWidth, ValueWidth, SsmHeads, SsmHeadDim, AttnOut, QLora, KvLora, QkNope, MlaValue,
-                 QNorm, KNorm, SsmHeadPairs, EmbdPair };
+                 QNorm, KNorm, SsmHeadPairs, EmbdPair, FfExpertPair };
 
 struct TensorSpec {
   TensorKind kind;

@@ -6,7 +6,7 @@ namespace shoal {
 namespace {
 
 int ff_width(const ModelConfig& c) { return std::max({c.n_ff, c.n_ff_exp, c.n_ff_shexp}); }
-int mix_width(const ModelConfig& c) { return std::max(c.q_width(), c.delta.value_width()); }
+int mix_width(const ModelConfig& c) { return std::max(c.max_q_width(), c.delta.value_width()); }
 // Latent attention's per-head slices: a head's nope query or latent output
 // in, its absorbed query or value out.
 int head_in_width(const ModelConfig& c) { return std::max(c.mla.qk_nope, c.mla.kv_lora_rank); }
@@ -38,13 +38,15 @@ LayerScratch::LayerScratch(Backend& be, const ModelConfig& c, int max_tokens) {
   };
   x = take(c.n_embd);
   norm = take(c.n_embd);
-  q = take(c.q_width());
+  q = take(c.max_q_width());
   attn = take(mix_width(c));
-  k = take(c.kv_width());
-  v = take(c.kv_width());
+  k = take(c.max_kv_width());
+  v = take(c.max_kv_width());
   gate = take(ff_width(c));
   up = take(ff_width(c));
   proj = take(c.n_embd);
+  if (c.has(TensorKind::FfnGateUpExps)) gate_up = take(2 * int64_t{c.n_ff_exp});
+  if (c.has(TensorKind::FfnPreNorm2)) branch = take(c.n_embd);
   if (c.q_gate) {
     q_and_gate = take(2 * c.q_width());
     q_gate = take(c.q_width());
@@ -97,8 +99,10 @@ uint64_t LayerScratch::routed_bytes_for(const ModelConfig& c, int max_tokens) {
 }
 
 uint64_t LayerScratch::bytes_for(const ModelConfig& c, int max_tokens) {
-  uint64_t widths = 3ull * c.n_embd + c.q_width() + mix_width(c) + 2ull * c.kv_width() + 2ull * ff_width(c);
+  uint64_t widths = 3ull * c.n_embd + c.max_q_width() + mix_width(c) + 2ull * c.max_kv_width() + 2ull * ff_width(c);
   if (c.q_gate) widths += 3ull * c.q_width();
+  if (c.has(TensorKind::FfnGateUpExps)) widths += 2ull * c.n_ff_exp;
+  if (c.has(TensorKind::FfnPreNorm2)) widths += c.n_embd;
   if (c.latent_attention())
     widths += static_cast<uint64_t>(c.q_proj_width()) + std::max(c.mla.q_lora_rank, 1) + head_in_width(c) +
               head_out_width(c);
@@ -118,6 +122,7 @@ std::vector<OptionalOp> optional_ops_for(const ModelConfig& c, int begin, int en
   if (attention && c.has(TensorKind::AttnSinks)) ops.push_back(OptionalOp::AttentionSinks);
   if (c.activation == Activation::SiluOai) ops.push_back(OptionalOp::SwigluOai);
   if (attention && c.latent_attention()) ops.push_back(OptionalOp::LatentAttention);
+  if (attention && c.v_norm) ops.push_back(OptionalOp::PlainNorm);
   return ops;
 }
 
@@ -125,41 +130,47 @@ namespace {
 
 // Attention over the cache; leaves [n][q_width] in s.attn (false: no row is
 // read after this layer, and only the cache was written).
-bool attention_block(Backend& be, const ModelConfig& c, const LayerSettings& settings, const LayerWeights& w,
-                     const Matrix& rope_freqs, const KvLayer& kv, int n, LayerScratch& s,
-                     const std::vector<int>* rows_out) {
+bool attention_block(Backend& be, const ModelConfig& c, int layer, const LayerWeights& w, const Matrix& rope_freqs,
+                     const KvLayer& kv, int n, LayerScratch& s, const std::vector<int>* rows_out) {
   using K = TensorKind;
+  const LayerSettings& settings = c.layers[layer];
+  const AttentionGeometry g = c.attention_of(layer);
+  const int q_width = c.n_head * g.head_dim, kv_width = g.n_head_kv * g.head_dim;
   // With an output gate the Q projection holds each head's query and gate side by side.
+  // Without attn_v (gemma4's global layers) V is K's projection, before K's norm and rope.
+  const bool v_from_k = w[K::AttnV].empty();
   const Backend::MatmulOutput qkv[] = {{&w[K::AttnQ], c.q_gate ? s.q_and_gate : s.q}, {&w[K::AttnK], s.k},
                                        {&w[K::AttnV], s.v}};
-  be.matmuls(qkv, s.norm, n);
-  if (c.q_gate) be.split_halves(s.q_and_gate, static_cast<int64_t>(n) * c.n_head, c.head_dim, s.q, s.q_gate);
+  be.matmuls(std::span(qkv, v_from_k ? 2 : 3), s.norm, n);
+  if (v_from_k) be.copy(s.v, s.k, static_cast<size_t>(n) * kv_width * sizeof(float));
+  if (c.q_gate) be.split_halves(s.q_and_gate, static_cast<int64_t>(n) * c.n_head, g.head_dim, s.q, s.q_gate);
   // Each bias the layer has (qwen2 has all three; llama.cpp applies any).
-  if (!w[K::AttnQBias].empty()) be.add_bias(s.q, w[K::AttnQBias], n, c.q_width());
-  if (!w[K::AttnKBias].empty()) be.add_bias(s.k, w[K::AttnKBias], n, c.kv_width());
-  if (!w[K::AttnVBias].empty()) be.add_bias(s.v, w[K::AttnVBias], n, c.kv_width());
+  if (!w[K::AttnQBias].empty()) be.add_bias(s.q, w[K::AttnQBias], n, q_width);
+  if (!w[K::AttnKBias].empty()) be.add_bias(s.k, w[K::AttnKBias], n, kv_width);
+  if (!w[K::AttnVBias].empty()) be.add_bias(s.v, w[K::AttnVBias], n, kv_width);
   if (c.qk_norm_whole) {  // RMSNorm over every head at once (minimax-m2)
-    be.rmsnorm(s.q, w[K::AttnQNorm], s.q, n, c.q_width(), c.norm_eps);
-    be.rmsnorm(s.k, w[K::AttnKNorm], s.k, n, c.kv_width(), c.norm_eps);
+    be.rmsnorm(s.q, w[K::AttnQNorm], s.q, n, q_width, c.norm_eps);
+    be.rmsnorm(s.k, w[K::AttnKNorm], s.k, n, kv_width, c.norm_eps);
   } else if (!w[K::AttnQNorm].empty()) {  // per-head RMSNorm before rope (qwen3, gemma3)
-    be.rmsnorm(s.q, w[K::AttnQNorm], s.q, n * c.n_head, c.head_dim, c.norm_eps);
-    be.rmsnorm(s.k, w[K::AttnKNorm], s.k, n * c.n_head_kv, c.head_dim, c.norm_eps);
+    be.rmsnorm(s.q, w[K::AttnQNorm], s.q, n * c.n_head, g.head_dim, c.norm_eps);
+    be.rmsnorm(s.k, w[K::AttnKNorm], s.k, n * g.n_head_kv, g.head_dim, c.norm_eps);
   }
-  RopeParams rope{c.head_dim,
-                  c.rope_dim,
+  if (c.v_norm) be.rmsnorm(s.v, Matrix{}, s.v, n * g.n_head_kv, g.head_dim, c.norm_eps);
+  RopeParams rope{g.head_dim,
+                  g.rope_dim,
                   settings.rope_freq_base,
                   settings.rope_freq_scale,
                   c.rope_style == RopeStyle::Neox,
-                  rope_freqs.empty() ? nullptr : &rope_freqs,
+                  rope_freqs.empty() || !c.layer_rope_freqs(layer) ? nullptr : &rope_freqs,
                   c.yarn};
   be.rope(s.q, n, c.n_head, rope);
-  be.rope(s.k, n, c.n_head_kv, rope);
+  be.rope(s.k, n, g.n_head_kv, rope);
   be.kv_store(kv, s.k, s.v, n);
   if (rows_out && rows_out->empty()) return false;  // every row's K and V are in the cache: nothing more is read
-  AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, c.attn_scale, settings.window,
+  AttentionShape shape{c.n_head, g.n_head_kv, g.head_dim, c.attn_scale, settings.window,
                        w[K::AttnSinks].empty() ? nullptr : &w[K::AttnSinks]};
   be.attention(s.q, kv, n, shape, s.attn);
-  if (c.q_gate) be.sigmoid_mul(s.attn, s.q_gate, static_cast<int64_t>(n) * c.q_width());
+  if (c.q_gate) be.sigmoid_mul(s.attn, s.q_gate, static_cast<int64_t>(n) * q_width);
   return true;
 }
 
@@ -279,10 +290,10 @@ void forward_layer(Backend& be, const ModelConfig& c, int layer, const LayerWeig
     if (rows_out && rows_out->empty()) return;
   } else if (c.latent_attention()) {
     if (!latent_attention_block(be, c, settings, w, memory.kv.layer(index), n, s, rows_out)) return;
-  } else if (!attention_block(be, c, settings, w, rope_freqs, memory.kv.layer(index), n, s, rows_out)) {
+  } else if (!attention_block(be, c, layer, w, rope_freqs, memory.kv.layer(index), n, s, rows_out)) {
     return;
   }
-  const int mixed_width = recurrent ? c.delta.value_width() : c.attn_out_width();
+  const int mixed_width = recurrent ? c.delta.value_width() : c.attn_out_width(layer);
   // From here on each row is on its own: only the rows read after this
   // layer go on, moved to the front (as llama.cpp's last layer does).
   const bool some = rows_out && static_cast<int>(rows_out->size()) < n;
@@ -302,11 +313,15 @@ void forward_layer(Backend& be, const ModelConfig& c, int layer, const LayerWeig
   be.rmsnorm(x, w[K::FfnNorm], s.norm, m, c.n_embd, c.norm_eps);
   if (w[K::FfnGateInp].empty())
     dense_ffn(be, c, w, s.norm, s.proj, m, s);
-  else
+  else if (w[K::FfnPreNorm2].empty())
     expert_ffn(be, c, w, s.norm, s.proj, m, s);
+  else
+    dense_and_expert_ffn(be, c, w, x, m, s);
   if (!w[K::FfnPostNorm].empty())
     be.rmsnorm(s.proj, w[K::FfnPostNorm], s.proj, m, c.n_embd, c.norm_eps);
   be.add(x, s.proj, residual);
+  // Gemma 4's scalar on the layer's output.
+  if (!w[K::LayerOutScale].empty()) be.scale(x, w[K::LayerOutScale].f32()[0], residual);
   if (some) scatter_rows(be, x, c.n_embd, *rows_out);
 }
 

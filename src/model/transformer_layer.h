@@ -39,6 +39,8 @@ struct LayerScratch {
   DevicePtr q_heads, q_low, head_in, head_out;
   DevicePtr gate, up;              // [max_tokens][max(n_ff, n_ff_exp)]
   DevicePtr proj;                  // [max_tokens][n_embd]
+  DevicePtr gate_up;               // [max_tokens][2 n_ff_exp]: an expert's stacked gate and up rows (gemma4)
+  DevicePtr branch;                // [max_tokens][n_embd]: the dense FFN beside the experts (gemma4)
   // Mixture of experts only. Unless the backend routes on the device (the
   // routed_* rows below), the routing runs on the host: the router's logits
   // come down, each expert's rows are gathered on the device.

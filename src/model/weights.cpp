@@ -33,12 +33,12 @@ Matrix bind(const TensorLookup& lookup, const std::string& source, const ModelCo
   const std::string name = c.tensor_name(kind, layer);
   const TensorRef* t = lookup(name);
   if (!t) fail("{}: missing tensor '{}'", source, name);
-  const int64_t cols = c.dim(spec.dims[0]), rows = c.dim(spec.dims[1]) * c.dim(spec.dims[2]);
+  const int64_t cols = c.dim(spec.dims[0], layer), rows = c.dim(spec.dims[1], layer) * c.dim(spec.dims[2], layer);
   auto trimmed = [](std::vector<int64_t> v) {  // [n, 1, 1] and [n] are the same shape
     while (v.size() > 1 && v.back() == 1) v.pop_back();
     return v;
   };
-  const std::vector<int64_t> want = trimmed({cols, c.dim(spec.dims[1]), c.dim(spec.dims[2])});
+  const std::vector<int64_t> want = trimmed({cols, c.dim(spec.dims[1], layer), c.dim(spec.dims[2], layer)});
   if (trimmed(t->shape) != want)
     fail("{}: tensor '{}' has shape [{}], expected [{}]", source, name, fmt::join(t->shape, ", "),
          fmt::join(want, ", "));
@@ -82,14 +82,14 @@ namespace {
 // stacked tensor (an expert, a latent head's matrix), 0 when read whole;
 // float tensors (norms, biases, a convolution's taps) as stored, row by row.
 // Attention's Q, K and V projections are heads a tensor group may divide.
-WeightToPrepare prepare_kind(const ModelConfig& c, TensorKind k, Matrix* m) {
+WeightToPrepare prepare_kind(const ModelConfig& c, TensorKind k, int layer, Matrix* m) {
   const TensorSpec& spec = tensor_spec(k);
-  const bool stacked = c.dim(spec.dims[2]) > 1;
+  const bool stacked = c.dim(spec.dims[2], layer) > 1;
   const HeadRows heads = k == TensorKind::AttnQ                               ? HeadRows::Query
                          : k == TensorKind::AttnK || k == TensorKind::AttnV ? HeadRows::KeyValue
                                                                              : HeadRows::None;
   const AttentionHeads shape = attention_heads(c);
-  return {m, stacked ? c.dim(spec.dims[1]) : 0, spec.f32_only, stacked && spec.dims[2] == Dim::Experts,
+  return {m, stacked ? c.dim(spec.dims[1], layer) : 0, spec.f32_only, stacked && spec.dims[2] == Dim::Experts,
           shape.any() ? heads : HeadRows::None, shape};
 }
 
@@ -101,7 +101,7 @@ std::vector<WeightToPrepare> weights_to_prepare(ModelWeights& w, const ModelConf
   const int end = r.layer_end < 0 ? c.n_layer : std::min(r.layer_end, c.n_layer);
   for (int l = begin; l < end; ++l)
     for (TensorKind k : c.tensors_of(l))
-      if (!w.layers[l][k].empty()) out.push_back(prepare_kind(c, k, &w.layers[l][k]));
+      if (!w.layers[l][k].empty()) out.push_back(prepare_kind(c, k, l, &w.layers[l][k]));
   if (!w.rope_freqs.empty() && end > begin) out.push_back({&w.rope_freqs, 0});
   if (r.with_head) {
     // The head, tied or not (a tied embedding is the same matrix, and
@@ -116,16 +116,16 @@ std::vector<WeightToPrepare> weights_to_prepare(ModelWeights& w, const ModelConf
 }  // namespace
 
 AttentionHeads attention_heads(const ModelConfig& c) {
-  // Latent attention reads its heads through the latent, and whole-projection
-  // Q/K norms read every head: attention stays whole (its matrices divide by rows).
-  if (c.latent_attention() || c.qk_norm_whole) return {};
+  // Latent attention reads its heads through the latent, whole-projection
+  // Q/K norms read every head, and layers of two geometries (gemma4) have no
+  // one division: attention stays whole (its matrices divide by rows).
+  if (c.latent_attention() || c.qk_norm_whole || !c.uniform_attention()) return {};
   return {c.n_head, c.n_head_kv, c.head_dim, c.q_proj_width() / c.n_head};
 }
 
 int kv_heads_held(const ModelConfig& c, int rank, const ShareWeights& weights) {
   const AttentionHeads heads = attention_heads(c);
-  return head_split(heads, static_cast<int>(weights.size())) ? head_share(heads, rank, weights).kv_heads()
-                                                              : c.n_head_kv;
+  return head_split(heads, static_cast<int>(weights.size())) ? head_share(heads, rank, weights).kv_heads() : 0;
 }
 
 std::vector<std::optional<RowShare>> tensor_shares(const ModelConfig& c, const BindRange& r, int rank,
@@ -133,11 +133,11 @@ std::vector<std::optional<RowShare>> tensor_shares(const ModelConfig& c, const B
   std::vector<std::optional<RowShare>> shares;
   for_each_tensor(c, r, [&](TensorKind k, int l) {
     const TensorSpec& spec = tensor_spec(k);
-    const int64_t rows = c.dim(spec.dims[1]) * c.dim(spec.dims[2]);
-    Matrix shape{DType::F32, nullptr, rows, c.dim(spec.dims[0])};
+    const int64_t rows = c.dim(spec.dims[1], l) * c.dim(spec.dims[2], l);
+    Matrix shape{DType::F32, nullptr, rows, c.dim(spec.dims[0], l)};
     // A layer's matrices, and the output head's (a tied embedding is it) when the group runs the head.
     const bool head = k == TensorKind::Output || (k == TensorKind::TokenEmbd && c.tied_output);
-    shares.push_back(l >= 0 || head ? kept_rows(prepare_kind(c, k, &shape), rank, weights) : std::nullopt);
+    shares.push_back(l >= 0 || head ? kept_rows(prepare_kind(c, k, l, &shape), rank, weights) : std::nullopt);
   });
   return shares;
 }

@@ -75,7 +75,7 @@ std::vector<std::optional<RowShare>> tensor_shares(const ModelConfig& config, co
 // attention (its heads are read through the latent, and stay whole).
 AttentionHeads attention_heads(const ModelConfig& config);
 // How many KV heads member `rank` of a group shared by `weights` caches
-// (all of them where the group does not divide attention by heads).
+// (0: all of each layer's, where the group does not divide attention by heads).
 int kv_heads_held(const ModelConfig& config, int rank, const ShareWeights& weights);
 
 // Binds every tensor the range needs; throws naming a missing tensor or a

@@ -94,6 +94,8 @@ CASES = {
     "random-qwen3next": ["fox", "long"],
     "random-glm4moe": ["fox", "long"],
     "random-minimax-m2": ["fox", "long"],
+    "random-gemma4": ["fox", "long"],
+    "random-gemma4moe": ["fox", "long"],
 }
 
 

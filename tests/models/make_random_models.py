@@ -185,6 +185,31 @@ MODELS = {
                           sha256="c9fcc547eb5754e235b7544c524ed0e6055631245db39acb8c48450b62ca9aaf"),
 }
 
+# Gemma 4 (gemma4), as llama.cpp's converter lays out the 31B and 26B-A4B
+# models: windowed layers (8 positions here) with heads of 64 over 2 KV
+# heads, rope over all of them at base 1e4; global layers with heads of 128
+# over 1 KV head, V taken from K's projection (no attn_v), and rope over a
+# quarter of each head by rope_freqs (1e30 leaves the other pairs still,
+# "proportional" rope) at base 1e6; V normalised without a weight; a scalar
+# on each layer's output; the final logit soft-cap; q.k unscaled.
+GEMMA4_LAYER = ["attn_norm", "attn_q", "attn_k", "attn_v", "attn_q_norm", "attn_k_norm", "attn_output",
+                "post_attention_norm", "ffn_norm", "ffn_gate", "ffn_up", "ffn_down", "post_ffw_norm",
+                "layer_output_scale"]
+GEMMA4 = dict(arch="gemma4", head_dim=64, n_head_kv=2, rope_base=1e6, rope_base_swa=1e4, sliding_window=8,
+              softcap=30.0, gemma4=dict(head_dim=128, n_head_kv=1, partial_rotary=0.25))
+MODELS["random-gemma4"] = dict(GEMMA4, n_layer=6, window_pattern=[True] * 5 + [False], layer=GEMMA4_LAYER,
+                               sha256="b34dd7e8006e3b5cd7ce65b78b4788fac9e451c83311211d18607abce2c06286")
+# Its mixture of experts (26B-A4B's layout): beside the dense FFN, 8 experts
+# of 128 (top 2, softmax, renormalised) with gate and up stacked in one
+# tensor, a scale per expert's output, the router reading the layer's input
+# normalised and scaled, and each branch's own norms.
+MODELS["random-gemma4moe"] = dict(
+    GEMMA4, n_layer=4, window_pattern=[True, True, False, True], n_expert=8, n_expert_used=2, n_ff_exp=128,
+    layer=GEMMA4_LAYER[:-2] + ["post_ffw_norm_1", "ffn_gate_inp", "ffn_gate_inp.scale", "pre_ffw_norm_2",
+                               "ffn_gate_up_exps", "ffn_down_exps", "ffn_down_exps.scale", "post_ffw_norm_2",
+                               "post_ffw_norm", "layer_output_scale"],
+    sha256="030a6e7f42f6dee6176d34cbf90e68ec413ac55f930c67c86d335017f7eaac33")
+
 # Qwen3 with YaRN as its long-context files declare it (factor 4), the
 # original context cut to 128 so that the tests' 263-token prompt runs past it.
 MODELS["random-qwen3-yarn"] = dict(MODELS["random-qwen3"], yarn=dict(factor=4.0, original_context_length=128),
@@ -365,6 +390,11 @@ def layer_tensor(m, name):
         "ffn_up_exps.bias": ((x, ffx), (-0.5, 0.5)), "ffn_down_exps.bias": ((x, e), (-0.2, 0.2)),
         "ffn_gate_shexp": ((shexp, e), e), "ffn_up_shexp": ((shexp, e), e), "ffn_down_shexp": ((e, shexp), shexp),
         "ffn_gate_exps": ((x, ffx, e), e), "ffn_up_exps": ((x, ffx, e), e), "ffn_down_exps": ((x, e, ffx), ffx),
+        # Gemma 4's: gate and up stacked per expert, each expert's output
+        # scale, the router's input scale, the branches' norms, the layer's scalar.
+        "ffn_gate_up_exps": ((x, 2 * ffx, e), e), "ffn_down_exps.scale": ((x,), (0.5, 1.5)),
+        "ffn_gate_inp.scale": ((e,), (0.5, 1.5)), "pre_ffw_norm_2": norm(e), "post_ffw_norm_1": norm(e),
+        "post_ffw_norm_2": norm(e), "layer_output_scale": ((1,), (0.5, 1.0)),
     }[name]
 
 
@@ -388,10 +418,28 @@ def write(name, path):
     w.add_uint32(f"{arch}.embedding_length", m["n_embd"])
     w.add_uint32(f"{arch}.feed_forward_length", m["n_ff"])
     w.add_uint32(f"{arch}.attention.head_count", m["n_head"])
-    w.add_uint32(f"{arch}.attention.head_count_kv", m["n_head_kv"])
-    w.add_uint32(f"{arch}.attention.key_length", m["head_dim"])
+    g4 = m.get("gemma4")
+    if g4:
+        # The global layers' head size and rope are the main keys, the
+        # windowed layers' the _swa ones; KV heads one per layer.
+        pattern = m["window_pattern"]
+        w.add_array(f"{arch}.attention.head_count_kv", [m["n_head_kv"] if p else g4["n_head_kv"] for p in pattern])
+        w.add_uint32(f"{arch}.attention.key_length", g4["head_dim"])
+        w.add_uint32(f"{arch}.attention.value_length", g4["head_dim"])
+        w.add_uint32(f"{arch}.attention.key_length_swa", m["head_dim"])
+        w.add_uint32(f"{arch}.attention.value_length_swa", m["head_dim"])
+        w.add_uint32(f"{arch}.rope.dimension_count", g4["head_dim"])
+        w.add_uint32(f"{arch}.rope.dimension_count_swa", m["head_dim"])
+        w.add_array(f"{arch}.attention.sliding_window_pattern", pattern)
+        w.add_uint32(f"{arch}.attention.shared_kv_layers", 0)
+        w.add_uint32(f"{arch}.embedding_length_per_layer_input", 0)
+    else:
+        w.add_uint32(f"{arch}.attention.head_count_kv", m["n_head_kv"])
+    if not g4:
+        w.add_uint32(f"{arch}.attention.key_length", m["head_dim"])
     mla = m.get("mla")
-    w.add_uint32(f"{arch}.attention.value_length", mla["kv_lora_rank"] if mla else m["head_dim"])
+    if not g4:
+        w.add_uint32(f"{arch}.attention.value_length", mla["kv_lora_rank"] if mla else m["head_dim"])
     if mla:  # llama.cpp's keys for latent attention
         w.add_uint32(f"{arch}.attention.q_lora_rank", mla["q_lora_rank"])
         w.add_uint32(f"{arch}.attention.kv_lora_rank", mla["kv_lora_rank"])
@@ -412,7 +460,8 @@ def write(name, path):
         if "groups" in r:
             w.add_uint32(f"{arch}.expert_group_count", r["groups"])
             w.add_uint32(f"{arch}.expert_group_used_count", r["groups_used"])
-    w.add_uint32(f"{arch}.rope.dimension_count", m.get("rope_dim", m["head_dim"]))
+    if not g4:
+        w.add_uint32(f"{arch}.rope.dimension_count", m.get("rope_dim", m["head_dim"]))
     if "yarn" in m:
         w.add_string(f"{arch}.rope.scaling.type", "yarn")
         w.add_float32(f"{arch}.rope.scaling.factor", m["yarn"]["factor"])
@@ -474,6 +523,9 @@ def write(name, path):
     add_matrix("output.weight", uniform("output", (n_vocab, e), 3.0 / np.sqrt(e)))
     if m.get("rope_freqs"):
         w.add_tensor("rope_freqs.weight", llama3_rope_freqs(m["head_dim"], m["rope_base"]))
+    if g4:  # proportional rope: the pairs past partial_rotary of the head stay still
+        pairs, turning = g4["head_dim"] // 2, int(g4["head_dim"] * g4["partial_rotary"] / 2)
+        w.add_tensor("rope_freqs.weight", np.array([1.0] * turning + [1e30] * (pairs - turning), dtype=np.float32))
     if m.get("rerank"):
         w.add_tensor("cls.output.weight", uniform("cls.output", (2, e), 3.0 / np.sqrt(e)))
     interval = m.get("full_attention_interval", 0)
@@ -482,12 +534,17 @@ def write(name, path):
         lead = l < m.get("n_dense_lead", 0)
         # An MTP block: a layer of experts and its own projection and norms.
         mtp = m["layer"] + m["nextn_layer"] if l >= m["n_layer"] else None
-        for t in mtp or (m["recurrent_layer"] if recurrent else m["lead_layer"] if lead else m["layer"]):
-            shape, fan_in = layer_tensor(m, t)
+        tensors = mtp or (m["recurrent_layer"] if recurrent else m["lead_layer"] if lead else m["layer"])
+        shapes = m
+        if g4 and not m["window_pattern"][l]:  # a global layer: its geometry, V from K
+            shapes = dict(m, head_dim=g4["head_dim"], n_head_kv=g4["n_head_kv"])
+            tensors = [t for t in tensors if t != "attn_v"]
+        for t in tensors:
+            shape, fan_in = layer_tensor(shapes, t)
             full = f"blk.{l}.{t}"
             # llama.cpp's names: ssm_a has no suffix, ssm_dt is a bias; a name
             # with its suffix (attn_q.bias) is taken as it is.
-            suffix = "" if t.endswith((".bias", ".weight")) else {"ssm_a": "", "ssm_dt": ".bias"}.get(t, ".weight")
+            suffix = "" if t.endswith((".bias", ".weight", ".scale")) else {"ssm_a": "", "ssm_dt": ".bias"}.get(t, ".weight")
             if fan_in is None:
                 w.add_tensor(full + suffix, 1.0 + uniform(full, shape, 0.2))
             elif isinstance(fan_in, tuple):

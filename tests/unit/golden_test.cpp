@@ -56,6 +56,12 @@ bool also_on_vulkan(const std::string& golden_file) {
 //   rounding in another summation order, so 4e-5; gemma3's to 5e-4 because
 //   ggml reads GELU from a table indexed by the f16-rounded input and rounds
 //   its output to f16 (emulating that table here brings it to 7e-5), so 2e-3;
+//   gemma4's, by the same table, to 2.1e-3..2.6e-3 (8e-4 with it emulated;
+//   the MoE file 8e-4, 2e-4 emulated): its unscaled attention amplifies
+//   f16-sized rounding ten times gemma3's (llama.cpp itself moves by
+//   6.0e-3..8.8e-3, the MoE file 2.4e-3..2.8e-3, when only its KV cache
+//   turns f16, against gemma3's 6.6e-4), so llama.cpp's own f16 movement,
+//   rounded up: 1e-2 and 3e-3;
 // - llama-2-tiny-random (F16): we agree to 6.2e-5, so 3e-4;
 // - stories260K (F32): current llama.cpp and an exact float64 forward both
 //   differ from tests/data/golden by 0.013-0.015, so the file carries that
@@ -95,6 +101,8 @@ float tolerance_for(const std::string& golden_file, const std::string& model_fil
   if (model_file.find("gemma-3-270m.F32") != std::string::npos) return 0.03f;
   if (const float m = quantized_movement(golden_file); m > 0) return 2 * m;
   if (model_file.find("random-gemma3") != std::string::npos) return 2e-3f;
+  if (model_file.find("random-gemma4moe") != std::string::npos) return 3e-3f;
+  if (model_file.find("random-gemma4") != std::string::npos) return 1e-2f;
   if (model_file.find("random-") != std::string::npos) return 4e-5f;
   if (model_file.find("stories260K") != std::string::npos) return 0.02f;
   if (model_file.find("llama-2-tiny-random") != std::string::npos) return 3e-4f;

@@ -180,7 +180,7 @@ void CpuBackend::for_elements(int64_t n, const std::function<void(int64_t, int64
 void CpuBackend::rmsnorm(DevicePtr x_ptr, const Matrix& weight_matrix, DevicePtr y_ptr, int n_tokens, int n,
                          float eps) {
   const float* x = floats(x_ptr);
-  const float* weight = weight_matrix.f32();
+  const float* weight = weight_matrix.empty() ? nullptr : weight_matrix.f32();  // none: OptionalOp::PlainNorm
   float* y = floats(y_ptr);
   for_elements(static_cast<int64_t>(n_tokens) * n, [&](int64_t e0, int64_t e1) {
     // Whole rows only: a row's sum is one sequence of additions.
@@ -190,7 +190,10 @@ void CpuBackend::rmsnorm(DevicePtr x_ptr, const Matrix& weight_matrix, DevicePtr
       double sum = 0.0;  // double: the mean of squares of a wide row loses bits in f32
       for (int i = 0; i < n; ++i) sum += static_cast<double>(xr[i]) * xr[i];
       const float inv = static_cast<float>(1.0 / std::sqrt(sum / n + eps));
-      for (int i = 0; i < n; ++i) yr[i] = xr[i] * inv * weight[i];
+      if (weight)
+        for (int i = 0; i < n; ++i) yr[i] = xr[i] * inv * weight[i];
+      else
+        for (int i = 0; i < n; ++i) yr[i] = xr[i] * inv;
     }
   });
 }

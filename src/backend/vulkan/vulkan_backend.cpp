@@ -693,15 +693,19 @@ void VulkanBackend::weighted_sum(DevicePtr rows, DevicePtr weights, int n_tokens
 }
 
 void VulkanBackend::rmsnorm(DevicePtr x, const Matrix& weight_matrix, DevicePtr y, int n_tokens, int n, float eps) {
-  const WeightPart wp = weight_whole(weight_matrix);
+  // No weight (OptionalOp::PlainNorm): x's buffer stands in, never read as one.
+  const bool plain = weight_matrix.empty();
+  const WeightPart wp = plain ? WeightPart{vk_buffer(x), 0} : weight_whole(weight_matrix);
   struct {
     uint32_t n, x_off, w_off, y_off;
     float eps;
     uint32_t rows;
-  } push{u32(n), floats(x), u32(wp.offset / 4), floats(y), eps, u32(n_tokens)};
+  } push{u32(n), floats(x), plain ? 0xffffffffu : u32(wp.offset / 4), floats(y), eps, u32(n_tokens)};
   const uint32_t gx = std::min<uint32_t>(n_tokens, 65535), gy = (n_tokens + 65534) / 65535;
+  const BufferRange weight_read = plain ? range(x, rows_bytes(n_tokens, n))
+                                        : BufferRange{wp.buffer, wp.offset, wp.offset + n * sizeof(float)};
   dispatch(fixed_shaders_[kRmsnorm], {vk_buffer(x), wp.buffer, vk_buffer(y)}, &push, sizeof(push), gx, gy, 1,
-           {range(x, rows_bytes(n_tokens, n)), {wp.buffer, wp.offset, wp.offset + n * sizeof(float)}},
+           {range(x, rows_bytes(n_tokens, n)), weight_read},
            {range(y, rows_bytes(n_tokens, n))},
            {KernelClass::Norm, static_cast<double>(rows_bytes(n_tokens + 1, n)),
             static_cast<double>(rows_bytes(n_tokens, n)), 4.0 * n_tokens * n});

@@ -74,7 +74,7 @@ class VulkanBackend : public Backend {
                  int n_tokens, DevicePtr out) override;
   bool runs(OptionalOp op) const override {
     return op == OptionalOp::DeltaNet || op == OptionalOp::AttentionSinks || op == OptionalOp::SwigluOai ||
-           op == OptionalOp::LatentAttention || Backend::runs(op);
+           op == OptionalOp::LatentAttention || op == OptionalOp::PlainNorm || Backend::runs(op);
   }
   void swiglu(DevicePtr gate, DevicePtr up, DevicePtr out, int64_t n) override;
   // Strided rows in one dispatch (not a copy command a row), inside a step.

@@ -50,12 +50,14 @@ constexpr std::tuple kFields{
                                 {"n_expert_groups", &C::n_expert_groups},
                                 {"n_group_used", &C::n_group_used},
                                 {"n_dense_lead", &C::n_dense_lead}}},
-    std::array<Field<float>, 5>{{{"norm_eps", &C::norm_eps},
+    std::array<Field<float>, 6>{{{"norm_eps", &C::norm_eps},
+                                 {"router_input_scale", &C::router_input_scale},
                                  {"attn_scale", &C::attn_scale},
                                  {"embd_scale", &C::embd_scale},
                                  {"logit_softcap", &C::logit_softcap},
                                  {"expert_weights_scale", &C::expert_weights_scale}}},
-    std::array<Field<bool>, 5>{{{"tied_output", &C::tied_output},
+    std::array<Field<bool>, 6>{{{"tied_output", &C::tied_output},
+                                {"v_norm", &C::v_norm},
                                 {"rope_freq_factors", &C::rope_freq_factors},
                                 {"q_gate", &C::q_gate},
                                 {"qk_norm_whole", &C::qk_norm_whole},
@@ -108,6 +110,8 @@ nlohmann::json config_to_json(const ModelConfig& c) {
   j["layer_tensors"] = tensor_list(c.layer_tensors);
   j["recurrent_tensors"] = tensor_list(c.recurrent_tensors);
   j["lead_tensors"] = tensor_list(c.lead_tensors);
+  j["global_tensors"] = tensor_list(c.global_tensors);
+  j["window_geometry"] = {c.window_geometry.n_head_kv, c.window_geometry.head_dim, c.window_geometry.rope_dim};
   j["expert_gating"] = c.expert_gating == ExpertGating::Sigmoid ? "sigmoid" : "softmax";
   j["latent_attention"] = {c.mla.q_lora_rank, c.mla.kv_lora_rank, c.mla.qk_nope, c.mla.v_head_dim};
   j["delta_net"] = {c.delta.conv_kernel, c.delta.head_dim, c.delta.n_k_heads, c.delta.n_v_heads,
@@ -128,6 +132,9 @@ ModelConfig config_from_json(const nlohmann::json& j) {
     c.layer_tensors = tensor_kinds(j.at("layer_tensors"));
     c.recurrent_tensors = tensor_kinds(j.at("recurrent_tensors"));
     c.lead_tensors = tensor_kinds(j.at("lead_tensors"));
+    c.global_tensors = tensor_kinds(j.at("global_tensors"));
+    const auto& window = j.at("window_geometry");
+    c.window_geometry = AttentionGeometry{window.at(0).get<int>(), window.at(1).get<int>(), window.at(2).get<int>()};
     const std::string gating = j.at("expert_gating").get<std::string>();
     if (gating != "softmax" && gating != "sigmoid")
       throw ProtocolError(ErrorCode::BadRequest, "LOAD_STAGE config: unknown expert gating '" + gating + "'");

@@ -11,7 +11,7 @@
 namespace shoal::wire {
 
 constexpr uint32_t kMagic = 0x4C4F4853;  // "SHOL" little-endian
-constexpr uint16_t kProtocolVersion = 13;  // v2: HEARTBEAT, deadlines; v3: AEAD frames after a keyed handshake;
+constexpr uint16_t kProtocolVersion = 14;  // v2: HEARTBEAT, deadlines; v3: AEAD frames after a keyed handshake;
                                           // v4: LOAD_STAGE describes the block by its tensors and settings;
                                           // v5: LOAD_STAGE names the KV cache types;
                                           // v6: the handshake transcript is authenticated;
@@ -22,6 +22,8 @@ constexpr uint16_t kProtocolVersion = 13;  // v2: HEARTBEAT, deadlines; v3: AEAD
                                           // v11: GROUP_LINK (a group links at load), group weights, the head on a stage
                                           // v12: a tensor group divides attention by heads (each member's KV heads)
                                           // v13: whole-projection Q/K norms, interleaved DeltaNet keys, ssm_ba
+                                          // v14: windowed layers' own geometry and global tensors, the V norm,
+                                          //      the router's input scale (gemma4)
 constexpr size_t kHeaderBytes = 32;
 constexpr uint64_t kDefaultMaxPayload = 256ull << 20;  // refused before any allocation
 constexpr int kHandshakeTimeoutMs = 5000;

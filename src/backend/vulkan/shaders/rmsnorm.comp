@@ -1,6 +1,6 @@
 #version 450
 // y[t] = x[t] / rms(x[t]) * weight: one workgroup per row, a fixed tree for
-// the sum of squares. y may be x.
+// the sum of squares. y may be x. w_off ~0u: no weight (times 1: gemma4's V).
 layout(local_size_x = 64) in;
 layout(std430, binding = 0) readonly buffer X { float x[]; };
 layout(std430, binding = 1) readonly buffer W { float weight[]; };
@@ -23,5 +23,8 @@ void main() {
   }
   const float inv = 1.0 / sqrt(partial[0] / float(p.n) + p.eps);
   // Each thread rewrites only the values it summed: in place is safe.
-  for (uint i = tid; i < p.n; i += 64) y[yb + i] = x[xb + i] * inv * weight[p.w_off + i];
+  if (p.w_off == 0xffffffffu)
+    for (uint i = tid; i < p.n; i += 64) y[yb + i] = x[xb + i] * inv;
+  else
+    for (uint i = tid; i < p.n; i += 64) y[yb + i] = x[xb + i] * inv * weight[p.w_off + i];
 }
