@@ -307,6 +307,20 @@ MODELS["bench-glm4moe"] = dict(
 MODELS["bench-minimax-m2"] = dict(
     MODELS["random-minimax-m2"], n_embd=1024, n_layer=12, n_head=16, n_head_kv=4, head_dim=64, rope_dim=32,
     n_ff=512, n_expert=16, n_expert_used=4, n_ff_exp=512, quant="Q8_0", sha256="9930eb7760e1d260108e88e107f2204aa3d69a8b52ff2852ba20d7e3564bf965")
+# Gemma 4 at ~0.4 B parameters each, Q8_0: the 31B's layout (24 layers of
+# width 1024, every sixth global; windowed heads of 128 over 4 KV heads,
+# global heads of 256 over 1, V from K; a 1024-token window; FFN 4096) and
+# the 26B-A4B's (10 such layers with a dense FFN of 768 beside 32 experts of
+# 384, top 4).
+MODELS["bench-gemma4"] = dict(
+    MODELS["random-gemma4"], n_embd=1024, n_layer=24, window_pattern=([True] * 5 + [False]) * 4, n_head=8,
+    head_dim=128, n_head_kv=4, gemma4=dict(head_dim=256, n_head_kv=1, partial_rotary=0.25), sliding_window=1024,
+    n_ff=4096, quant="Q8_0", sha256="954da1bfc215e84cebc6e74868660ebef751fc99f418f6d0ce7861fb8214ce7b")
+MODELS["bench-gemma4moe"] = dict(
+    MODELS["random-gemma4moe"], n_embd=1024, n_layer=10, window_pattern=[True] * 5 + [False] + [True] * 3 + [False],
+    n_head=8, head_dim=128, n_head_kv=4, gemma4=dict(head_dim=256, n_head_kv=1, partial_rotary=0.25),
+    sliding_window=1024, n_ff=768, n_expert=32, n_expert_used=4, n_ff_exp=384, quant="Q8_0",
+    sha256="6377b58bb9176635cff1df27ffb2f5dc46d4c5bd6f22db39adfaa83170bdc837")
 TEST_MODELS = [name for name in MODELS if name.startswith("random-")]
 
 

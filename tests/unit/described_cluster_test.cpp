@@ -243,6 +243,18 @@ TEST(ModelCatalogue, LatentAttentionCachesOneRowOfLatents) {
   EXPECT_GT(dense_layer, 70 * 32768ull * 576 * 2);
 }
 
+// Gemma 4 31B's windowed layers cache 16 KV heads of 256 for their 1024
+// positions (and a batch), its global ones 4 heads of 512 for the whole
+// context: the two widths are the catalogue's window_kv_width and kv_width.
+TEST(ModelCatalogue, GemmaFourCachesEachLayerAtItsOwnWidth) {
+  const auto m = find_catalogue_model("gemma-4-31b:q4_k_m");
+  ASSERT_TRUE(m.has_value());
+  const PlanInput in = plan_input_for_catalogue_model(*m, 32768, 1, 512, KvTypes{});
+  ASSERT_EQ(in.layer_kv_bytes.size(), 60u);
+  for (int l = 0; l < 60; ++l)
+    EXPECT_EQ(in.layer_kv_bytes[l], l % 6 == 5 ? 32768ull * 2 * 2048 * 2 : (1024ull + 512) * 2 * 4096 * 2) << l;
+}
+
 TEST(ModelCatalogue, UnknownNamesAndQuantisationsAreNamed) {
   auto error_of = [](const std::string& spec) {
     try {
@@ -252,7 +264,7 @@ TEST(ModelCatalogue, UnknownNamesAndQuantisationsAreNamed) {
     }
     return std::string("no error");
   };
-  EXPECT_NE(error_of("gpt-5:q4_0").find("known: deepseek-v3, glm-4.5-air, glm-4.6, gpt-oss-120b, gpt-oss-20b, kimi-k2, llama-2-7b"), std::string::npos)
+  EXPECT_NE(error_of("gpt-5:q4_0").find("known: deepseek-v3, gemma-4-26b-a4b, gemma-4-31b, glm-4.5-air, glm-4.6, gpt-oss-120b, gpt-oss-20b, kimi-k2, llama-2-7b"), std::string::npos)
       << error_of("gpt-5:q4_0");
   EXPECT_NE(error_of("llama-2-7b:q9").find("no quantisation 'q9'"), std::string::npos);
   EXPECT_FALSE(find_catalogue_model("/no/colon/model.gguf").has_value());

@@ -66,6 +66,7 @@ std::optional<CatalogueModel> find_catalogue_model(const std::string& spec) {
   if (e.contains("sliding_window")) {
     m.sliding_window = whole(e, where, "sliding_window", 1 << 24);
     m.window_period = whole(e, where, "window_period", m.n_layer);
+    m.window_kv_width = e.contains("window_kv_width") ? whole(e, where, "window_kv_width", 1 << 20) : m.kv_width;
   }
   if (e.contains("delta_net")) {
     const toml::table* d = e["delta_net"].as_table();
@@ -98,11 +99,13 @@ PlanInput plan_input_for_catalogue_model(const CatalogueModel& m, int n_ctx, int
   in.layer_read_bytes.assign(m.n_layer, static_cast<uint64_t>(active_per_layer * bytes_per_weight));
   in.layer_flops.assign(m.n_layer, 2.0 * active_per_layer);
   const uint64_t kv_row = row_bytes(kv_types.k, m.kv_width) + row_bytes(kv_types.v, m.v_width);
+  const uint64_t window_kv_row = row_bytes(kv_types.k, m.window_kv_width) + row_bytes(kv_types.v, m.window_kv_width);
   const uint64_t state = static_cast<uint64_t>(m.delta_net_state_floats) * sizeof(float);
   for (int l = 0; l < m.n_layer; ++l) {
     // A windowed layer keeps its window and one batch (model/kv_cache.h).
     const int positions = m.windowed(l) ? std::min(n_ctx, m.sliding_window + std::max(1, n_batch)) : n_ctx;
-    in.layer_kv_bytes.push_back(m.attends(l) ? kv_row * static_cast<uint64_t>(positions) * n_seq : state * n_seq);
+    const uint64_t row = m.windowed(l) ? window_kv_row : kv_row;
+    in.layer_kv_bytes.push_back(m.attends(l) ? row * static_cast<uint64_t>(positions) * n_seq : state * n_seq);
     // A DeltaNet reads and writes its sequence's state once a token.
     if (!m.attends(l)) in.layer_read_bytes[l] += 2 * state;
     in.layer_recurrent.push_back(!m.attends(l));

@@ -34,6 +34,7 @@ struct CatalogueModel {
   // hold KV for the window only.
   int sliding_window = 0;
   int window_period = 0;  // layer i is windowed when i % period < period - 1
+  int window_kv_width = 0;  // a windowed layer's K (and V) width where not kv_width (Gemma 4)
   bool windowed(int layer) const { return sliding_window > 0 && layer % window_period < window_period - 1; }
 };
 
