@@ -95,15 +95,35 @@ bool LocalStage::admit(const Batch& batch) {
   return rewound;
 }
 
+// The rows as they travel into the residual stream, and back: a model
+// with per-layer inputs (gemma4 E2B/E4B) carries them beside each row
+// (ModelConfig::activation_width); the layers read them, never change them.
+void LocalStage::take_rows(DevicePtr rows, int n) {
+  const int width = config_.n_embd, side = config_.side_width();
+  if (side == 0) return backend_.copy(scratch_.x, rows, static_cast<size_t>(n) * width * sizeof(float));
+  backend_.copy_rows(scratch_.x, width, rows, width + side, width, n);
+  backend_.copy_rows(scratch_.side, side, rows + width, width + side, side, n);
+}
+
+void LocalStage::give_rows(DevicePtr rows, int n) {
+  const int width = config_.n_embd, side = config_.side_width();
+  if (side == 0) return backend_.copy(rows, scratch_.x, static_cast<size_t>(n) * width * sizeof(float));
+  backend_.copy_rows(rows, width + side, scratch_.x, width, width, n);
+}
+
 void LocalStage::forward(const Batch& batch, float* hidden) {
   if (batch.size() > max_tokens_) fail("batch of {} tokens exceeds the stage's {}", batch.size(), max_tokens_);
-  const size_t bytes = static_cast<size_t>(batch.size()) * config_.n_embd * sizeof(float);
+  const int n = batch.size();
+  const size_t bytes = static_cast<size_t>(n) * config_.activation_width() * sizeof(float);
+  const bool wide = config_.side_width() > 0;
   admit(batch);
-  backend_.begin_step(batch.seq_ids.data(), batch.positions.data(), batch.size());
+  backend_.begin_step(batch.seq_ids.data(), batch.positions.data(), n);
   try {
-    backend_.upload(scratch_.x, hidden, bytes);
+    backend_.upload(wide ? scratch_.wide : scratch_.x, hidden, bytes);
+    if (wide) take_rows(scratch_.wide, n);
     run_layers(batch);
-    backend_.download(hidden, scratch_.x, bytes);
+    if (wide) give_rows(scratch_.wide, n);
+    backend_.download(hidden, wide ? scratch_.wide : scratch_.x, bytes);
   } catch (...) {
     backend_.abandon_step();
     throw;
@@ -113,12 +133,11 @@ void LocalStage::forward(const Batch& batch, float* hidden) {
 
 void LocalStage::forward_on_device(const Batch& batch, DevicePtr rows) {
   if (batch.size() > max_tokens_) fail("batch of {} tokens exceeds the stage's {}", batch.size(), max_tokens_);
-  const size_t bytes = static_cast<size_t>(batch.size()) * config_.n_embd * sizeof(float);
   // Inside the caller's step: a rewind's own step ended it, so it begins again.
   if (admit(batch)) backend_.begin_step(batch.seq_ids.data(), batch.positions.data(), batch.size());
-  backend_.copy(scratch_.x, rows, bytes);
+  take_rows(rows, batch.size());
   run_layers(batch);
-  backend_.copy(rows, scratch_.x, bytes);
+  give_rows(rows, batch.size());
 }
 
 }  // namespace shoal

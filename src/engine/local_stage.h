@@ -44,6 +44,10 @@ class LocalStage : public Stage {
   LayerScratch scratch_;
 
   void run_layers(const Batch& batch);  // on scratch_.x, inside a step
+  // Travelling rows [n][activation_width] into scratch_.x (and the per-layer
+  // inputs into scratch_.side), and the residual stream back into them.
+  void take_rows(DevicePtr rows, int n);
+  void give_rows(DevicePtr rows, int n);
   // Before a step: a sequence that the batch takes up before its end goes
   // back there first (a wrong guess overwritten); its recurrent state notes the step.
   // True when a sequence went back (a step of its own ran on the backend).

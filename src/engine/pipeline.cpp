@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 
 #include "engine/output_head.h"
@@ -28,7 +29,7 @@ Pipeline::Pipeline(const ModelConfig& config, const ModelWeights& weights, Backe
       stages_(std::move(stages)),
       max_tokens_(max_tokens),
       micro_batch_(micro_batch),
-      hidden_(static_cast<size_t>(max_tokens) * config.n_embd),
+      hidden_(static_cast<size_t>(max_tokens) * config.activation_width()),
       logits_(static_cast<size_t>(config.n_vocab)),
       head_rows_(head_backend.allocate(static_cast<size_t>(max_tokens) * config.n_embd * sizeof(float))) {
   check_coverage(stages_, config.n_layer);
@@ -37,6 +38,12 @@ Pipeline::Pipeline(const ModelConfig& config, const ModelWeights& weights, Backe
   decode_steps_ = std::make_unique<std::atomic<uint64_t>[]>(kMaxStages);
   clear_stage_times();
   if (stages_.size() > kMaxStages) fail("internal: more than {} stages", kMaxStages);
+  if (const int side = config.side_width(); side > 0) {
+    const size_t rows = static_cast<size_t>(max_tokens);
+    layer_token_rows_ = head_backend.allocate(rows * side * sizeof(float));
+    layer_inputs_ = head_backend.allocate(rows * side * sizeof(float));
+    travel_rows_ = head_backend.allocate(rows * config.activation_width() * sizeof(float));
+  }
 }
 
 const float* Pipeline::forward(const Batch& batch, bool keep_normed) {
@@ -49,7 +56,8 @@ const float* Pipeline::forward(const Batch& batch, bool keep_normed) {
   head_.begin_step(batch.seq_ids.data(), batch.positions.data(), n);
   try {
     embed(batch, rows);
-    head_.download(hidden_.data(), rows, static_cast<size_t>(n) * width * sizeof(float));
+    const DevicePtr travel = travelling_rows(batch, rows);
+    head_.download(hidden_.data(), travel, static_cast<size_t>(n) * config_.activation_width() * sizeof(float));
     head_.finish_step();
   } catch (...) {
     head_.abandon_step();
@@ -64,6 +72,11 @@ const float* Pipeline::forward(const Batch& batch, bool keep_normed) {
   run_stages(batch, hidden_.data(), head_on_stage ? logits_.data() : nullptr);
   record(batch);
   if (head_on_stage) return logits_.data();
+  // The residual rows without the per-layer inputs they carried (gemma4 E2B/E4B).
+  if (const int wide = config_.activation_width(); wide != width)
+    for (int t = 1; t < n; ++t)
+      std::memmove(&hidden_[static_cast<size_t>(t) * width], &hidden_[static_cast<size_t>(t) * wide],
+                   width * sizeof(float));
   if (batch.all_rows) {
     const DevicePtr logits = wanted > 0 ? logits_buffer(wanted) : DevicePtr{};
     head_.begin_step(batch.seq_ids.data(), batch.positions.data(), n);
@@ -114,7 +127,10 @@ const float* Pipeline::forward_on_device(const Batch& batch, bool keep_normed) {
   head_.begin_step(batch.seq_ids.data(), batch.positions.data(), n);
   try {
     embed(batch, rows);
-    stages_[0]->forward_on_device(batch, rows);
+    const DevicePtr travel = travelling_rows(batch, rows);
+    stages_[0]->forward_on_device(batch, travel);
+    if (travel.buffer != rows.buffer)
+      head_.copy_rows(rows, config_.n_embd, travel, config_.activation_width(), config_.n_embd, n);
     if (batch.all_rows) {
       run_head_all_rows(batch, rows, logits, m, keep_normed);
     } else {
@@ -135,6 +151,29 @@ void Pipeline::embed(const Batch& batch, DevicePtr rows) {
   const int n = batch.size();
   head_.get_rows(weights_.token_embd, batch.tokens.data(), n, rows);
   if (config_.embd_scale != 1.0f) head_.scale(rows, config_.embd_scale, static_cast<int64_t>(n) * config_.n_embd);
+}
+
+// Gemma 4 E2B/E4B, as llama.cpp computes them: each token's own rows for
+// every layer (times sqrt(n_embd_per_layer)), plus the projection of its
+// scaled embedding (times 1/sqrt(n_embd), normalised per layer), times
+// 1/sqrt(2); placed beside each embedded row. The rows themselves where
+// the model has none.
+DevicePtr Pipeline::travelling_rows(const Batch& batch, DevicePtr rows) {
+  const int side = config_.side_width();
+  if (side == 0) return rows;
+  const int n = batch.size(), width = config_.n_embd, per_layer = config_.n_embd_per_layer;
+  const int64_t count = static_cast<int64_t>(n) * side;
+  const DevicePtr tokens{layer_token_rows_.get(), 0}, inputs{layer_inputs_.get(), 0}, travel{travel_rows_.get(), 0};
+  head_.get_rows(weights_.per_layer_token_embd, batch.tokens.data(), n, tokens);
+  head_.scale(tokens, std::sqrt(static_cast<float>(per_layer)), count);
+  head_.matmul(weights_.per_layer_model_proj, rows, inputs, n);
+  head_.scale(inputs, 1.0f / std::sqrt(static_cast<float>(width)), count);
+  head_.rmsnorm(inputs, weights_.per_layer_proj_norm, inputs, n * config_.n_layer, per_layer, config_.norm_eps);
+  head_.add(inputs, tokens, count);
+  head_.scale(inputs, 1.0f / std::sqrt(2.0f), count);
+  head_.copy_rows(travel, width + side, rows, width, width, n);
+  head_.copy_rows(travel + width, width + side, inputs, side, side, n);
+  return travel;
 }
 
 DevicePtr Pipeline::logits_buffer(int m) {
@@ -202,7 +241,7 @@ void Pipeline::run_stages(const Batch& batch, float* hidden, float* logits) {
 // run while they compute, then their answers are collected.
 void Pipeline::run_pipelined(const Batch& batch, float* hidden, float* logits) {
   using Clock = std::chrono::steady_clock;
-  const int n = batch.size(), width = config_.n_embd;
+  const int n = batch.size(), width = config_.activation_width();
   const int k = (n + micro_batch_ - 1) / micro_batch_, S = static_cast<int>(stages_.size());
   micro_.resize(k);
   std::vector<size_t> logits_before(k, 0);  // rows with logits in the micro-batches before each

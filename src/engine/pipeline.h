@@ -111,6 +111,9 @@ class Pipeline {
   // The stages over the batch, one after another, or as a wavefront.
   const float* forward_on_device(const Batch& batch, bool keep_normed);
   void embed(const Batch& batch, DevicePtr rows);  // inside a step on the head's backend
+  // The embedded rows as the stages take them: with each row's per-layer
+  // inputs beside it (gemma4 E2B/E4B), or `rows` itself. Inside the step.
+  DevicePtr travelling_rows(const Batch& batch, DevicePtr rows);
   DevicePtr logits_buffer(int m);                   // room for m rows of logits
   void run_head(DevicePtr rows, DevicePtr logits, int m, bool keep_normed);
   // A batch with all_rows, its n rows on the head's device: all normed and
@@ -121,7 +124,10 @@ class Pipeline {
   void run_pipelined(const Batch& batch, float* hidden, float* logits);
   void add_stage_time(size_t stage, double seconds, bool decode);
   std::vector<Batch> micro_;  // reused: the micro-batches of a pipelined batch
-  std::vector<float> hidden_;             // the stages' rows: [max_tokens][n_embd]
+  std::vector<float> hidden_;             // the stages' rows: [max_tokens][activation_width]
+  // Per-layer inputs on the head's device: the tokens' rows, the inputs,
+  // the rows with them ([max_tokens][side_width], twice; [max_tokens][activation_width]).
+  std::unique_ptr<Buffer> layer_token_rows_, layer_inputs_, travel_rows_;
   std::vector<float> logits_;             // [rows with logits][n_vocab]
   std::vector<float> normed_;             // [rows with logits][n_embd], when forward keeps them
   std::vector<float> normed_rows_;        // [batch rows][n_embd], after a batch with all_rows

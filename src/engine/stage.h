@@ -37,7 +37,9 @@ class Stage {
   virtual std::string describe() const = 0;
   virtual std::vector<StageDevice> devices() const = 0;
 
-  // hidden: the residual stream [batch.size()][n_embd], updated in place.
+  // hidden: the residual stream [batch.size()][n_embd], updated in place;
+  // for a model with per-layer inputs (gemma4 E2B/E4B) each row carries
+  // them after its n_embd values ([batch.size()][activation_width]), read only.
   // A stage that holds the model's last layer finishes only the rows whose
   // batch.logits is set (the head reads no others) unless batch.all_rows;
   // the other rows are left unfinished, and no one reads them.

@@ -104,16 +104,20 @@ constexpr LayerTensor kMiniMaxM2[] = {
 // Gemma 4: Gemma 3's layer, with V taken from K's projection where a
 // layer has no attn_v (the global layers of the larger models) and a
 // scalar on the layer's output; in the MoE model, experts beside the dense
-// FFN (gate and up apart or stacked), each branch with its norms.
+// FFN (gate and up apart or stacked), each branch with its norms; in E2B
+// and E4B, each layer's own input gated into the residual stream.
 constexpr LayerTensor kGemma4Attention[] = {
     {K::AttnNorm}, {K::AttnQ}, {K::AttnK}, kOptional(K::AttnV), {K::AttnQNorm}, {K::AttnKNorm}, {K::AttnOutput},
     {K::AttnPostNorm}};
 constexpr LayerTensor kGemma4Ffn[] = {
-    {K::FfnNorm}, {K::FfnGate}, {K::FfnUp}, {K::FfnDown}, {K::FfnPostNorm}, kOptional(K::LayerOutScale)};
+    {K::FfnNorm}, {K::FfnGate}, {K::FfnUp}, {K::FfnDown}, {K::FfnPostNorm}, kOptional(K::PerLayerInpGate),
+    kOptional(K::PerLayerProj), kOptional(K::PerLayerPostNorm), kOptional(K::LayerOutScale)};
 constexpr LayerTensor kGemma4Experts[] = {
     {K::FfnNorm}, {K::FfnGate}, {K::FfnUp}, {K::FfnDown}, {K::FfnPostNorm1}, {K::FfnGateInp}, {K::FfnGateInpScale},
     {K::FfnPreNorm2}, kOptional(K::FfnGateExps), kOptional(K::FfnUpExps), kOptional(K::FfnGateUpExps),
-    {K::FfnDownExps}, kOptional(K::FfnDownExpsScale), {K::FfnPostNorm2}, {K::FfnPostNorm}, kOptional(K::LayerOutScale)};
+    {K::FfnDownExps}, kOptional(K::FfnDownExpsScale), {K::FfnPostNorm2}, {K::FfnPostNorm},
+    kOptional(K::PerLayerInpGate), kOptional(K::PerLayerProj), kOptional(K::PerLayerPostNorm),
+    kOptional(K::LayerOutScale)};
 constexpr auto kGemma4 = join(kGemma4Attention, kGemma4Ffn);
 constexpr auto kGemma4Moe = join(kGemma4Attention, kGemma4Experts);
 

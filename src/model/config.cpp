@@ -195,19 +195,18 @@ int one_value(const gguf::File& f, const std::string& key, const std::vector<int
 // Gemma 4's windowed layers attend with a geometry of their own, as
 // llama.cpp reads it: key_length_swa (= value_length_swa), the windowed
 // layers' entries of head_count_kv, rope.dimension_count_swa (default: the
-// global rope's). The models that share one layer's cache among later
-// layers, or give each layer a token embedding of its own (E2B, E4B), are
-// refused by name.
+// global rope's); and E2B/E4B's last layers reuse an earlier layer's
+// cache (attention.shared_kv_layers) and every layer has an input of its
+// own (embedding_length_per_layer_input, required as llama.cpp requires it).
 void read_window_geometry(const gguf::File& f, ModelConfig& c, const std::vector<int>& kv_heads,
                           const std::vector<bool>& windowed) {
   auto key = [&](const char* suffix) { return c.arch + "." + suffix; };
-  if (f.get_int(key("attention.shared_kv_layers"), 0) != 0)
-    fail("{}: layers that reuse an earlier layer's KV cache (attention.shared_kv_layers: Gemma 4 E2B / E4B) are not "
-         "supported yet",
-         f.path());
-  if (f.get_int(key("embedding_length_per_layer_input"), 0) != 0)
-    fail("{}: per-layer token embeddings (embedding_length_per_layer_input: Gemma 4 E2B / E4B) are not supported yet",
-         f.path());
+  const int64_t shared = f.get_int(key("attention.shared_kv_layers"), 0);
+  if (shared < 0 || (shared > 0 && shared > c.n_layer - 2)) fail("{}: bad attention.shared_kv_layers {}", f.path(), shared);
+  c.n_kv_shared = static_cast<int>(shared);
+  const int64_t per_layer = f.get_int(key("embedding_length_per_layer_input"));
+  if (per_layer < 0 || per_layer > 4096) fail("{}: bad embedding_length_per_layer_input {}", f.path(), per_layer);
+  c.n_embd_per_layer = static_cast<int>(per_layer);
   AttentionGeometry g;
   g.head_dim = static_cast<int>(f.get_int(key("attention.key_length_swa"), c.head_dim));
   if (f.get_int(key("attention.value_length_swa"), g.head_dim) != g.head_dim)
@@ -232,7 +231,7 @@ int64_t ModelConfig::dim(Dim d, int layer) const {
     case Dim::Heads: return n_head;
     case Dim::KvWidth: return kv_width(layer);
     case Dim::HeadDim: return g.head_dim;
-    case Dim::Ff: return n_ff;
+    case Dim::Ff: return ff_width(layer);
     case Dim::FfExpert: return n_ff_exp;
     case Dim::FfShared: return n_ff_shexp;
     case Dim::Experts: return n_expert;
@@ -252,6 +251,8 @@ int64_t ModelConfig::dim(Dim d, int layer) const {
     case Dim::SsmHeadPairs: return 2 * delta.n_v_heads;
     case Dim::EmbdPair: return 2 * n_embd;
     case Dim::FfExpertPair: return 2 * n_ff_exp;
+    case Dim::PerLayer: return n_embd_per_layer;
+    case Dim::PerLayerAll: return side_width();
   }
   return 0;
 }
@@ -399,6 +400,23 @@ void ModelConfig::validate() const {
         qk_norm_whole || has_recurrent_layers())
       fail("bad windowed attention geometry ({} KV heads of {}, rope over {})", g.n_head_kv, g.head_dim, g.rope_dim);
   }
+  if (n_embd_per_layer < 0 || n_embd_per_layer > 4096 ||
+      (n_embd_per_layer > 0) != (has(TensorKind::PerLayerInpGate) && has(TensorKind::PerLayerProj) &&
+                                 has(TensorKind::PerLayerPostNorm)))
+    fail("bad per-layer inputs ({} values a layer) or their tensors", n_embd_per_layer);
+  if (n_kv_shared < 0 || (n_kv_shared > 0 && n_kv_shared > n_layer - 2) || n_ff_shared < 0 || n_ff_shared > (1 << 20) ||
+      (n_ff_shared > 0 && n_kv_shared == 0) || (n_kv_shared > 0) == reuse_tensors.empty())
+    fail("bad layers that reuse a cache ({} of {}, FFN {})", n_kv_shared, n_layer, n_ff_shared);
+  for (int l = n_layer - n_kv_shared; l < n_layer && n_kv_shared > 0; ++l) {
+    const int source = kv_source(l);
+    if (source < 0 || recurrent(source) || recurrent(l) || windowed(source) != windowed(l) ||
+        layers[source].window != layers[l].window || kv_source(source) >= 0 || latent_attention())
+      fail("layer {} would read layer {}'s cache, which is not an attention layer of its kind", l, source);
+  }
+  for (TensorKind k : reuse_tensors)
+    if (k == TensorKind::AttnK || k == TensorKind::AttnV || k == TensorKind::AttnKNorm ||
+        std::find(layer_tensors.begin(), layer_tensors.end(), k) == layer_tensors.end())
+      fail("a layer that reuses a cache with {}", tensor_spec(k).name);
   if (!global_tensors.empty()) {
     // The global layers differ only in taking V from K's projection.
     std::vector<TensorKind> without_v = layer_tensors;
@@ -437,8 +455,9 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
   c.n_head = static_cast<int>(f.get_int(key("attention.head_count")));
   if (c.n_layer <= 0 || c.n_layer > 4096) fail("{}: bad block_count {}", f.path(), c.n_layer);
   const std::vector<bool> everywhere(c.n_layer, true);
-  c.n_ff = one_value(f, key("feed_forward_length"), per_layer_ints(f, key("feed_forward_length"), c.n_layer, 0),
-                     everywhere, true, 0);
+  // One FFN width, or one per layer (gemma4 E2B: twice as wide where a layer reuses a cache; below).
+  const std::vector<int> ff_widths = per_layer_ints(f, key("feed_forward_length"), c.n_layer, 0);
+  c.n_ff = ff_widths[0];
   // One KV head count, or one per layer (gemma4: the windowed layers' and the global ones').
   const std::vector<int> kv_heads = per_layer_ints(f, key("attention.head_count_kv"), c.n_layer, c.n_head);
   c.n_ctx_train = static_cast<int>(f.get_int(key("context_length")));
@@ -487,6 +506,11 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
   c.n_head_kv = one_value(f, key("attention.head_count_kv"), kv_heads, global, true, kv_heads[0]);
   if (arch.window_geometry) read_window_geometry(f, c, kv_heads, windowed);
   else one_value(f, key("attention.head_count_kv"), kv_heads, everywhere, true, c.n_head);
+  std::vector<bool> reusing(c.n_layer);
+  for (int l = 0; l < c.n_layer; ++l) reusing[l] = c.kv_source(l) >= 0;
+  c.n_ff = one_value(f, key("feed_forward_length"), ff_widths, reusing, false, ff_widths[0]);
+  if (const int wide = one_value(f, key("feed_forward_length"), ff_widths, reusing, true, c.n_ff); wide != c.n_ff)
+    c.n_ff_shared = wide;
   c.v_norm = arch.value_norm;
 
   if (c.n_expert > 0) {
@@ -552,6 +576,10 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
       if (!t.optional || f.find_tensor(c.tensor_name(t.kind, first_global))) global_list.push_back(t.kind);
     if (global_list != c.layer_tensors) c.global_tensors = std::move(global_list);
   }
+  // A layer that reads an earlier layer's cache computes no K or V of its own.
+  if (c.n_kv_shared > 0)
+    for (TensorKind k : c.layer_tensors)
+      if (k != TensorKind::AttnK && k != TensorKind::AttnV && k != TensorKind::AttnKNorm) c.reuse_tensors.push_back(k);
   if (c.has(TensorKind::FfnGateInpScale)) c.router_input_scale = 1.0f / std::sqrt(static_cast<float>(c.n_embd));
   if (c.n_dense_lead > 0)
     for (const LayerTensor& t : arch.lead_tensors)

@@ -116,6 +116,14 @@ struct ModelConfig {
   // layers rotate without rope_freqs, which is the global layers' (gemma4).
   AttentionGeometry window_geometry;
   bool v_norm = false;           // V is RMS-normalised per head, without a weight (gemma4)
+  // Gemma 4 E2B/E4B: each layer's own input from the token (n_embd_per_layer
+  // values, computed with the embedding and carried beside the residual
+  // stream: activation_width), and the last n_kv_shared layers attending
+  // over an earlier layer's cache (kv_source) with an FFN of n_ff_shared
+  // (0: n_ff; the "double-wide" MLP).
+  int n_embd_per_layer = 0;
+  int n_kv_shared = 0;
+  int n_ff_shared = 0;
   float router_input_scale = 0.0f;  // > 0: the router reads the layer's input RMS-normalised, times ffn_gate_inp.scale and this (gemma4)
   std::string ffn_norm_name = "ffn_norm.weight";  // the GGUF name of the FFN's norm
   std::vector<TensorKind> layer_tensors;      // what every attention layer holds, in bind and wire order
@@ -124,11 +132,27 @@ struct ModelConfig {
   // What a global (unwindowed) layer holds where it differs from the
   // windowed ones (gemma4: V from K's projection, no attn_v); empty: layer_tensors.
   std::vector<TensorKind> global_tensors;
+  // What a layer that reads an earlier layer's cache holds: no K or V (gemma4 E2B/E4B).
+  std::vector<TensorKind> reuse_tensors;
   std::vector<LayerSettings> layers;          // n_layer entries
 
   int q_width() const { return n_head * head_dim; }
   int kv_width() const { return n_head_kv * head_dim; }
   bool windowed(int layer) const { return layers[layer].window > 0; }
+  // Every layer's per-layer inputs side by side, and a residual row with them
+  // (what travels between stages; n_embd for every other model).
+  int side_width() const { return n_embd_per_layer * n_layer; }
+  int activation_width() const { return n_embd + side_width(); }
+  // The layer whose KV cache layer `layer` reads (-1: its own): a shared
+  // windowed layer the last windowed one before the sharing, a global one
+  // the last global one (llama.cpp's n_layer_kv_from_start - 2 or - 1).
+  int kv_source(int layer) const {
+    const int first = n_layer - n_kv_shared;
+    return n_kv_shared > 0 && layer >= first && layer < n_layer ? first - (windowed(layer) ? 2 : 1) : -1;
+  }
+  int ff_width(int layer = -1) const {
+    return n_ff_shared > 0 && layer >= n_layer - n_kv_shared && layer < n_layer ? n_ff_shared : n_ff;
+  }
   // Layer `layer`'s geometry: the windowed layers' own where they have one.
   AttentionGeometry attention_of(int layer) const {
     if (layer >= 0 && window_geometry.head_dim > 0 && windowed(layer)) return window_geometry;
@@ -152,6 +176,7 @@ struct ModelConfig {
   const std::vector<TensorKind>& tensors_of(int layer) const {
     return recurrent(layer)                                ? recurrent_tensors
            : layer < n_dense_lead                          ? lead_tensors
+           : kv_source(layer) >= 0                         ? reuse_tensors
            : !global_tensors.empty() && !windowed(layer) ? global_tensors
                                                            : layer_tensors;
   }
@@ -169,8 +194,9 @@ struct ModelConfig {
   std::string tensor_name(TensorKind kind, int layer = -1) const;
   // The widest activation row a matmul reads or writes (sizes the scratch).
   int max_activation_width() const {
-    return std::max({n_embd, n_ff, max_q_width() * (q_gate ? 2 : 1), q_proj_width(), n_ff_exp, n_ff_shexp, n_expert,
-                     delta.conv_width(), mla.q_lora_rank, max_kv_width(), n_nextn > 0 ? 2 * n_embd : 0});
+    return std::max({n_embd, n_ff, n_ff_shared, max_q_width() * (q_gate ? 2 : 1), q_proj_width(), n_ff_exp,
+                     n_ff_shexp, n_expert, delta.conv_width(), mla.q_lora_rank, max_kv_width(),
+                     n_nextn > 0 ? 2 * n_embd : 0, side_width()});
   }
   // The size of a tensor dimension for this model; the attention dims are
   // layer `layer`'s (-1: the global layers').

@@ -37,6 +37,7 @@ void check_kv_types(const KvTypes& types, const ModelConfig& config) {
 
 int KvCache::positions_for(const ModelConfig& c, int layer, int n_ctx, int max_tokens) {
   if (c.recurrent(layer)) return 0;  // a DeltaNet layer keeps a state instead (model/recurrent_state.h)
+  if (c.kv_source(layer) >= 0) return 0;  // it reads an earlier layer's (gemma4 E2B/E4B)
   const int64_t window = c.layers.at(layer).window;
   return window > 0 ? static_cast<int>(std::min<int64_t>(n_ctx, window + max_tokens)) : n_ctx;
 }
@@ -45,6 +46,7 @@ int KvCache::max_rollback(const ModelConfig& c, int n_ctx, int max_tokens) {
   if (c.has_recurrent_layers()) return 0;  // a recurrent state cannot go back
   int most = INT_MAX;
   for (int l = 0; l < c.n_layer; ++l) {
+    if (c.kv_source(l) >= 0) continue;  // holds nothing of its own
     const int held = positions_for(c, l, n_ctx, max_tokens);
     if (held < n_ctx) most = std::min(most, held - c.layers[l].window);
   }
@@ -95,7 +97,12 @@ KvCache::KvCache(Backend& backend, const ModelConfig& config, int begin, int end
     const RowWidths w = row_widths(config, l, kv_heads);
     const size_t k_row = backend.kv_row_stride(row_bytes(types.k, w.k));
     const size_t v_row = backend.kv_row_stride(row_bytes(types.v, w.v));
-    layers_.push_back({positions, positions < n_ctx, w.k, k_row, v_row});
+    const int source = config.kv_source(l);
+    if (source >= 0 && source < begin)
+      fail("layer {} reads layer {}'s KV cache, which this stage (layers {}-{}) does not hold: a split must not cut "
+           "between them",
+           l, source, begin, end - 1);
+    layers_.push_back({positions, positions < n_ctx, w.k, k_row, v_row, source >= 0 ? source - begin : -1});
     const size_t rows = static_cast<size_t>(positions) * n_seq;
     bytes_ += rows * (k_row + v_row);
     k_.push_back(rows ? backend.allocate(rows * k_row) : nullptr);
@@ -104,6 +111,7 @@ KvCache::KvCache(Backend& backend, const ModelConfig& config, int begin, int end
 }
 
 KvLayer KvCache::layer(int index) const {
+  if (layers_[index].source >= 0) return layer(layers_[index].source);  // an earlier layer's cache, read only
   const Layer& l = layers_[index];
   if (!k_[index]) fail("internal: layer {} of the stage has no KV cache", index);
   KvLayer view;

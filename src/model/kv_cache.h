@@ -74,6 +74,7 @@ class KvCache {
     bool ring;
     int width;      // K values per row (the layer's geometry: model/config.h)
     size_t k_row_bytes, v_row_bytes;
+    int source;     // >= 0: the index of the layer whose cache it reads (ModelConfig::kv_source)
   };
   Backend& backend_;
   int n_seq_, n_ctx_, rollback_;

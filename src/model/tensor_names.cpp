@@ -13,6 +13,9 @@ constexpr std::array kTensors = {
     TensorSpec{K::OutputNorm, "output_norm.weight", false, {Embd, One, One}, true},
     TensorSpec{K::Output, "output.weight", false, {Embd, Vocab, One}, false},
     TensorSpec{K::RopeFreqs, "rope_freqs.weight", false, {RopeHalf, One, One}, true},
+    TensorSpec{K::PerLayerTokenEmbd, "per_layer_token_embd.weight", false, {PerLayerAll, Vocab, One}, false},
+    TensorSpec{K::PerLayerModelProj, "per_layer_model_proj.weight", false, {Embd, PerLayerAll, One}, false},
+    TensorSpec{K::PerLayerProjNorm, "per_layer_proj_norm.weight", false, {PerLayer, One, One}, true},
     TensorSpec{K::AttnNorm, "attn_norm.weight", true, {Embd, One, One}, true},
     TensorSpec{K::AttnQ, "attn_q.weight", true, {Embd, QProj, One}, false},
     TensorSpec{K::AttnK, "attn_k.weight", true, {Embd, KvWidth, One}, false},
@@ -72,6 +75,9 @@ constexpr std::array kTensors = {
     TensorSpec{K::FfnGateInpScale, "ffn_gate_inp.scale", true, {Embd, One, One}, true},
     TensorSpec{K::FfnDownExpsScale, "ffn_down_exps.scale", true, {Experts, One, One}, true},
     TensorSpec{K::FfnGateUpExps, "ffn_gate_up_exps.weight", true, {Embd, FfExpertPair, Experts}, false},
+    TensorSpec{K::PerLayerInpGate, "inp_gate.weight", true, {Embd, PerLayer, One}, false},
+    TensorSpec{K::PerLayerProj, "proj.weight", true, {PerLayer, Embd, One}, false},
+    TensorSpec{K::PerLayerPostNorm, "post_norm.weight", true, {Embd, One, One}, true},
 };
 static_assert(kTensors.size() == static_cast<size_t>(TensorKind::COUNT));
 

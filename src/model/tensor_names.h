@@ -9,8 +9,9 @@
 namespace shoal {
 
 enum class TensorKind {
-  // Whole-model tensors.
-  TokenEmbd, OutputNorm, Output, RopeFreqs,
+  // Whole-model tensors; Gemma 4 E2B/E4B's per-layer inputs (a token's
+  // rows for every layer, the projection of its embedding to them, their norm).
+  TokenEmbd, OutputNorm, Output, RopeFreqs, PerLayerTokenEmbd, PerLayerModelProj, PerLayerProjNorm,
   // Per-layer tensors (kinds from AttnNorm on).
   AttnNorm, AttnQ, AttnK, AttnV, AttnQBias, AttnKBias, AttnVBias, AttnQNorm, AttnKNorm, AttnOutput, AttnPostNorm,
   FfnNorm, FfnGate, FfnUp, FfnDown, FfnGateInp, FfnGateExps, FfnUpExps, FfnDownExps, FfnPostNorm,
@@ -40,6 +41,9 @@ enum class TensorKind {
   // of their own (before them, after each), the router's input scale, each
   // expert's output scale, and gate and up stacked in one tensor per expert.
   LayerOutScale, FfnPreNorm2, FfnPostNorm1, FfnPostNorm2, FfnGateInpScale, FfnDownExpsScale, FfnGateUpExps,
+  // Gemma 4 E2B/E4B: a layer's gate from the residual to its per-layer
+  // input, the projection back, and its norm.
+  PerLayerInpGate, PerLayerProj, PerLayerPostNorm,
   COUNT  // sentinel
 };
 constexpr int kFirstLayerKind = static_cast<int>(TensorKind::AttnNorm);
@@ -55,11 +59,12 @@ constexpr int layer_slot(TensorKind k) { return static_cast<int>(k) - kFirstLaye
 // QNorm, KNorm: a Q/K norm's width, a head's or the whole projection's
 // (minimax-m2); SsmHeadPairs: a beta and an alpha per DeltaNet head;
 // EmbdPair: two residual rows side by side (the MTP block's projection);
-// FfExpertPair: an expert's gate and up rows stacked (gemma4).
+// FfExpertPair: an expert's gate and up rows stacked (gemma4); PerLayer:
+// one layer's input width, PerLayerAll: every layer's (gemma4 E2B/E4B).
 // The attention dims of a layer follow its geometry (ModelConfig::attention_of).
 enum class Dim { One, Embd, Vocab, QWidth, QProj, KvWidth, Heads, HeadDim, Ff, FfExpert, FfShared, Experts, RopeHalf,
                  ConvKernel, ConvWidth, ValueWidth, SsmHeads, SsmHeadDim, AttnOut, QLora, KvLora, QkNope, MlaValue,
-                 QNorm, KNorm, SsmHeadPairs, EmbdPair, FfExpertPair };
+                 QNorm, KNorm, SsmHeadPairs, EmbdPair, FfExpertPair, PerLayer, PerLayerAll };
 
 struct TensorSpec {
   TensorKind kind;

@@ -5,7 +5,7 @@
 namespace shoal {
 namespace {
 
-int ff_width(const ModelConfig& c) { return std::max({c.n_ff, c.n_ff_exp, c.n_ff_shexp}); }
+int ff_width(const ModelConfig& c) { return std::max({c.n_ff, c.n_ff_shared, c.n_ff_exp, c.n_ff_shexp}); }
 int mix_width(const ModelConfig& c) { return std::max(c.max_q_width(), c.delta.value_width()); }
 // Latent attention's per-head slices: a head's nope query or latent output
 // in, its absorbed query or value out.
@@ -47,6 +47,12 @@ LayerScratch::LayerScratch(Backend& be, const ModelConfig& c, int max_tokens) {
   proj = take(c.n_embd);
   if (c.has(TensorKind::FfnGateUpExps)) gate_up = take(2 * int64_t{c.n_ff_exp});
   if (c.has(TensorKind::FfnPreNorm2)) branch = take(c.n_embd);
+  if (c.n_embd_per_layer > 0) {
+    side = take(c.side_width());
+    ple_gate = take(c.n_embd_per_layer);
+    ple_input = take(c.n_embd_per_layer);
+    wide = take(c.activation_width());
+  }
   if (c.q_gate) {
     q_and_gate = take(2 * c.q_width());
     q_gate = take(c.q_width());
@@ -103,6 +109,7 @@ uint64_t LayerScratch::bytes_for(const ModelConfig& c, int max_tokens) {
   if (c.q_gate) widths += 3ull * c.q_width();
   if (c.has(TensorKind::FfnGateUpExps)) widths += 2ull * c.n_ff_exp;
   if (c.has(TensorKind::FfnPreNorm2)) widths += c.n_embd;
+  if (c.n_embd_per_layer > 0) widths += c.side_width() + 2ull * c.n_embd_per_layer + c.activation_width();
   if (c.latent_attention())
     widths += static_cast<uint64_t>(c.q_proj_width()) + std::max(c.mla.q_lora_rank, 1) + head_in_width(c) +
               head_out_width(c);
@@ -138,10 +145,12 @@ bool attention_block(Backend& be, const ModelConfig& c, int layer, const LayerWe
   const int q_width = c.n_head * g.head_dim, kv_width = g.n_head_kv * g.head_dim;
   // With an output gate the Q projection holds each head's query and gate side by side.
   // Without attn_v (gemma4's global layers) V is K's projection, before K's norm and rope.
-  const bool v_from_k = w[K::AttnV].empty();
+  // A layer that reads an earlier layer's cache (gemma4 E2B/E4B) has only its query.
+  const bool reuses = c.kv_source(layer) >= 0;
+  const bool v_from_k = !reuses && w[K::AttnV].empty();
   const Backend::MatmulOutput qkv[] = {{&w[K::AttnQ], c.q_gate ? s.q_and_gate : s.q}, {&w[K::AttnK], s.k},
                                        {&w[K::AttnV], s.v}};
-  be.matmuls(std::span(qkv, v_from_k ? 2 : 3), s.norm, n);
+  be.matmuls(std::span(qkv, reuses ? 1 : v_from_k ? 2 : 3), s.norm, n);
   if (v_from_k) be.copy(s.v, s.k, static_cast<size_t>(n) * kv_width * sizeof(float));
   if (c.q_gate) be.split_halves(s.q_and_gate, static_cast<int64_t>(n) * c.n_head, g.head_dim, s.q, s.q_gate);
   // Each bias the layer has (qwen2 has all three; llama.cpp applies any).
@@ -153,9 +162,9 @@ bool attention_block(Backend& be, const ModelConfig& c, int layer, const LayerWe
     be.rmsnorm(s.k, w[K::AttnKNorm], s.k, n, kv_width, c.norm_eps);
   } else if (!w[K::AttnQNorm].empty()) {  // per-head RMSNorm before rope (qwen3, gemma3)
     be.rmsnorm(s.q, w[K::AttnQNorm], s.q, n * c.n_head, g.head_dim, c.norm_eps);
-    be.rmsnorm(s.k, w[K::AttnKNorm], s.k, n * g.n_head_kv, g.head_dim, c.norm_eps);
+    if (!reuses) be.rmsnorm(s.k, w[K::AttnKNorm], s.k, n * g.n_head_kv, g.head_dim, c.norm_eps);
   }
-  if (c.v_norm) be.rmsnorm(s.v, Matrix{}, s.v, n * g.n_head_kv, g.head_dim, c.norm_eps);
+  if (c.v_norm && !reuses) be.rmsnorm(s.v, Matrix{}, s.v, n * g.n_head_kv, g.head_dim, c.norm_eps);
   RopeParams rope{g.head_dim,
                   g.rope_dim,
                   settings.rope_freq_base,
@@ -164,8 +173,10 @@ bool attention_block(Backend& be, const ModelConfig& c, int layer, const LayerWe
                   rope_freqs.empty() || !c.layer_rope_freqs(layer) ? nullptr : &rope_freqs,
                   c.yarn};
   be.rope(s.q, n, c.n_head, rope);
-  be.rope(s.k, n, g.n_head_kv, rope);
-  be.kv_store(kv, s.k, s.v, n);
+  if (!reuses) {
+    be.rope(s.k, n, g.n_head_kv, rope);
+    be.kv_store(kv, s.k, s.v, n);
+  }
   if (rows_out && rows_out->empty()) return false;  // every row's K and V are in the cache: nothing more is read
   AttentionShape shape{c.n_head, g.n_head_kv, g.head_dim, c.attn_scale, settings.window,
                        w[K::AttnSinks].empty() ? nullptr : &w[K::AttnSinks]};
@@ -272,6 +283,27 @@ void delta_net_block(Backend& be, const ModelConfig& c, const LayerWeights& w, c
   be.swiglu(s.z, s.attn, s.attn, static_cast<int64_t>(n) * d.value_width());
 }
 
+// Gemma 4 E2B/E4B: the layer's own input (row r's in s.side, or row
+// rows[r]'s where only those go on) gates a projection of the residual
+// stream: x += norm(proj(gelu(inp_gate x) * input)).
+void per_layer_input(Backend& be, const ModelConfig& c, int layer, const LayerWeights& w,
+                     const std::vector<int>* rows, int m, LayerScratch& s) {
+  using K = TensorKind;
+  const int width = c.n_embd_per_layer, side = c.side_width();
+  const DevicePtr inputs = s.side + static_cast<int64_t>(layer) * width;
+  be.matmul(w[K::PerLayerInpGate], s.x, s.ple_gate, m);
+  if (rows)
+    for (int r = 0; r < m; ++r)
+      be.copy(s.ple_input + static_cast<int64_t>(r) * width, inputs + static_cast<int64_t>((*rows)[r]) * side,
+              width * sizeof(float));
+  else
+    be.copy_rows(s.ple_input, width, inputs, side, width, m);
+  be.geglu(s.ple_gate, s.ple_input, s.ple_gate, static_cast<int64_t>(m) * width);
+  be.matmul(w[K::PerLayerProj], s.ple_gate, s.proj, m);
+  be.rmsnorm(s.proj, w[K::PerLayerPostNorm], s.proj, m, c.n_embd, c.norm_eps);
+  be.add(s.x, s.proj, static_cast<int64_t>(m) * c.n_embd);
+}
+
 }  // namespace
 
 void forward_layer(Backend& be, const ModelConfig& c, int layer, const LayerWeights& w, const Matrix& rope_freqs,
@@ -320,6 +352,7 @@ void forward_layer(Backend& be, const ModelConfig& c, int layer, const LayerWeig
   if (!w[K::FfnPostNorm].empty())
     be.rmsnorm(s.proj, w[K::FfnPostNorm], s.proj, m, c.n_embd, c.norm_eps);
   be.add(x, s.proj, residual);
+  if (!w[K::PerLayerInpGate].empty()) per_layer_input(be, c, layer, w, some ? rows_out : nullptr, m, s);
   // Gemma 4's scalar on the layer's output.
   if (!w[K::LayerOutScale].empty()) be.scale(x, w[K::LayerOutScale].f32()[0], residual);
   if (some) scatter_rows(be, x, c.n_embd, *rows_out);

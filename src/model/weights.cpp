@@ -20,6 +20,9 @@ void for_each_tensor(const ModelConfig& c, const BindRange& r, Visit visit) {
     if (r.embedding || c.tied_output) visit(TensorKind::TokenEmbd, -1);
     visit(TensorKind::OutputNorm, -1);
     if (!c.tied_output) visit(TensorKind::Output, -1);
+    if (r.embedding && c.n_embd_per_layer > 0)
+      for (TensorKind k : {TensorKind::PerLayerTokenEmbd, TensorKind::PerLayerModelProj, TensorKind::PerLayerProjNorm})
+        visit(k, -1);
   }
   if (c.rope_freq_factors) visit(TensorKind::RopeFreqs, -1);
   for (int l = r.layer_begin; l < end; ++l)
@@ -69,6 +72,9 @@ ModelWeights bind_weights(const TensorLookup& lookup, const std::string& source,
       case TensorKind::OutputNorm: w.output_norm = m; break;
       case TensorKind::Output: w.output = m; break;
       case TensorKind::RopeFreqs: w.rope_freqs = m; break;
+      case TensorKind::PerLayerTokenEmbd: w.per_layer_token_embd = m; break;
+      case TensorKind::PerLayerModelProj: w.per_layer_model_proj = m; break;
+      case TensorKind::PerLayerProjNorm: w.per_layer_proj_norm = m; break;
       default: w.layers[l][k] = m;
     }
   });
@@ -109,6 +115,9 @@ std::vector<WeightToPrepare> weights_to_prepare(ModelWeights& w, const ModelConf
     if (!w.output_norm.empty()) out.push_back({&w.output_norm, 0});
     if (!w.output.empty()) out.push_back({&w.output, 0});
     if (!c.tied_output && r.embedding && !w.token_embd.empty()) out.push_back({&w.token_embd, 0, true});
+    if (!w.per_layer_token_embd.empty()) out.push_back({&w.per_layer_token_embd, 0, true});  // read by rows
+    if (!w.per_layer_model_proj.empty()) out.push_back({&w.per_layer_model_proj, 0});
+    if (!w.per_layer_proj_norm.empty()) out.push_back({&w.per_layer_proj_norm, 0});
   }
   return out;
 }

@@ -41,6 +41,10 @@ struct ModelWeights {
   Matrix output_norm;         // [n_embd] f32; empty on a worker
   Matrix output;              // [n_vocab][n_embd]; token_embd when tied; empty on a worker
   Matrix rope_freqs;          // [rope_dim / 2] f32 or empty
+  // Per-layer inputs (gemma4 E2B/E4B), with the embedding: each token's
+  // rows for every layer [n_vocab][side_width], the projection of its
+  // embedding to them [side_width][n_embd], and their norm [n_embd_per_layer].
+  Matrix per_layer_token_embd, per_layer_model_proj, per_layer_proj_norm;
   std::vector<LayerWeights> layers;  // n_layer entries; those outside the bound range are empty
   PreparedMemory owned;  // what the backend made at load (the CPU: rows in groups of eight)
 };

@@ -62,7 +62,7 @@ def random_model(name):
 RANDOM_MODELS = ["random-qwen3", "random-gemma3", "random-qwen3moe", "random-mixtral", "random-llama3", "random-qwen35",
                  "random-qwen35moe", "random-qwen3-yarn", "random-gpt-oss",
                  "random-gpt-oss-mxfp4", "random-deepseek2", "random-qwen3next", "random-glm4moe",
-                 "random-minimax-m2", "random-gemma4", "random-gemma4moe"]
+                 "random-minimax-m2", "random-gemma4", "random-gemma4moe", "random-gemma4e"]
 
 
 def run_shoal(shoal_bin, *args, timeout=600, input=None):

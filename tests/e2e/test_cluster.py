@@ -59,6 +59,19 @@ def test_distributed_runs_are_bit_identical_to_local(shoal_bin, test_data, smoll
         assert len(re.findall(r"layers \d+-\d+ loaded", err)) == planned, err
 
 
+def test_layers_that_share_a_cache_stay_on_one_machine(shoal_bin, workers, tmp_path):
+    """Gemma 4 E2B/E4B: layers 4 and 5 read the caches of layers 2 and 3.
+    An even split of the six layers over the primary and a worker would cut
+    at 3; the plan keeps 2-5 on the worker instead, each layer's per-layer
+    input travels with its row, and the text and logits are the local run's."""
+    model = random_model("random-gemma4e")
+    text, logits, _ = generate(shoal_bin, tmp_path, model, name="local")
+    (w,) = workers(1)
+    t, l, err = generate(shoal_bin, tmp_path, model, "--rpc", w.address, "--tensor-split", "1,1", name="split")
+    assert re.search(rf"^{re.escape(w.address)} +CPU +2-5 \(4\)", err, re.M), err
+    assert (t, l) == (text, logits)
+
+
 @pytest.mark.parametrize("kv", [("q8_0", "q8_0"), ("f32", "q8_0")])
 def test_kv_cache_types_take_effect_and_stay_identical_across_machines(shoal_bin, smollm2, workers, tmp_path, kv):
     # The workers get the types in LOAD_STAGE: their layers store K and V as the primary's do.

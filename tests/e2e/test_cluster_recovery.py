@@ -76,7 +76,7 @@ def test_killed_worker_mid_stream_gives_the_same_text(serve_cluster, workers):
 
 
 @pytest.mark.parametrize("name", ["random-qwen35", "random-qwen35moe", "random-gpt-oss", "random-deepseek2",
-                                  "random-qwen3next", "random-glm4moe", "random-minimax-m2", "random-gemma4moe"])
+                                  "random-qwen3next", "random-glm4moe", "random-minimax-m2", "random-gemma4moe", "random-gemma4e"])
 def test_killed_worker_holding_recurrent_state_gives_the_same_text(shoal_bin, workers, tmp_path, name):
     """Qwen3.5's DeltaNet layers keep a recurrent state (not a KV cache) on
     the worker that holds them, gpt-oss's windowed layers a ring of 128

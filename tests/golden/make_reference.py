@@ -96,6 +96,7 @@ CASES = {
     "random-minimax-m2": ["fox", "long"],
     "random-gemma4": ["fox", "long"],
     "random-gemma4moe": ["fox", "long"],
+    "random-gemma4e": ["fox", "long"],
 }
 
 

@@ -210,6 +210,16 @@ MODELS["random-gemma4moe"] = dict(
                                "post_ffw_norm", "layer_output_scale"],
     sha256="030a6e7f42f6dee6176d34cbf90e68ec413ac55f930c67c86d335017f7eaac33")
 
+# Gemma 4 E2B/E4B's layout: each layer's own 24-value input (a token's rows
+# in per_layer_token_embd plus a projection of its embedding, gated into the
+# residual stream after the FFN), the last two layers reading the caches of
+# layers 2 (windowed) and 3 (global) with no K or V of their own and an FFN
+# twice as wide; V projected in every layer.
+MODELS["random-gemma4e"] = dict(
+    GEMMA4, n_layer=6, window_pattern=[True, False] * 3, ple=24, kv_shared=2, ff_shared=1024,
+    layer=GEMMA4_LAYER[:-1] + ["inp_gate", "proj", "post_norm", "layer_output_scale"],
+    sha256="f7a1564f60447a7f24882d5adc25d25ad75a215b19ab24694a0b837a05af6c3a")
+
 # Qwen3 with YaRN as its long-context files declare it (factor 4), the
 # original context cut to 128 so that the tests' 263-token prompt runs past it.
 MODELS["random-qwen3-yarn"] = dict(MODELS["random-qwen3"], yarn=dict(factor=4.0, original_context_length=128),
@@ -321,6 +331,13 @@ MODELS["bench-gemma4moe"] = dict(
     n_head=8, head_dim=128, n_head_kv=4, gemma4=dict(head_dim=256, n_head_kv=1, partial_rotary=0.25),
     sliding_window=1024, n_ff=768, n_expert=32, n_expert_used=4, n_ff_exp=384, quant="Q8_0",
     sha256="6377b58bb9176635cff1df27ffb2f5dc46d4c5bd6f22db39adfaa83170bdc837")
+# And E2B/E4B's (24 such layers, each with its own input of 256 values, the
+# last 6 reading the caches of layers 16 and 17 with an FFN twice as wide).
+MODELS["bench-gemma4e"] = dict(
+    MODELS["random-gemma4e"], n_embd=1024, n_layer=24, window_pattern=([True] * 5 + [False]) * 4, n_head=8,
+    head_dim=128, n_head_kv=4, gemma4=dict(head_dim=256, n_head_kv=1, partial_rotary=0.25), sliding_window=1024,
+    n_ff=4096, ff_shared=8192, kv_shared=6, ple=256, quant="Q8_0",
+    sha256="fdd7f97c79f42d97e1990fe3276b6c9adee3e7def9efe62894d6801c14c167a9")
 TEST_MODELS = [name for name in MODELS if name.startswith("random-")]
 
 
@@ -409,6 +426,8 @@ def layer_tensor(m, name):
         "ffn_gate_up_exps": ((x, 2 * ffx, e), e), "ffn_down_exps.scale": ((x,), (0.5, 1.5)),
         "ffn_gate_inp.scale": ((e,), (0.5, 1.5)), "pre_ffw_norm_2": norm(e), "post_ffw_norm_1": norm(e),
         "post_ffw_norm_2": norm(e), "layer_output_scale": ((1,), (0.5, 1.0)),
+        # Gemma 4 E2B/E4B's per-layer input: the gate to it, the projection back, its norm.
+        "inp_gate": ((m.get("ple", 1), e), e), "proj": ((e, m.get("ple", 1)), m.get("ple", 1)), "post_norm": norm(e),
     }[name]
 
 
@@ -430,7 +449,12 @@ def write(name, path):
         w.add_uint32(f"{arch}.nextn_predict_layers", m["nextn"])
     w.add_uint32(f"{arch}.context_length", m["ctx"])
     w.add_uint32(f"{arch}.embedding_length", m["n_embd"])
-    w.add_uint32(f"{arch}.feed_forward_length", m["n_ff"])
+    if "ff_shared" in m:  # one width per layer: the layers that reuse a cache have their own
+        shared_from = m["n_layer"] - m["kv_shared"]
+        w.add_array(f"{arch}.feed_forward_length",
+                    [m["ff_shared"] if l >= shared_from else m["n_ff"] for l in range(m["n_layer"])])
+    else:
+        w.add_uint32(f"{arch}.feed_forward_length", m["n_ff"])
     w.add_uint32(f"{arch}.attention.head_count", m["n_head"])
     g4 = m.get("gemma4")
     if g4:
@@ -445,8 +469,8 @@ def write(name, path):
         w.add_uint32(f"{arch}.rope.dimension_count", g4["head_dim"])
         w.add_uint32(f"{arch}.rope.dimension_count_swa", m["head_dim"])
         w.add_array(f"{arch}.attention.sliding_window_pattern", pattern)
-        w.add_uint32(f"{arch}.attention.shared_kv_layers", 0)
-        w.add_uint32(f"{arch}.embedding_length_per_layer_input", 0)
+        w.add_uint32(f"{arch}.attention.shared_kv_layers", m.get("kv_shared", 0))
+        w.add_uint32(f"{arch}.embedding_length_per_layer_input", m.get("ple", 0))
     else:
         w.add_uint32(f"{arch}.attention.head_count_kv", m["n_head_kv"])
     if not g4:
@@ -537,6 +561,11 @@ def write(name, path):
     add_matrix("output.weight", uniform("output", (n_vocab, e), 3.0 / np.sqrt(e)))
     if m.get("rope_freqs"):
         w.add_tensor("rope_freqs.weight", llama3_rope_freqs(m["head_dim"], m["rope_base"]))
+    if m.get("ple"):  # each token's rows for every layer, the projection of its embedding to them, their norm
+        width = m["ple"] * m["n_layer"]
+        add_matrix("per_layer_token_embd.weight", uniform("per_layer_token_embd", (n_vocab, width), 1.0))
+        add_matrix("per_layer_model_proj.weight", uniform("per_layer_model_proj", (width, e), 1.7 / np.sqrt(e)))
+        w.add_tensor("per_layer_proj_norm.weight", 1.0 + uniform("per_layer_proj_norm", (m["ple"],), 0.2))
     if g4:  # proportional rope: the pairs past partial_rotary of the head stay still
         pairs, turning = g4["head_dim"] // 2, int(g4["head_dim"] * g4["partial_rotary"] / 2)
         w.add_tensor("rope_freqs.weight", np.array([1.0] * turning + [1e30] * (pairs - turning), dtype=np.float32))
@@ -550,9 +579,13 @@ def write(name, path):
         mtp = m["layer"] + m["nextn_layer"] if l >= m["n_layer"] else None
         tensors = mtp or (m["recurrent_layer"] if recurrent else m["lead_layer"] if lead else m["layer"])
         shapes = m
-        if g4 and not m["window_pattern"][l]:  # a global layer: its geometry, V from K
+        if g4 and not m["window_pattern"][l]:  # a global layer: its geometry, V from K (unless E2B/E4B's)
             shapes = dict(m, head_dim=g4["head_dim"], n_head_kv=g4["n_head_kv"])
-            tensors = [t for t in tensors if t != "attn_v"]
+            if not m.get("ple"):
+                tensors = [t for t in tensors if t != "attn_v"]
+        if g4 and l >= m["n_layer"] - m.get("kv_shared", 0):  # reads an earlier cache: no K or V; a wider FFN
+            shapes = dict(shapes, n_ff=m["ff_shared"])
+            tensors = [t for t in tensors if t not in ("attn_k", "attn_v", "attn_k_norm")]
         for t in tensors:
             shape, fan_in = layer_tensor(shapes, t)
             full = f"blk.{l}.{t}"

@@ -120,12 +120,13 @@ TEST(Determinism, SlidingWindowPrefixReuseMatchesAFreshRun) {
 // (gpt-oss: attention sinks, a window every other layer, MXFP4 experts;
 // deepseek2: latent attention; qwen3next: its joint beta/alpha and keys in
 // runs; minimax-m2: norms across every head of a row; gemma4moe: layers of
-// two geometries, V from K, experts beside a dense FFN.)
+// two geometries, V from K, experts beside a dense FFN; gemma4e: per-layer
+// inputs, layers reading an earlier layer's cache.)
 TEST(Determinism, SequencesInOneBatchMatchSequencesAlone) {
   std::vector<std::string> paths = {test_data_dir() + "/models/stories260K.gguf"};
   // A recurrent state; sinks, windows, MXFP4; latent attention's K-only cache and grouped routing.
   for (const char* name : {"random-qwen35", "random-gpt-oss-mxfp4", "random-deepseek2", "random-qwen3next",
-                           "random-minimax-m2", "random-gemma4moe"})
+                           "random-minimax-m2", "random-gemma4moe", "random-gemma4e"})
     if (const std::string path = random_model_path(name); file_exists(path)) paths.push_back(path);
   for (const std::string& path : paths) {
     SCOPED_TRACE(path);

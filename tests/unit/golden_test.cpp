@@ -59,9 +59,10 @@ bool also_on_vulkan(const std::string& golden_file) {
 //   gemma4's, by the same table, to 2.1e-3..2.6e-3 (8e-4 with it emulated;
 //   the MoE file 8e-4, 2e-4 emulated): its unscaled attention amplifies
 //   f16-sized rounding ten times gemma3's (llama.cpp itself moves by
-//   6.0e-3..8.8e-3, the MoE file 2.4e-3..2.8e-3, when only its KV cache
-//   turns f16, against gemma3's 6.6e-4), so llama.cpp's own f16 movement,
-//   rounded up: 1e-2 and 3e-3;
+//   6.0e-3..8.8e-3, the MoE file 2.4e-3..2.8e-3, the E2B-like file
+//   4.9e-3..9.5e-3, when only its KV cache turns f16, against gemma3's
+//   6.6e-4), so llama.cpp's own f16 movement, rounded up: 1e-2 and 3e-3
+//   (the E2B-like file agrees to 2.5e-3, 3.9e-3);
 // - llama-2-tiny-random (F16): we agree to 6.2e-5, so 3e-4;
 // - stories260K (F32): current llama.cpp and an exact float64 forward both
 //   differ from tests/data/golden by 0.013-0.015, so the file carries that

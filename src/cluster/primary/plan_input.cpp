@@ -73,7 +73,9 @@ ProbeShape probe_shape_for(const gguf::File& file, const ModelConfig& config) {
 uint64_t primary_scratch_bytes(const ModelConfig& c, int n_seq, int n_batch) {
   const uint64_t f = sizeof(float), batch = std::max(1, n_batch);
   const uint64_t backend = CpuBackend::scratch_bytes(static_cast<int>(batch), c.max_activation_width());
-  const uint64_t pipeline = 2 * batch * c.n_embd * f;                           // hidden + gathered rows
+  uint64_t pipeline = 2 * batch * c.activation_width() * f;  // hidden + gathered rows
+  // With per-layer inputs (gemma4 E2B/E4B): the head's two buffers of them and the travelling rows.
+  if (c.side_width() > 0) pipeline += batch * (2ull * c.side_width() + c.activation_width()) * f;
   const uint64_t logits = static_cast<uint64_t>(std::max(1, n_seq)) * c.n_vocab * f;  // one row per decoding sequence
   const uint64_t layer = LayerScratch::bytes_for(c, static_cast<int>(batch));
   return backend + pipeline + logits + layer;
@@ -179,7 +181,10 @@ PlanInput plan_input_for_model(const gguf::File& file, const ModelConfig& config
   in.head_bytes = (config.tied_output ? embd : output) + norm;
   in.head_flops = 2.0 * config.n_vocab * config.n_embd;
   in.logit_bytes = static_cast<uint64_t>(config.n_vocab) * sizeof(float);
-  in.activation_bytes = static_cast<uint64_t>(config.n_embd) * sizeof(float);
+  in.activation_bytes = static_cast<uint64_t>(config.activation_width()) * sizeof(float);  // a row as it travels
+  for (int l = config.n_layer - config.n_kv_shared; l < config.n_layer; ++l)  // from the first cache read later
+    if (const int source = config.kv_source(l); source >= 0)
+      in.kept_together_from = in.kept_together_from < 0 ? source : std::min(in.kept_together_from, source);
   return in;
 }
 

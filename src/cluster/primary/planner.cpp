@@ -196,6 +196,42 @@ std::vector<int> split_by_speed(const PlanInput& in, const Layout& layout, const
   return b;
 }
 
+// Moves each boundary that would cut layers kept together
+// (PlanInput::kept_together_from) down to their first: the device after it
+// takes them all, and the layers before them are shared again among the
+// devices before it that held layers, in proportion to what they held.
+// False when that cannot fit.
+bool keep_together(const PlanInput& input, const Layout& layout, std::vector<int>& bounds) {
+  const int first = input.kept_together_from, L = layout.n_layers();
+  if (first < 0) return true;
+  const std::vector<int> before = bounds;
+  bool moved = false;
+  for (size_t d = 1; d + 1 < bounds.size(); ++d)
+    if (bounds[d] > first && bounds[d] < L) bounds[d] = first, moved = true;
+  if (!moved) return true;
+  int tail = 0;  // the device that now holds the kept layers
+  while (bounds[tail + 1] < L) ++tail;
+  std::vector<double> held(tail);
+  for (int d = 0; d < tail; ++d) held[d] = before[d + 1] - before[d];
+  if (tail > 0 && std::accumulate(held.begin(), held.end(), 0.0) > 0) {
+    const std::vector<int> counts = proportional_counts(bounds[tail], held);
+    std::vector<int> spread = bounds;
+    for (int d = 0; d < tail; ++d) spread[d + 1] = spread[d] + counts[d];
+    bool fits = true;
+    for (int d = 0; d < tail; ++d) fits = fits && layout.fits(d, spread[d], spread[d + 1]);
+    if (fits) bounds = spread;
+  }
+  for (int d = 0; d < layout.n_devices(); ++d)
+    if (!layout.fits(d, bounds[d], bounds[d + 1])) return false;
+  return true;
+}
+
+[[noreturn]] void fail_apart(const PlanInput& input, const Layout& layout) {
+  fail("layers {}-{} read one another's KV cache and stay on one device, but no split gives any device room for "
+       "them ({} MiB with their KV)",
+       input.kept_together_from, layout.n_layers() - 1, mib_up(layout.cost(input.kept_together_from, layout.n_layers())));
+}
+
 void fill_stages(const PlanInput& input, const Layout& layout, const std::vector<int>& bounds, Plan& plan) {
   plan.stages.clear();
   for (int d = 0; d < layout.n_devices(); ++d) {
@@ -227,6 +263,7 @@ Plan make_plan(const PlanInput& input) {
   if (!input.tensor_split.empty()) {
     check_tensor_split(input);
     bounds = split_by_proportions(layout, input.tensor_split);
+    keep_together(input, layout, bounds);  // what does not fit is said below
     // The user chose the split: report every device it overfills, do not move layers.
     std::string over;
     for (int d = 0; d < D; ++d) {
@@ -249,6 +286,7 @@ Plan make_plan(const PlanInput& input) {
     if (std::accumulate(weights.begin(), weights.end(), 0.0) <= 0) fail_does_not_fit(input, layout);
     bounds = repair(layout, proportional_counts(layout.n_layers(), weights));
     if (bounds.empty()) fail_does_not_fit(input, layout);
+    if (!keep_together(input, layout, bounds)) fail_apart(input, layout);
   }
 
   Plan plan;
@@ -262,7 +300,8 @@ Plan make_plan(const PlanInput& input) {
     // input lets the slow ones go.
     std::vector<bool> must_hold(D);
     for (int d = 0; d < D; ++d) must_hold[d] = input.keep_every_device && bounds[d + 1] > bounds[d];
-    const std::vector<int> fast = split_by_speed(input, layout, must_hold);
+    std::vector<int> fast = split_by_speed(input, layout, must_hold);
+    if (!fast.empty() && !keep_together(input, layout, fast)) fast.clear();
     Plan by_speed;
     if (!fast.empty()) fill_stages(input, layout, fast, by_speed);
     if (!fast.empty() && by_speed.predicted_token_ms < (1.0 - kSpeedSplitGain) * plan.predicted_token_ms) {

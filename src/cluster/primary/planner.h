@@ -63,6 +63,9 @@ struct PlanInput {
   std::vector<double> tensor_split;   // llama.cpp --tensor-split proportions, or empty
   SplitPolicy split = SplitPolicy::memory;
   bool keep_every_device = true;      // speed split: a device that can hold a layer keeps one
+  // Layers [kept_together_from, n_layer) stay on one device: the last ones
+  // read an earlier one's KV cache (gemma4 E2B/E4B); -1: any split.
+  int kept_together_from = -1;
   Relay relay = Relay::shoal_star;    // how the plan's run will relay (its prediction)
 };
 

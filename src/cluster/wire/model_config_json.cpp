@@ -34,7 +34,10 @@ struct Field {
 using C = ModelConfig;
 constexpr std::tuple kFields{
     std::array<Field<std::string>, 2>{{{"arch", &C::arch}, {"name", &C::name}}},
-    std::array<Field<int>, 16>{{{"n_layer", &C::n_layer},
+    std::array<Field<int>, 19>{{{"n_layer", &C::n_layer},
+                                {"n_embd_per_layer", &C::n_embd_per_layer},
+                                {"n_kv_shared", &C::n_kv_shared},
+                                {"n_ff_shared", &C::n_ff_shared},
                                 {"n_embd", &C::n_embd},
                                 {"n_head", &C::n_head},
                                 {"n_head_kv", &C::n_head_kv},
@@ -111,6 +114,7 @@ nlohmann::json config_to_json(const ModelConfig& c) {
   j["recurrent_tensors"] = tensor_list(c.recurrent_tensors);
   j["lead_tensors"] = tensor_list(c.lead_tensors);
   j["global_tensors"] = tensor_list(c.global_tensors);
+  j["reuse_tensors"] = tensor_list(c.reuse_tensors);
   j["window_geometry"] = {c.window_geometry.n_head_kv, c.window_geometry.head_dim, c.window_geometry.rope_dim};
   j["expert_gating"] = c.expert_gating == ExpertGating::Sigmoid ? "sigmoid" : "softmax";
   j["latent_attention"] = {c.mla.q_lora_rank, c.mla.kv_lora_rank, c.mla.qk_nope, c.mla.v_head_dim};
@@ -133,6 +137,7 @@ ModelConfig config_from_json(const nlohmann::json& j) {
     c.recurrent_tensors = tensor_kinds(j.at("recurrent_tensors"));
     c.lead_tensors = tensor_kinds(j.at("lead_tensors"));
     c.global_tensors = tensor_kinds(j.at("global_tensors"));
+    c.reuse_tensors = tensor_kinds(j.at("reuse_tensors"));
     const auto& window = j.at("window_geometry");
     c.window_geometry = AttentionGeometry{window.at(0).get<int>(), window.at(1).get<int>(), window.at(2).get<int>()};
     const std::string gating = j.at("expert_gating").get<std::string>();

@@ -3,6 +3,7 @@
 #include "tensor/random_weights.h"
 
 #include <atomic>
+#include <cstring>
 
 #include "cluster/wire/handshake.h"
 #include "engine/output_head.h"
@@ -217,7 +218,7 @@ void WorkerSession::forward(const wire::Frame& request) {
   }
   try {
     auto stage = find_stage(view.header.stage_id);
-    const int n = static_cast<int>(view.header.n_tokens), width = stage->config.n_embd;
+    const int n = static_cast<int>(view.header.n_tokens), width = stage->config.activation_width();
     if (static_cast<int>(view.header.n_embd) != width)
       throw ProtocolError(ErrorCode::BadRequest,
                           fmt::format("FORWARD rows are {} wide, stage {} expects {}", view.header.n_embd, stage->id, width));
@@ -275,7 +276,7 @@ void WorkerSession::send_on(uint64_t request_id, const wire::ForwardView& view,
     return;
   }
   int n = static_cast<int>(view.header.n_tokens);
-  const int width = stage->config.n_embd;
+  const int width = stage->config.activation_width();
   if (view.route.empty() && view.has_rows_out) {  // only the listed rows were finished, and only they go back
     wire::pack_rows(hidden_.data(), width, view.rows_out);
     n = static_cast<int>(view.rows_out.size());
@@ -386,7 +387,12 @@ void WorkerSession::run_head(WorkerStage& stage, std::span<const int32_t> rows_o
   const int m = static_cast<int>(rows_out.size());
   logits_.resize(static_cast<size_t>(m) * c.n_vocab);
   if (m == 0) return;
-  wire::pack_rows(hidden_.data(), c.n_embd, rows_out);
+  wire::pack_rows(hidden_.data(), c.activation_width(), rows_out);
+  // Each row's residual values without the per-layer inputs it carried (gemma4 E2B/E4B).
+  if (const int wide = c.activation_width(); wide != c.n_embd)
+    for (int r = 1; r < m; ++r)
+      std::memmove(&hidden_[static_cast<size_t>(r) * c.n_embd], &hidden_[static_cast<size_t>(r) * wide],
+                   c.n_embd * sizeof(float));
   head_positions_.clear();
   head_seq_ids_.clear();
   for (int32_t t : rows_out) {
