@@ -1,6 +1,7 @@
 #include "server/tool_calls.h"
 
 #include <algorithm>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -15,7 +16,7 @@ using ojson = nlohmann::ordered_json;
 constexpr std::string_view kMarkers[] = {"<tool_call>", "<|python_tag|>", "[TOOL_CALLS]",
                                          "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>",
                                          "<|tool_calls_section_begin|>", "<|tool_call_begin|>", "to=functions.",
-                                         "<minimax:tool_call>"};
+                                         "<minimax:tool_call>", "<|tool_call>"};
 
 std::string trim(std::string_view s) {
   size_t b = 0, e = s.size();
@@ -263,6 +264,109 @@ bool minimax_calls(std::string_view s, ToolReply& reply) {
   return true;
 }
 
+// Gemma 4's argument notation: strings between <|"|> markers, keys bare,
+// numbers, true, false and null as written, {…} and […] as in JSON. Reads
+// one value from s[at] on; nullopt where it is not one.
+std::optional<ojson> gemma4_value(std::string_view s, size_t& at) {
+  constexpr std::string_view kQuote = "<|\"|>";
+  auto skip = [&] {
+    while (at < s.size() && std::isspace(static_cast<unsigned char>(s[at]))) ++at;
+  };
+  skip();
+  if (at >= s.size()) return std::nullopt;
+  if (s.substr(at).starts_with(kQuote)) {
+    const size_t end = s.find(kQuote, at + kQuote.size());
+    if (end == std::string_view::npos) return std::nullopt;
+    ojson text = std::string(s.substr(at + kQuote.size(), end - at - kQuote.size()));
+    at = end + kQuote.size();
+    return text;
+  }
+  if (s[at] == '{' || s[at] == '[') {
+    const bool object = s[at] == '{';
+    const char close = object ? '}' : ']';
+    ojson out = object ? ojson::object() : ojson::array();
+    ++at;
+    skip();
+    if (at < s.size() && s[at] == close) return ++at, out;
+    for (;;) {
+      if (object) {
+        std::string key;
+        if (s.substr(at).starts_with(kQuote)) {
+          const auto quoted = gemma4_value(s, at);
+          if (!quoted || !quoted->is_string()) return std::nullopt;
+          key = quoted->get<std::string>();
+        } else {
+          const size_t colon = s.find(':', at);
+          if (colon == std::string_view::npos) return std::nullopt;
+          key = trim(s.substr(at, colon - at));
+          at = colon;
+        }
+        skip();
+        if (key.empty() || at >= s.size() || s[at] != ':') return std::nullopt;
+        ++at;
+        const auto value = gemma4_value(s, at);
+        if (!value) return std::nullopt;
+        out[key] = *value;
+      } else {
+        const auto value = gemma4_value(s, at);
+        if (!value) return std::nullopt;
+        out.push_back(*value);
+      }
+      skip();
+      if (at < s.size() && s[at] == ',') {
+        ++at;
+        skip();
+        continue;
+      }
+      if (at < s.size() && s[at] == close) return ++at, out;
+      return std::nullopt;
+    }
+  }
+  // A bare scalar: up to the next separator.
+  size_t end = at;
+  while (end < s.size() && s[end] != ',' && s[end] != '}' && s[end] != ']') ++end;
+  const std::string word = trim(s.substr(at, end - at));
+  if (word.empty()) return std::nullopt;
+  at = end;
+  if (word == "None") return ojson(nullptr);  // how a Jinja null prints
+  return text_argument(word);
+}
+
+// Gemma 4: <|tool_call>call:NAME{ARGS}<tool_call|>, one after another, the
+// arguments in its own notation (gemma4_value).
+bool gemma4_calls(std::string_view s, ToolReply& reply) {
+  constexpr std::string_view kBegin = "<|tool_call>", kEnd = "<tool_call|>", kCall = "call:";
+  const size_t first = s.find(kBegin);
+  if (first == std::string_view::npos) return false;
+  std::vector<ToolCall> calls;
+  std::string content(s.substr(0, first));
+  size_t at = first;
+  while (at != std::string_view::npos && at < s.size()) {
+    size_t p = at + kBegin.size();
+    while (p < s.size() && std::isspace(static_cast<unsigned char>(s[p]))) ++p;
+    if (!s.substr(p).starts_with(kCall)) return false;
+    p += kCall.size();
+    const size_t open = s.find('{', p);
+    if (open == std::string_view::npos) return false;
+    ToolCall c;
+    c.id = random_id("call_");
+    c.name = trim(s.substr(p, open - p));
+    size_t end = open;
+    const auto args = gemma4_value(s, end);
+    if (c.name.empty() || !args || !args->is_object()) return false;
+    c.arguments = args->dump();
+    calls.push_back(std::move(c));
+    while (end < s.size() && std::isspace(static_cast<unsigned char>(s[end]))) ++end;
+    if (s.substr(end).starts_with(kEnd)) end += kEnd.size();
+    const size_t next = s.find(kBegin, end);
+    content += s.substr(end, next == std::string_view::npos ? std::string_view::npos : next - end);
+    at = next;
+  }
+  reply.calls = std::move(calls);
+  reply.content = trim(content);
+  return true;
+}
+
 // gpt-oss (harmony): … to=functions.NAME<|channel|>commentary json<|message|>ARGS
 // (or the recipient after the channel); <|call|> ends generation. Text
 // before the call's <|start|> (or its channel) is content.
@@ -357,7 +461,7 @@ ToolReply parse_tool_calls(const std::string& text, const std::vector<std::strin
       }
     }
   }
-  for (auto* family : {&deepseek_calls, &kimi_calls, &minimax_calls, &gpt_oss_call}) {
+  for (auto* family : {&deepseek_calls, &kimi_calls, &minimax_calls, &gemma4_calls, &gpt_oss_call}) {
     if (family(s, reply)) return reply;
   }
   // A reply that is nothing but calls naming offered tools: one object, a
@@ -424,7 +528,8 @@ const std::vector<std::string>& tool_call_markers() {
       "<arg_value>", "</arg_value>", "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>",
       "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>", "<|tool_calls_section_begin|>", "<|tool_call_begin|>",
       "<|tool_call_argument_begin|>", "<|tool_call_end|>", "<|tool_calls_section_end|>", "<|start|>",
-      "<|channel|>", "<|message|>", "<|constrain|>", "<minimax:tool_call>", "</minimax:tool_call>"};
+      "<|channel|>", "<|message|>", "<|constrain|>", "<minimax:tool_call>", "</minimax:tool_call>", "<|tool_call>",
+      "<tool_call|>", "<|\"|>"};
   return markers;
 }
 

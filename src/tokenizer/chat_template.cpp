@@ -160,7 +160,9 @@ ChatTemplate ChatTemplate::detect(const std::string& src) {
     t.fell_back_ = true;  // already ChatML
     t.unknown_ = !src.empty();
   }
-  t.thinks_ = (has("<think>") && has("</think>")) || t.format_ == ChatFormat::Harmony;
+  // Gemma 4 thinks in a channel: <|channel>thought\n…<channel|> before the answer.
+  t.channel_thoughts_ = has("<|channel>") && has("<channel|>");
+  t.thinks_ = (has("<think>") && has("</think>")) || t.format_ == ChatFormat::Harmony || t.channel_thoughts_;
   t.default_system_ = t.find_default_system(src);
   return t;
 }
@@ -274,6 +276,7 @@ std::string ChatTemplate::render_turns(const std::vector<ChatMessage>& messages,
 
 ReasoningMarkers ChatTemplate::reasoning_markers() const {
   if (format_ == ChatFormat::Harmony) return {"<|channel|>analysis<|message|>", "<|end|>", "<|channel|>final<|message|>"};
+  if (channel_thoughts_) return {"<|channel>thought", "<channel|>"};
   return {};
 }
 

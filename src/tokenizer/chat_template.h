@@ -114,6 +114,7 @@ class ChatTemplate {
   bool fell_back_ = false;
   bool unknown_ = false;
   bool thinks_ = false;
+  bool channel_thoughts_ = false;  // Gemma 4's reasoning markers (reasoning_markers)
 
   FormatFlags flags_;  // the variant of its family the built-in format writes
   std::shared_ptr<const JinjaChat> jinja_;

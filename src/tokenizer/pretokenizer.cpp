@@ -70,6 +70,9 @@ const std::vector<Entry>& table() {
       {{"gpt-4o", "llama4", "kanana2", "talkie"}, {kGpt4o}, false, false},
       {{"seed-coder"}, {kSeedCoder}, false, false},
       {{"bailingmoe", "bailingmoe2", "llada-moe"}, {kBailing}, false, false},
+      // Gemma 4's SentencePiece-style BPE: no word splitting, only runs of
+      // newlines apart (its merges never span one); spaces are ▁ (Vocab).
+      {{"gemma4"}, {R"([^\n]+|[\n]+)"}, false, true, true},
   };
   return entries;
 }

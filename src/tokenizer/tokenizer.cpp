@@ -121,7 +121,8 @@ std::string Tokenizer::render_piece(TokenId id) const {
   const TokenData& t = vocab_.token(id);
   if (t.attr & (kAttrUnknown | kAttrControl | kAttrUserDefined)) return t.text;
   if (t.attr & kAttrNormal) {
-    return vocab_.type() == VocabType::kSpm ? replace_all(t.text, kSpmSpace, " ") : byte_level_decode(t.text);
+    return vocab_.type() == VocabType::kSpm || vocab_.escape_spaces() ? replace_all(t.text, kSpmSpace, " ")
+                                                                      : byte_level_decode(t.text);
   }
   if (t.attr & kAttrByte) {
     const int byte = byte_token_value(t.text);

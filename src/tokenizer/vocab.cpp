@@ -103,14 +103,29 @@ Vocab Vocab::load(const gguf::File& file) {
     v.add_bos_ = spec.add_bos;
     v.ignore_merges_ = spec.ignore_merges;
     v.clean_spaces_ = spec.clean_spaces;
+  } else if (model == "gemma4") {
+    // BPE over the raw UTF-8 with spaces written as U+2581 (as SentencePiece
+    // does), bytes as <0xXX> tokens: llama.cpp's "gemma4" tokenizer, whose
+    // pre type it sets whatever the file says, BOS always added.
+    v.type_ = VocabType::kBpe;
+    v.pre_ = "gemma4";
+    const PreTokenizerSpec spec = pretokenizer_spec(v.pre_);
+    v.escape_spaces_ = true;
+    v.clean_spaces_ = spec.clean_spaces;
   } else {
-    fail("{}: unsupported tokenizer model '{}' (tokenizer.ggml.model); supported: llama, gpt2", file.path(), model);
+    fail("{}: unsupported tokenizer model '{}' (tokenizer.ggml.model); supported: llama, gpt2, gemma4", file.path(),
+         model);
   }
   v.add_space_prefix_ = file.get_bool("tokenizer.ggml.add_space_prefix", v.add_space_prefix_);
 
   v.read_tokens(file);
   if (v.type_ == VocabType::kBpe) v.read_merges(file);
   v.read_special_ids(file);
+  if (model == "gemma4" && !v.add_bos_) {
+    // llama.cpp overrides a file's add_bos_token false for Gemma 4.
+    if (v.bos_ == kNoToken) fail("{}: a gemma4 tokenizer without a BOS token", file.path());
+    v.add_bos_ = true;
+  }
   v.detect_end_of_generation();
 
   // gpt-oss (harmony format): these markers are always parsed and rendered.
@@ -131,11 +146,11 @@ Vocab Vocab::load(const gguf::File& file) {
   for (int b = 0; b < 256; ++b) {
     const auto byte = static_cast<uint8_t>(b);
     TokenId id = kNoToken;
-    if (v.type_ == VocabType::kSpm) {
+    if (v.type_ == VocabType::kSpm || v.escape_spaces_) {  // <0xXX> tokens (gemma4's only those)
       static const char* hex = "0123456789ABCDEF";
       const char name[7] = {'<', '0', 'x', hex[byte >> 4], hex[byte & 15], '>', 0};
       id = v.find_or_none(name);
-      if (id == kNoToken) id = v.find_or_none(std::string(1, static_cast<char>(byte)));
+      if (id == kNoToken && !v.escape_spaces_) id = v.find_or_none(std::string(1, static_cast<char>(byte)));
     } else {
       id = v.find_or_none(byte_level_char(byte));
     }

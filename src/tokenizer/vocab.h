@@ -85,6 +85,9 @@ class Vocab {
   bool add_space_prefix() const { return add_space_prefix_; }
   bool ignore_merges() const { return ignore_merges_; }
   bool clean_spaces() const { return clean_spaces_; }
+  // BPE over raw UTF-8 with spaces written as U+2581 and bytes as <0xXX>
+  // tokens (gemma4), not over GPT-2's byte-level alphabet.
+  bool escape_spaces() const { return escape_spaces_; }
   bool is_eog(TokenId id) const { return eog_.count(id) != 0; }
   const std::set<TokenId>& eog_ids() const { return eog_; }
 
@@ -139,6 +142,7 @@ class Vocab {
   bool add_space_prefix_ = false;
   bool ignore_merges_ = false;
   bool clean_spaces_ = false;
+  bool escape_spaces_ = false;
   std::set<TokenId> eog_;
   std::vector<TokenId> special_;
 };

@@ -4,6 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
+
+#include "test_files.h"
+
 namespace shoal::server {
 namespace {
 
@@ -71,6 +76,23 @@ TEST(ReasoningSplitter, HarmonyChannelsSplitReasoningFromAnswer) {
   expect_split("<|channel|>analysis<|message|>cut off mid", "cut off mid", "", harmony);
   expect_split("<|channel|>analysis<|message|>done<|end|><|start|>assist", "done", "", harmony);
   expect_split("plain text", "", "plain text", harmony);
+}
+
+// Gemma 4 thinks in a channel (its own template, as llama.cpp keeps it): the
+// thought between <|channel>thought and <channel|> is the reasoning; the
+// template ends the prompt with an empty one when thinking is off, so the
+// output is then all answer.
+TEST(ReasoningSplitter, GemmaFourThoughtChannelIsReasoning) {
+  std::ifstream in(testing::test_data_dir() + "/chat-templates/google-gemma-4-31B-it.jinja");
+  const std::string source((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_FALSE(source.empty());
+  const ChatTemplate tmpl = ChatTemplate::detect(source);
+  EXPECT_TRUE(tmpl.thinks());
+  const ReasoningMarkers gemma = tmpl.reasoning_markers();
+  expect_split("<|channel>thought\nThe user wants a capital.<channel|>Paris.", "The user wants a capital.", "Paris.",
+               gemma);
+  expect_split("Paris.", "", "Paris.", gemma);
+  expect_split("<|channel>thought\ncut off mid", "cut off mid", "", gemma);
 }
 
 }  // namespace

@@ -107,6 +107,11 @@ TEST(TokenizerVectors, LlamaSpmEncodesLikeLlamaCpp) { expect_vectors("ggml-vocab
 TEST(TokenizerVectors, Gpt2EncodesLikeLlamaCpp) { expect_vectors("ggml-vocab-gpt-2.gguf"); }
 TEST(TokenizerVectors, LlamaSpmRoundTrips) { expect_round_trips("ggml-vocab-llama-spm.gguf", false); }
 TEST(TokenizerVectors, Gpt2RoundTrips) { expect_round_trips("ggml-vocab-gpt-2.gguf", true); }
+// Gemma 4's kind of BPE (raw UTF-8, spaces as U+2581, <0xXX> bytes, only
+// newlines split apart), on a small vocabulary of that kind
+// (tests/models/make_gemma4_vocab.py) and llama.cpp's ids for it.
+TEST(TokenizerVectors, Gemma4BpeEncodesLikeLlamaCpp) { expect_vectors("shoal-vocab-gemma4-bpe.gguf"); }
+TEST(TokenizerVectors, Gemma4BpeRoundTrips) { expect_round_trips("shoal-vocab-gemma4-bpe.gguf", true); }
 
 TEST(TokenizerVectors, Gpt2CleansUpSpacesLikeLlamaCpp) {
   const std::string path = kVectorDir + "ggml-vocab-gpt-2.gguf";

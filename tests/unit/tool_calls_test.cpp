@@ -105,6 +105,45 @@ TEST(ToolCalls, StreamedFamilyMarkersHoldTheCall) {
   EXPECT_EQ(args(r.calls[0])["b"], 2);
 }
 
+// Gemma 4: <|tool_call>call:NAME{…}<tool_call|>, its arguments in Gemma's
+// notation (bare keys, strings between <|"|> markers), as its template
+// writes them back; the text around the calls is content.
+TEST(ToolCalls, GemmaFourCallsAreCalls) {
+  ToolReply r = parse_tool_calls(
+      "Checking.<|tool_call>call:get_weather{city:<|\"|>Paris, France<|\"|>,days:3,metric:true,"
+      "opts:{tags:[<|\"|>a<|\"|>,<|\"|>b:c<|\"|>],depth:-1.5,none:None}}<tool_call|>"
+      "<|tool_call>call:add{a:2,b:{}}<tool_call|>",
+      kTools);
+  ASSERT_EQ(r.calls.size(), 2u);
+  EXPECT_EQ(r.content, "Checking.");
+  EXPECT_EQ(r.calls[0].name, "get_weather");
+  const nlohmann::json a = args(r.calls[0]);
+  EXPECT_EQ(a["city"], "Paris, France");
+  EXPECT_EQ(a["days"], 3);
+  EXPECT_EQ(a["metric"], true);
+  EXPECT_EQ(a["opts"]["tags"], nlohmann::json::array({"a", "b:c"}));
+  EXPECT_EQ(a["opts"]["depth"], -1.5);
+  EXPECT_TRUE(a["opts"]["none"].is_null());
+  EXPECT_EQ(r.calls[1].name, "add");
+  EXPECT_EQ(args(r.calls[1])["b"], nlohmann::json::object());
+  // Broken calls stay text: no "call:", unclosed arguments, an unclosed string.
+  for (const char* text : {"<|tool_call>get_weather{}<tool_call|>", "<|tool_call>call:add{a:1<tool_call|>",
+                           "<|tool_call>call:add{a:<|\"|>x}<tool_call|>"}) {
+    r = parse_tool_calls(text, kTools);
+    EXPECT_TRUE(r.calls.empty()) << text;
+    EXPECT_EQ(r.content, text);
+  }
+  // Streamed: the content before the call goes out, the call is held.
+  ToolCallSplitter split(kTools);
+  std::string content;
+  for (const char* piece : {"Sure", ". <|tool", "_call>call:add{a:", "1,b:2}<tool_call|>"})
+    content += split.feed(piece);
+  r = split.finish();
+  EXPECT_EQ(content, "Sure. ");
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(args(r.calls[0])["b"], 2);
+}
+
 // MiniMax M2's XML: invokes in a <minimax:tool_call> section, each
 // parameter's value JSON where it reads as JSON (the newlines MiniMax puts
 // around a value are not part of it), the text before the section content.
