@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <utility>
+
 #include <nlohmann/json.hpp>
 
 namespace shoal::server {
@@ -12,6 +14,24 @@ namespace {
 const std::vector<std::string> kTools = {"get_weather", "add"};
 
 nlohmann::json args(const ToolCall& c) { return nlohmann::json::parse(c.arguments); }
+
+// Each text is no call: it comes back whole as content.
+void expect_text(std::initializer_list<std::string> texts) {
+  for (const std::string& text : texts) {
+    const ToolReply r = parse_tool_calls(text, kTools);
+    EXPECT_TRUE(r.calls.empty()) << text;
+    EXPECT_EQ(r.content, text);
+  }
+}
+
+// The pieces streamed through a splitter: the content it let out as they
+// came, and the reply at the end.
+std::pair<std::string, ToolReply> streamed(std::initializer_list<const char*> pieces) {
+  ToolCallSplitter split(kTools);
+  std::string content;
+  for (const char* piece : pieces) content += split.feed(piece);
+  return {content, split.finish()};
+}
 
 TEST(ToolCalls, HermesBlocksAmongText) {
   ToolReply r = parse_tool_calls(
@@ -93,13 +113,9 @@ TEST(ToolCalls, DeepSeekKimiGlmAndGptOss) {
 }
 
 TEST(ToolCalls, StreamedFamilyMarkersHoldTheCall) {
-  ToolCallSplitter split(kTools);
-  std::string content;
-  for (const char* piece : {"Sure", ". <|tool_calls_", "section_begin|><|tool_call_begin|>functions.add:0",
-                            "<|tool_call_argument_begin|>{\"a\": 1,", " \"b\": 2}<|tool_call_end|>",
-                            "<|tool_calls_section_end|>"})
-    content += split.feed(piece);
-  ToolReply r = split.finish();
+  const auto [content, r] = streamed({"Sure", ". <|tool_calls_", "section_begin|><|tool_call_begin|>functions.add:0",
+                                      "<|tool_call_argument_begin|>{\"a\": 1,", " \"b\": 2}<|tool_call_end|>",
+                                      "<|tool_calls_section_end|>"});
   EXPECT_EQ(content, "Sure. ");
   ASSERT_EQ(r.calls.size(), 1u);
   EXPECT_EQ(args(r.calls[0])["b"], 2);
@@ -127,21 +143,13 @@ TEST(ToolCalls, GemmaFourCallsAreCalls) {
   EXPECT_EQ(r.calls[1].name, "add");
   EXPECT_EQ(args(r.calls[1])["b"], nlohmann::json::object());
   // Broken calls stay text: no "call:", unclosed arguments, an unclosed string.
-  for (const char* text : {"<|tool_call>get_weather{}<tool_call|>", "<|tool_call>call:add{a:1<tool_call|>",
-                           "<|tool_call>call:add{a:<|\"|>x}<tool_call|>"}) {
-    r = parse_tool_calls(text, kTools);
-    EXPECT_TRUE(r.calls.empty()) << text;
-    EXPECT_EQ(r.content, text);
-  }
+  expect_text({"<|tool_call>get_weather{}<tool_call|>", "<|tool_call>call:add{a:1<tool_call|>",
+               "<|tool_call>call:add{a:<|\"|>x}<tool_call|>"});
   // Streamed: the content before the call goes out, the call is held.
-  ToolCallSplitter split(kTools);
-  std::string content;
-  for (const char* piece : {"Sure", ". <|tool", "_call>call:add{a:", "1,b:2}<tool_call|>"})
-    content += split.feed(piece);
-  r = split.finish();
+  const auto [content, held] = streamed({"Sure", ". <|tool", "_call>call:add{a:", "1,b:2}<tool_call|>"});
   EXPECT_EQ(content, "Sure. ");
-  ASSERT_EQ(r.calls.size(), 1u);
-  EXPECT_EQ(args(r.calls[0])["b"], 2);
+  ASSERT_EQ(held.calls.size(), 1u);
+  EXPECT_EQ(args(held.calls[0])["b"], 2);
 }
 
 // MiniMax M2's XML: invokes in a <minimax:tool_call> section, each
@@ -168,23 +176,15 @@ TEST(ToolCalls, MiniMaxM2InvokesAreCalls) {
   ASSERT_EQ(r.calls.size(), 1u);
   EXPECT_EQ(r.calls[0].arguments, "{}");
   // Broken sections stay text: no name, an unclosed invoke or parameter.
-  for (const char* text : {"<minimax:tool_call><invoke>x</invoke></minimax:tool_call>",
-                           "<minimax:tool_call><invoke name=\"add\"><parameter name=\"a\">1</minimax:tool_call>",
-                           "<minimax:tool_call><invoke name=\"add\"><parameter name=\"a\">1</invoke>"}) {
-    r = parse_tool_calls(text, kTools);
-    EXPECT_TRUE(r.calls.empty()) << text;
-    EXPECT_EQ(r.content, text);
-  }
+  expect_text({"<minimax:tool_call><invoke>x</invoke></minimax:tool_call>",
+               "<minimax:tool_call><invoke name=\"add\"><parameter name=\"a\">1</minimax:tool_call>",
+               "<minimax:tool_call><invoke name=\"add\"><parameter name=\"a\">1</invoke>"});
   // Streamed: the content before the section goes out, the section is held.
-  ToolCallSplitter split(kTools);
-  std::string content;
-  for (const char* piece : {"Sure", ". <minimax:", "tool_call>\n<invoke name=\"add\">", "<parameter name=\"a\">1",
-                            "</parameter></invoke>\n</minimax:tool_call>"})
-    content += split.feed(piece);
-  r = split.finish();
+  const auto [content, held] = streamed({"Sure", ". <minimax:", "tool_call>\n<invoke name=\"add\">",
+                                         "<parameter name=\"a\">1", "</parameter></invoke>\n</minimax:tool_call>"});
   EXPECT_EQ(content, "Sure. ");
-  ASSERT_EQ(r.calls.size(), 1u);
-  EXPECT_EQ(args(r.calls[0])["a"], 1);
+  ASSERT_EQ(held.calls.size(), 1u);
+  EXPECT_EQ(args(held.calls[0])["a"], 1);
 }
 
 TEST(ToolCalls, BareOrFencedCallsNamingOfferedTools) {
@@ -195,13 +195,8 @@ TEST(ToolCalls, BareOrFencedCallsNamingOfferedTools) {
                        "{\"name\": \"add\", \"arguments\": {\"a\": 3, \"b\": 4}}", kTools);
   EXPECT_EQ(r.calls.size(), 2u);
   // JSON that names no offered tool, or is followed by text, is an answer.
-  const std::string answers[] = {"{\"name\": \"Alice\", \"age\": 3}", "{\"name\": \"add\"} and more",
-                                 "{\"name\": \"add\", \"arguments\": {\"a\": 1", "Just text."};
-  for (const std::string& text : answers) {
-    r = parse_tool_calls(text, kTools);
-    EXPECT_TRUE(r.calls.empty()) << text;
-    EXPECT_EQ(r.content, text);
-  }
+  expect_text({"{\"name\": \"Alice\", \"age\": 3}", "{\"name\": \"add\"} and more",
+               "{\"name\": \"add\", \"arguments\": {\"a\": 1", "Just text."});
   // A broken block stays text.
   r = parse_tool_calls("<tool_call>{not json}</tool_call>", kTools);
   EXPECT_TRUE(r.calls.empty());
