@@ -400,7 +400,7 @@ void ModelConfig::validate() const {
         qk_norm_whole || has_recurrent_layers())
       fail("bad windowed attention geometry ({} KV heads of {}, rope over {})", g.n_head_kv, g.head_dim, g.rope_dim);
   }
-  if (n_embd_per_layer < 0 || n_embd_per_layer > 4096 ||
+  if (n_embd_per_layer < 0 || n_embd_per_layer > 4096 || side_width() > (1 << 20) ||
       (n_embd_per_layer > 0) != (has(TensorKind::PerLayerInpGate) && has(TensorKind::PerLayerProj) &&
                                  has(TensorKind::PerLayerPostNorm)))
     fail("bad per-layer inputs ({} values a layer) or their tensors", n_embd_per_layer);
