@@ -97,12 +97,13 @@ bool LocalStage::admit(const Batch& batch) {
 
 // The rows as they travel into the residual stream, and back: a model
 // with per-layer inputs (gemma4 E2B/E4B) carries them beside each row
-// (ModelConfig::activation_width); the layers read them, never change them.
+// (ModelConfig::activation_width); the layers read them where they are,
+// never change them.
 void LocalStage::take_rows(DevicePtr rows, int n) {
   const int width = config_.n_embd, side = config_.side_width();
   if (side == 0) return backend_.copy(scratch_.x, rows, static_cast<size_t>(n) * width * sizeof(float));
   backend_.copy_rows(scratch_.x, width, rows, width + side, width, n);
-  backend_.copy_rows(scratch_.side, side, rows + width, width + side, side, n);
+  scratch_.side = rows + width;
 }
 
 void LocalStage::give_rows(DevicePtr rows, int n) {

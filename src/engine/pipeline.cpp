@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "engine/output_head.h"
+#include "model/travelling_rows.h"
 #include "util/error.h"
 
 namespace shoal {
@@ -73,10 +74,7 @@ const float* Pipeline::forward(const Batch& batch, bool keep_normed) {
   record(batch);
   if (head_on_stage) return logits_.data();
   // The residual rows without the per-layer inputs they carried (gemma4 E2B/E4B).
-  if (const int wide = config_.activation_width(); wide != width)
-    for (int t = 1; t < n; ++t)
-      std::memmove(&hidden_[static_cast<size_t>(t) * width], &hidden_[static_cast<size_t>(t) * wide],
-                   width * sizeof(float));
+  narrow_rows(hidden_.data(), n, config_.activation_width(), width);
   if (batch.all_rows) {
     const DevicePtr logits = wanted > 0 ? logits_buffer(wanted) : DevicePtr{};
     head_.begin_step(batch.seq_ids.data(), batch.positions.data(), n);

@@ -28,7 +28,7 @@ void check_kv_types(const KvTypes& types, const ModelConfig& config) {
     if (t != DType::F32 && t != DType::F16 && t != DType::Q8_0)
       fail("KV cache type {} is not one of f32, f16, q8_0", dtype_info(t).name);
     // A Q8_0 block must not straddle two heads: attention reads one head's slice.
-    for (int head_dim : {config.head_dim, config.attention_of(-1).head_dim, config.window_geometry.head_dim})
+    for (int head_dim : {config.head_dim, config.window_geometry.head_dim})  // 0 where the layers share one
       if (t == DType::Q8_0 && head_dim % 32 != 0)
         fail("a q8_0 KV cache needs a head size that is a multiple of 32 (this model's is {}): use f16 or f32",
              head_dim);

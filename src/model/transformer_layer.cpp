@@ -48,7 +48,6 @@ LayerScratch::LayerScratch(Backend& be, const ModelConfig& c, int max_tokens) {
   if (c.has(TensorKind::FfnGateUpExps)) gate_up = take(2 * int64_t{c.n_ff_exp});
   if (c.has(TensorKind::FfnPreNorm2)) branch = take(c.n_embd);
   if (c.n_embd_per_layer > 0) {
-    side = take(c.side_width());
     ple_gate = take(c.n_embd_per_layer);
     ple_input = take(c.n_embd_per_layer);
     wide = take(c.activation_width());
@@ -109,7 +108,7 @@ uint64_t LayerScratch::bytes_for(const ModelConfig& c, int max_tokens) {
   if (c.q_gate) widths += 3ull * c.q_width();
   if (c.has(TensorKind::FfnGateUpExps)) widths += 2ull * c.n_ff_exp;
   if (c.has(TensorKind::FfnPreNorm2)) widths += c.n_embd;
-  if (c.n_embd_per_layer > 0) widths += c.side_width() + 2ull * c.n_embd_per_layer + c.activation_width();
+  if (c.n_embd_per_layer > 0) widths += 2ull * c.n_embd_per_layer + c.activation_width();
   if (c.latent_attention())
     widths += static_cast<uint64_t>(c.q_proj_width()) + std::max(c.mla.q_lora_rank, 1) + head_in_width(c) +
               head_out_width(c);
@@ -283,21 +282,21 @@ void delta_net_block(Backend& be, const ModelConfig& c, const LayerWeights& w, c
   be.swiglu(s.z, s.attn, s.attn, static_cast<int64_t>(n) * d.value_width());
 }
 
-// Gemma 4 E2B/E4B: the layer's own input (row r's in s.side, or row
-// rows[r]'s where only those go on) gates a projection of the residual
-// stream: x += norm(proj(gelu(inp_gate x) * input)).
+// Gemma 4 E2B/E4B: the layer's own input (in the travelling row r at
+// s.side, or row rows[r] where only those go on) gates a projection of the
+// residual stream: x += norm(proj(gelu(inp_gate x) * input)).
 void per_layer_input(Backend& be, const ModelConfig& c, int layer, const LayerWeights& w,
                      const std::vector<int>* rows, int m, LayerScratch& s) {
   using K = TensorKind;
-  const int width = c.n_embd_per_layer, side = c.side_width();
+  const int width = c.n_embd_per_layer, stride = c.activation_width();
   const DevicePtr inputs = s.side + static_cast<int64_t>(layer) * width;
   be.matmul(w[K::PerLayerInpGate], s.x, s.ple_gate, m);
   if (rows)
     for (int r = 0; r < m; ++r)
-      be.copy(s.ple_input + static_cast<int64_t>(r) * width, inputs + static_cast<int64_t>((*rows)[r]) * side,
+      be.copy(s.ple_input + static_cast<int64_t>(r) * width, inputs + static_cast<int64_t>((*rows)[r]) * stride,
               width * sizeof(float));
   else
-    be.copy_rows(s.ple_input, width, inputs, side, width, m);
+    be.copy_rows(s.ple_input, width, inputs, stride, width, m);
   be.geglu(s.ple_gate, s.ple_input, s.ple_gate, static_cast<int64_t>(m) * width);
   be.matmul(w[K::PerLayerProj], s.ple_gate, s.proj, m);
   be.rmsnorm(s.proj, w[K::PerLayerPostNorm], s.proj, m, c.n_embd, c.norm_eps);

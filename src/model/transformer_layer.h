@@ -41,10 +41,12 @@ struct LayerScratch {
   DevicePtr proj;                  // [max_tokens][n_embd]
   DevicePtr gate_up;               // [max_tokens][2 n_ff_exp]: an expert's stacked gate and up rows (gemma4)
   DevicePtr branch;                // [max_tokens][n_embd]: the dense FFN beside the experts (gemma4)
-  // Per-layer inputs (gemma4 E2B/E4B): every layer's [max_tokens][side_width],
-  // one layer's gate and input [max_tokens][n_embd_per_layer], and the rows
-  // as they travel, [max_tokens][activation_width].
-  DevicePtr side, ple_gate, ple_input, wide;
+  // Per-layer inputs (gemma4 E2B/E4B): one layer's gate and input
+  // [max_tokens][n_embd_per_layer]; the rows as they travel
+  // [max_tokens][activation_width], uploaded here from the host; and where
+  // this step's travelling rows hold every layer's inputs (after each row's
+  // n_embd values, rows activation_width apart), set by the stage.
+  DevicePtr ple_gate, ple_input, wide, side;
   // Mixture of experts only. Unless the backend routes on the device (the
   // routed_* rows below), the routing runs on the host: the router's logits
   // come down, each expert's rows are gathered on the device.

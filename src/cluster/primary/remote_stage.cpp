@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <utility>
 
 #include "util/error.h"
@@ -11,12 +12,13 @@ namespace shoal {
 
 using wire::MessageType;
 
-RemoteStage::RemoteStage(std::vector<RemoteMember> members, int n_embd, int n_layer, wire::WireDType dtype,
-                         Topology topology, int head_vocab)
+RemoteStage::RemoteStage(std::vector<RemoteMember> members, int n_embd, int side_width, int n_layer,
+                         wire::WireDType dtype, Topology topology, int head_vocab)
     : members_(std::move(members)),
       group_(topology == Topology::tensor_group),
       answerer_(group_ ? 0 : members_.size() - 1),
       n_embd_(n_embd),
+      row_width_(n_embd + side_width),
       head_vocab_(head_vocab),
       dtype_(dtype) {
   if (members_.empty()) fail("internal: a remote stage needs at least one worker");
@@ -27,7 +29,8 @@ RemoteStage::RemoteStage(std::vector<RemoteMember> members, int n_embd, int n_la
                     std::all_of(members_.begin(), members_.end(), [](auto& m) { return m.client->takes_rows_out(); });
   for (size_t i = 1; i < members_.size() && !group_; ++i)
     route_.push_back({members_[i].client->address(), members_[i].stage_id});
-  wire::wire_bytes(dtype_, 1, n_embd_);  // refuses q8_0 for widths that are not whole blocks
+  wire::wire_bytes(dtype_, 1, row_width_);  // refuses q8_0 for widths that are not whole blocks
+  wire::wire_bytes(dtype_, 1, n_embd_);
   for (auto& m : members_) {
     leases_.emplace_back(m.client->io(), std::defer_lock);
     poll_set_.push_back({m.client->connection().fd(), POLLIN, 0});
@@ -83,16 +86,16 @@ void RemoteStage::submit(const Batch& batch, float* hidden) {
     if (wanted_logits && !logits) fail("internal: {} was asked for logits it cannot give", describe());
     std::span<const uint8_t> activations;
     if (dtype_ == wire::WireDType::F32) {
-      activations = {reinterpret_cast<const uint8_t*>(hidden), static_cast<size_t>(n) * n_embd_ * sizeof(float)};
+      activations = {reinterpret_cast<const uint8_t*>(hidden), static_cast<size_t>(n) * row_width_ * sizeof(float)};
     } else {
-      wire::encode_activations(dtype_, hidden, n, n_embd_, encoded_);
+      wire::encode_activations(dtype_, hidden, n, row_width_, encoded_);
       activations = encoded_;
     }
     // A chain's first member, or every member of a tensor group (each its own stage id).
     for (size_t i = 0; i < (group_ ? members_.size() : 1); ++i) {
       RemoteMember& m = members_[i];
       member_ids_[i] = m.client->next_request_id();
-      wire::ForwardHeader h{m.stage_id, static_cast<uint32_t>(n), static_cast<uint32_t>(n_embd_), dtype_};
+      wire::ForwardHeader h{m.stage_id, static_cast<uint32_t>(n), static_cast<uint32_t>(row_width_), dtype_};
       wire::encode_forward_prefix(h, batch.positions, batch.seq_ids, rows_out ? &rows_out_ : nullptr, route_, prefix_,
                                   logits != nullptr);
       const std::span<const uint8_t> parts[] = {prefix_, activations};
@@ -132,8 +135,19 @@ void RemoteStage::collect() {
   if (r.n_tokens != static_cast<uint32_t>(n) || r.n_embd != static_cast<uint32_t>(n_embd_) || r.dtype != dtype_)
     throw wire::ProtocolError(wire::ErrorCode::Malformed,
                               fmt::format("{} answered with a result of the wrong shape", describe()));
-  wire::decode_activations(dtype_, r.activations.data(), n, n_embd_, pending_hidden_);
-  if (pending_rows_out_) wire::unpack_rows(pending_hidden_, n_embd_, rows_out_);
+  if (row_width_ == n_embd_) {
+    wire::decode_activations(dtype_, r.activations.data(), n, n_embd_, pending_hidden_);
+    if (pending_rows_out_) wire::unpack_rows(pending_hidden_, n_embd_, rows_out_);
+    return;
+  }
+  // Each returned row's residual values back into its travelling row, whose per-layer inputs stay.
+  narrow_.resize(static_cast<size_t>(n) * n_embd_);
+  wire::decode_activations(dtype_, r.activations.data(), n, n_embd_, narrow_.data());
+  for (int i = 0; i < n; ++i) {
+    const size_t row = pending_rows_out_ ? static_cast<size_t>(rows_out_[i]) : static_cast<size_t>(i);
+    std::memcpy(pending_hidden_ + row * row_width_, narrow_.data() + static_cast<size_t>(i) * n_embd_,
+                n_embd_ * sizeof(float));
+  }
 }
 
 void RemoteStage::cancel() noexcept {

@@ -36,7 +36,9 @@ class RemoteStage : public Stage {
   enum class Topology { chain, tensor_group };
   // head_vocab: the members hold the output head too (a tensor group that
   // ends the model, loaded with it): the logits' width; 0 when they do not.
-  RemoteStage(std::vector<RemoteMember> members, int n_embd, int n_layer, wire::WireDType dtype,
+  // Rows go out n_embd + side_width wide (the per-layer inputs they carry,
+  // gemma4 E2B/E4B) and come back n_embd wide.
+  RemoteStage(std::vector<RemoteMember> members, int n_embd, int side_width, int n_layer, wire::WireDType dtype,
               Topology topology = Topology::chain, int head_vocab = 0);
 
   int layer_begin() const override { return members_.front().layer_begin; }
@@ -64,6 +66,8 @@ class RemoteStage : public Stage {
   bool group_;       // a tensor group: every member gets the step, the first answers
   size_t answerer_;  // the member whose FORWARD_RESULT ends a step
   int n_embd_;
+  int row_width_;              // what FORWARD sends a row: n_embd_ and its per-layer inputs
+  std::vector<float> narrow_;  // a result's rows before they go back into the wide rows
   bool sends_rows_out_;  // ends the model and every member takes the rows out
   int head_vocab_;
   float* head_into_ = nullptr;  // for the next step: where its logits go (head_into)

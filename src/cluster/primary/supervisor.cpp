@@ -461,7 +461,8 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_stages(Engine& engi
   Loaded loaded;
   auto flush_chain = [&] {
     if (chain.empty()) return;
-    stages.push_back(std::make_unique<RemoteStage>(std::move(chain), config.activation_width(), config.n_layer, dtype));
+    stages.push_back(
+        std::make_unique<RemoteStage>(std::move(chain), config.n_embd, config.side_width(), config.n_layer, dtype));
     chain.clear();
   };
   for (const StageAssignment& a : plan.stages) {
@@ -477,7 +478,8 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_stages(Engine& engi
     RemoteMember member{client, r.stage_id, a.layer_begin, a.layer_end, r};
     if (!options_.chain) {
       stages.push_back(
-          std::make_unique<RemoteStage>(std::vector<RemoteMember>{member}, config.activation_width(), config.n_layer, dtype));
+          std::make_unique<RemoteStage>(std::vector<RemoteMember>{member}, config.n_embd, config.side_width(),
+                                        config.n_layer, dtype));
     } else {
       chain.push_back(member);
     }
@@ -574,7 +576,8 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_tensor_groups(
     }
     if (head) head_on = fmt::format("{}", fmt::join(addresses, " + "));
     group_members.push_back(members);
-    stages.push_back(std::make_unique<RemoteStage>(std::move(members), config.activation_width(), config.n_layer, dtype,
+    stages.push_back(std::make_unique<RemoteStage>(std::move(members), config.n_embd, config.side_width(), config.n_layer,
+                                                   dtype,
                                                    k > 1 ? RemoteStage::Topology::tensor_group
                                                          : RemoteStage::Topology::chain,
                                                    head ? config.n_vocab : 0));

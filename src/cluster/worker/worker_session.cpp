@@ -3,11 +3,11 @@
 #include "tensor/random_weights.h"
 
 #include <atomic>
-#include <cstring>
 
 #include "cluster/wire/handshake.h"
 #include "engine/output_head.h"
 #include "engine/pipeline.h"
+#include "model/travelling_rows.h"
 #include "util/log.h"
 
 namespace shoal {
@@ -276,10 +276,15 @@ void WorkerSession::send_on(uint64_t request_id, const wire::ForwardView& view,
     return;
   }
   int n = static_cast<int>(view.header.n_tokens);
-  const int width = stage->config.activation_width();
-  if (view.route.empty() && view.has_rows_out) {  // only the listed rows were finished, and only they go back
-    wire::pack_rows(hidden_.data(), width, view.rows_out);
-    n = static_cast<int>(view.rows_out.size());
+  int width = stage->config.activation_width();
+  if (view.route.empty()) {
+    if (view.has_rows_out) {  // only the listed rows were finished, and only they go back
+      wire::pack_rows(hidden_.data(), width, view.rows_out);
+      n = static_cast<int>(view.rows_out.size());
+    }
+    // The primary has the per-layer inputs the rows carried: only the residual values go back.
+    narrow_rows(hidden_.data(), n, width, stage->config.n_embd);
+    width = stage->config.n_embd;
   }
   std::span<const uint8_t> activations;
   if (view.header.dtype == wire::WireDType::F32) {
@@ -388,11 +393,7 @@ void WorkerSession::run_head(WorkerStage& stage, std::span<const int32_t> rows_o
   logits_.resize(static_cast<size_t>(m) * c.n_vocab);
   if (m == 0) return;
   wire::pack_rows(hidden_.data(), c.activation_width(), rows_out);
-  // Each row's residual values without the per-layer inputs it carried (gemma4 E2B/E4B).
-  if (const int wide = c.activation_width(); wide != c.n_embd)
-    for (int r = 1; r < m; ++r)
-      std::memmove(&hidden_[static_cast<size_t>(r) * c.n_embd], &hidden_[static_cast<size_t>(r) * wide],
-                   c.n_embd * sizeof(float));
+  narrow_rows(hidden_.data(), m, c.activation_width(), c.n_embd);
   head_positions_.clear();
   head_seq_ids_.clear();
   for (int32_t t : rows_out) {
