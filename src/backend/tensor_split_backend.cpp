@@ -198,12 +198,10 @@ void TensorSplitBackend::matmuls(std::span<const MatmulOutput> outputs, DevicePt
   inner_outputs_.clear();
   expert_views_.resize(outputs.size());
   int64_t held_width = 0;  // floats per token of this member's shares, all outputs together
-  int64_t mine_width = 0;  // of those, the rows it all-gathers (not a head's)
   for (size_t i = 0; i < outputs.size(); ++i) {
     const Split* split = find(*outputs[i].w);
     split_of_.push_back(split);
     if (split) held_width += split->share.rows;
-    if (split && !split->by_heads) mine_width += split->share.rows;
     inner_outputs_.push_back({held_expert(*outputs[i].w, expert_views_[i]), outputs[i].y});
   }
   if (held_width == 0) {
@@ -221,38 +219,37 @@ void TensorSplitBackend::matmuls(std::span<const MatmulOutput> outputs, DevicePt
   }
   inner().matmuls(inner_outputs_, x, n_tokens);
 
-  // A head's rows stay here: into their columns of the output, the others' left as they were.
+  // A head's rows stay here: into their columns of the output, the others'
+  // left as they were. The rest wait for the op that reads them.
   at = 0;
+  pending_rows_.clear();
   for (size_t i = 0; i < outputs.size(); ++i) {
     const Split* s = split_of_[i];
     if (!s) continue;
     if (s->by_heads)
       inner().copy_rows(outputs[i].y + s->at, s->rows, shares + at, s->share.rows, s->share.rows, n);
+    else
+      pending_rows_.push_back({outputs[i].y, s, shares + at});
     at += n * s->share.rows;
   }
-  if (mine_width == 0) return;
+  pending_rows_tokens_ = n;
+}
 
+void TensorSplitBackend::gather_rows() {
+  const int64_t n = pending_rows_tokens_;
   // Trade: each member's shares in output order, as it computed them.
+  int64_t mine_width = 0;
+  for (const PendingRows& r : pending_rows_) mine_width += r.split->share.rows;
   const std::span<float> mine = at_least(mine_, static_cast<size_t>(n * mine_width));
-  if (mine_width == held_width) {
-    inner().download(mine.data(), shares, mine.size_bytes());
-  } else {
-    int64_t sent = 0;
-    at = 0;
-    for (const Split* s : split_of_) {
-      if (!s) continue;
-      if (!s->by_heads) {
-        inner().download(mine.data() + sent, shares + at, static_cast<size_t>(n * s->share.rows) * sizeof(float));
-        sent += n * s->share.rows;
-      }
-      at += n * s->share.rows;
-    }
+  int64_t sent = 0;
+  for (const PendingRows& r : pending_rows_) {
+    inner().download(mine.data() + sent, r.held, static_cast<size_t>(n * r.split->share.rows) * sizeof(float));
+    sent += n * r.split->share.rows;
   }
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
     int64_t width = 0;
-    for (const Split* s : split_of_)
-      if (s && !s->by_heads) width += row_share(s->rows, p, weights_).rows();
+    for (const PendingRows& r : pending_rows_) width += row_share(r.split->rows, p, weights_).rows();
     from_[p] = at_least(theirs_[p], static_cast<size_t>(n * width));
   }
   exchange_->all_gather(mine, from_);
@@ -260,13 +257,38 @@ void TensorSplitBackend::matmuls(std::span<const MatmulOutput> outputs, DevicePt
 
   // Each split output whole: member p's rows [begin, end) of every token.
   offset_.assign(size_, 0);
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    const Split* s = split_of_[i];
-    if (!s || s->by_heads) continue;
-    place_shares(outputs[i].y, n, s->rows, [&](int p) { return row_share(s->rows, p, weights_); });
+  for (const PendingRows& r : pending_rows_)
+    place_shares(r.y, n, r.split->rows, [&](int p) { return row_share(r.split->rows, p, weights_); });
+  pending_rows_.clear();
+}
+
+template <class Activation>
+bool TensorSplitBackend::on_held_rows(DevicePtr gate, DevicePtr up, DevicePtr out, int64_t n, Activation activation) {
+  if (pending_rows_.size() != 2) return false;
+  const PendingRows &g = pending_rows_[0], &u = pending_rows_[1];
+  if (!(g.y == gate) || !(u.y == up) || g.split->rows != u.split->rows || g.split->at != u.split->at ||
+      g.split->share.rows != u.split->share.rows || n != pending_rows_tokens_ * g.split->rows)
+    return false;
+  activation(g.held, u.held, g.held, pending_rows_tokens_ * g.split->share.rows);
+  pending_rows_ = {PendingRows{out, g.split, g.held}};
+  return true;
+}
+
+void TensorSplitBackend::swiglu(DevicePtr gate, DevicePtr up, DevicePtr out, int64_t n) {
+  auto run = [&](DevicePtr a, DevicePtr b, DevicePtr y, int64_t m) { inner().swiglu(a, b, y, m); };
+  if (!on_held_rows(gate, up, out, n, run)) {
+    settle();
+    run(gate, up, out, n);
   }
 }
 
+void TensorSplitBackend::geglu(DevicePtr gate, DevicePtr up, DevicePtr out, int64_t n) {
+  auto run = [&](DevicePtr a, DevicePtr b, DevicePtr y, int64_t m) { inner().geglu(a, b, y, m); };
+  if (!on_held_rows(gate, up, out, n, run)) {
+    settle();
+    run(gate, up, out, n);
+  }
+}
 
 void TensorSplitBackend::sigmoid_mul(DevicePtr x, DevicePtr gate, int64_t n) {
   // An output gate on attention's heads: each member gates its own heads' columns before they are gathered.
@@ -346,6 +368,7 @@ void TensorSplitBackend::attention(DevicePtr q, const KvLayer& kv, int n_tokens,
 }
 
 void TensorSplitBackend::settle() {
+  if (!pending_rows_.empty()) gather_rows();
   if (!pending_) return;
   const PendingHeads p = *pending_;
   pending_.reset();

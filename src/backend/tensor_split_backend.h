@@ -62,6 +62,7 @@ class TensorSplitBackend : public ForwardingBackend {
   uint64_t prepared_bytes(std::span<const WeightToPrepare> weights) const override;
   void abandon_step() override {
     pending_.reset();
+    pending_rows_.clear();
     ForwardingBackend::abandon_step();
   }
 
@@ -75,6 +76,11 @@ class TensorSplitBackend : public ForwardingBackend {
   // sigmoid_mul runs first, on what the member's own heads hold).
   void attention(DevicePtr q, const KvLayer& kv, int n_tokens, const AttentionShape& shape, DevicePtr out) override;
   void sigmoid_mul(DevicePtr x, DevicePtr gate, int64_t n) override;
+  // A gated activation on a gate and up this member computed its rows of
+  // (and not yet gathered): on those rows only, then only its output is
+  // gathered, half what gate and up would take.
+  void swiglu(DevicePtr gate, DevicePtr up, DevicePtr out, int64_t n) override;
+  void geglu(DevicePtr gate, DevicePtr up, DevicePtr out, int64_t n) override;
   // Divided by expert: this member's experts, then the others' slots from them.
   void run_routed_experts(const HostRoutes& routes, const std::function<void(int)>& run, DevicePtr out,
                           float* host) override;
@@ -115,7 +121,20 @@ class TensorSplitBackend : public ForwardingBackend {
     int n_tokens = 0;
     int v_dim = 0;
   };
+  // Rows of split matmul outputs this member computed and the others have
+  // not been sent yet: gathered (one all-gather for all of them) before
+  // any op but a gated activation of them reads them.
+  struct PendingRows {
+    DevicePtr y;       // the whole output, [n][split->rows]
+    const Split* split = nullptr;
+    DevicePtr held;    // this member's rows of it, [n][split->share.rows]
+  };
   void settle();
+  void gather_rows();
+  // With gate and up pending (in that order, the same shares): runs
+  // `activation` on the held rows and leaves its output pending instead.
+  template <class Activation>
+  bool on_held_rows(DevicePtr gate, DevicePtr up, DevicePtr out, int64_t n, Activation activation);
   // After an all-gather: each member p's next part, [n][share_of(p).rows()]
   // at offset_[p] of what it sent (mine_ for this member), into columns
   // share_of(p) of the [n][whole] rows at y.
@@ -137,6 +156,8 @@ class TensorSplitBackend : public ForwardingBackend {
   std::optional<AttentionHeads> heads_;
   HeadShare head_share_;
   std::optional<PendingHeads> pending_;
+  std::vector<PendingRows> pending_rows_;
+  int64_t pending_rows_tokens_ = 0;
   Matrix sinks_view_;
   // Reused every step: no allocation once the largest step has run.
   std::vector<MatmulOutput> inner_outputs_;
