@@ -235,6 +235,10 @@ class Backend {
   virtual void upload(DevicePtr dst, const void* src, size_t bytes) = 0;
   virtual void download(void* dst, DevicePtr src, size_t bytes) = 0;
   virtual void copy(DevicePtr dst, DevicePtr src, size_t bytes) = 0;
+  // Where the backend's buffers are host memory (the CPU's): the floats at
+  // p, which its user may write between ops instead of uploading (one copy
+  // less); null where they are not.
+  virtual float* host_floats(DevicePtr) { return nullptr; }
   // n_rows rows of `width` floats from src to dst, rows `src_stride` and
   // `dst_stride` floats apart (a head's slice of every token, and back).
   virtual void copy_rows(DevicePtr dst, int64_t dst_stride, DevicePtr src, int64_t src_stride, int64_t width,

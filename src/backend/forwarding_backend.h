@@ -21,6 +21,7 @@ class ForwardingBackend : public Backend {
   std::optional<DeviceCounters> device_counters() const override { return inner_->device_counters(); }
 
   std::unique_ptr<Buffer> allocate(size_t bytes) override { return inner_->allocate(bytes); }
+  float* host_floats(DevicePtr p) override { return inner_->host_floats(p); }
   void upload(DevicePtr dst, const void* src, size_t bytes) override {
     before_op();
     inner_->upload(dst, src, bytes);

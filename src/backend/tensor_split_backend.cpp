@@ -181,7 +181,9 @@ void TensorSplitBackend::matmul(const Matrix& w, DevicePtr x, DevicePtr y, int n
 
 template <class ShareOf>
 void TensorSplitBackend::place_shares(DevicePtr y, int64_t n, int64_t whole, ShareOf share_of) {
-  const std::span<float> rows = at_least(whole_, static_cast<size_t>(n * whole));
+  // Straight into y where it is host memory, else whole rows here, then one upload.
+  float* host = inner().host_floats(y);
+  const std::span<float> rows = host ? std::span<float>(host, n * whole) : at_least(whole_, static_cast<size_t>(n * whole));
   for (int p = 0; p < size_; ++p) {
     const RowShare share = share_of(p);
     const float* src = (p == rank_ ? mine_.data() : theirs_[p].data()) + offset_[p];
@@ -189,7 +191,7 @@ void TensorSplitBackend::place_shares(DevicePtr y, int64_t n, int64_t whole, Sha
       std::memcpy(rows.data() + t * whole + share.begin, src + t * share.rows(), share.rows() * sizeof(float));
     offset_[p] += n * share.rows();
   }
-  inner().upload(y, rows.data(), rows.size_bytes());
+  if (!host) inner().upload(y, rows.data(), rows.size_bytes());
 }
 
 void TensorSplitBackend::matmuls(std::span<const MatmulOutput> outputs, DevicePtr x, int n_tokens) {

@@ -11,8 +11,8 @@
 // the same whole input as in a local run, so a 2- or 4-way group gives the
 // local bits, whatever the group (docs/design.md). Splitting a reduction
 // (columns) would sum partial dot products in a new order. The price is an
-// exchange after attention, the output projection, gate/up and down (four
-// a layer) where a column split has two.
+// exchange after attention, the output projection, the gated activation of
+// gate and up, and down (four a layer) where a column split has two.
 #include <cstdint>
 #include <map>
 #include <memory>

@@ -61,6 +61,7 @@ class CpuBackend : public Backend {
   void add_bias(DevicePtr y, const Matrix& bias, int n_tokens, int n) override;
   void get_rows(const Matrix& w, const int32_t* ids, int n, DevicePtr out) override;
   bool runs(OptionalOp) const override { return true; }
+  float* host_floats(DevicePtr p) override { return floats(p); }
   void delta_net(DevicePtr qkv, DevicePtr alpha, DevicePtr beta, const RecurrentLayer& state,
                  const DeltaNetParams& p, int n_tokens, DevicePtr out) override;
   void sigmoid_mul(DevicePtr x, DevicePtr gate, int64_t n) override;

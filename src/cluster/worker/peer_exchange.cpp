@@ -21,7 +21,7 @@ namespace {
 // other at once cannot both wait on full buffers.
 constexpr size_t kInlineSendBytes = 32 << 10;
 constexpr std::chrono::microseconds kSpinBeforeSleep{200};
-constexpr size_t kShareFrameBytes = 64 << 20;
+constexpr size_t kShareFrameBytes = 256 << 10;
 }  // namespace
 
 PeerExchange::PeerExchange(TensorGroup group, PeerLinkOptions options)
@@ -106,7 +106,9 @@ std::shared_ptr<wire::Connection> PeerExchange::inbound(int peer) {
 }
 
 void PeerExchange::send_all(std::span<const uint8_t> bytes) {
-  // In frames of at most kShareFrameBytes (a prompt's share can outgrow a frame's limit).
+  // In frames of at most kShareFrameBytes: the receiver reads and opens one
+  // while the next is sealed and sent (one frame of a prompt's whole share
+  // would be sealed, sent, read and opened in turn).
   for (int p = 0; p < group_.size(); ++p) {
     if (p == group_.rank) continue;
     size_t at = 0;
