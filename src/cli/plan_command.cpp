@@ -11,6 +11,7 @@
 #include "cluster/primary/model_catalogue.h"
 #include "cluster/primary/discovery.h"
 #include "cluster/primary/plan_input.h"
+#include "cluster/primary/prompt_placement.h"
 #include "cluster/primary/split_choice.h"
 #include "cluster/wire/handshake.h"
 #include "gguf/reader.h"
@@ -102,6 +103,31 @@ void print_speculation(const CommonOptions& o, double draft_accept, const Plan& 
               p.plain_token_ms / p.token_ms);
 }
 
+// Prompts on the decode plan or on devices of their own (--prefill-on
+// names them: described devices by name, workers by address, "local").
+struct PromptOptions {
+  RequestShape request;
+  std::vector<std::string> prefill_on;
+};
+void print_prompt_placement(const PromptOptions& o, const EngineOptions& e, const Plan& plan, const PlanInput& input,
+                            Relay relay) {
+  std::vector<int> devices;
+  for (const std::string& name : o.prefill_on) {
+    int found = -1;
+    for (size_t d = 0; d < input.devices.size(); ++d)
+      if (input.devices[d].address == name) found = static_cast<int>(d);
+    if (found < 0) {
+      std::string known;
+      for (const DeviceInfo& d : input.devices) known += (known.empty() ? "" : ", ") + d.address;
+      fail("--prefill-on {}: no such device (the plan's devices: {})", printable(name), known);
+    }
+    devices.push_back(found);
+  }
+  const PromptPlacement placement =
+      choose_prompt_placement(plan, input, relay, o.request, devices, e.n_batch, e.n_ubatch);
+  std::printf("%s", format_prompt_placement(placement, plan, input, o.request).c_str());
+}
+
 void print_prediction(const char* who, const Prediction& p) {
   std::printf("  %-34s tg: %7.2f ms/token (%8.1f tok/s)   pp%d: %9.1f tok/s", who, p.token_ms, p.tok_s,
               p.prefill_tokens, p.prefill_tok_s);
@@ -110,7 +136,7 @@ void print_prediction(const char* who, const Prediction& p) {
 }
 
 // `shoal plan --cluster FILE`: contacts nothing.
-int plan_described(CommonOptions& o, const std::string& cluster_file, double draft_accept) {
+int plan_described(CommonOptions& o, const std::string& cluster_file, double draft_accept, const PromptOptions& prompts) {
   if (!o.cluster.workers.empty()) fail("--cluster describes the devices: give it without --rpc");
   std::string title;
   PlanInput input = described_model_input(o, title);
@@ -170,6 +196,7 @@ int plan_described(CommonOptions& o, const std::string& cluster_file, double dra
                                         input)
                         .c_str());
   print_speculation(o, draft_accept, plan, input, input.relay);
+  print_prompt_placement(prompts, o.engine, plan, input, input.relay);
   return 0;
 }
 
@@ -194,9 +221,21 @@ Command add_plan_command(CLI::App& app) {
   cmd->add_option("--cluster", *cluster_file,
                   "a cluster described in a TOML file instead of the workers (examples/clusters/): what would fit, "
                   "how it would split, how fast");
-  return [o, cluster_file, draft_accept] {
+  auto prompts = std::make_shared<PromptOptions>();
+  cmd->add_option("--prompt-tokens", prompts->request.prompt_tokens,
+                  "the request whose time to first token and total time are predicted: its prompt")
+      ->capture_default_str()
+      ->check(whole_number_in(1, 1 << 20));
+  cmd->add_option("--gen-tokens", prompts->request.generated, "... and the tokens it generates")
+      ->capture_default_str()
+      ->check(whole_number_in(1, 1 << 20));
+  cmd->add_option("--prefill-on", prompts->prefill_on,
+                  "run prompts on these devices (names in --cluster, worker addresses, local), split by memory, "
+                  "and decode on the plan")
+      ->delimiter(',');
+  return [o, cluster_file, draft_accept, prompts] {
     set_verbosity(o->verbosity);
-    if (!cluster_file->empty()) return plan_described(*o, *cluster_file, *draft_accept);
+    if (!cluster_file->empty()) return plan_described(*o, *cluster_file, *draft_accept, *prompts);
     if (find_catalogue_model(o->engine.model_path))
       fail("{} is a catalogue model: plan it on a described cluster (--cluster FILE)", o->engine.model_path);
     auto file = gguf::File::open(o->engine.model_path);
@@ -212,6 +251,7 @@ Command add_plan_command(CLI::App& app) {
     std::printf("%s", format_plan(cp.plan, cp.input).c_str());
     std::printf("%s", format_split_choice(choose_split(o->cluster.split_mode, cp.plan, cp.input, o->cluster.group_size), cp.input).c_str());
     print_speculation(*o, *draft_accept, cp.plan, cp.input, cp.input.relay);
+    print_prompt_placement(*prompts, o->engine, cp.plan, cp.input, cp.input.relay);
     return 0;
   };
 }

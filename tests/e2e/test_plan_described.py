@@ -213,3 +213,32 @@ def test_help_and_version_still_exit_0(shoal_bin):
     assert r.returncode == 0 and "--cluster" in r.stdout, r.stderr
     r = run_shoal(shoal_bin, "plan", "--no-such-flag", timeout=60)
     assert r.returncode == 1 and r.stderr.startswith("error: "), r.stderr
+
+
+def test_prompts_and_tokens_are_planned_on_the_machines_that_do_each_best(shoal_bin):
+    """The seeds' Spark beside a Mac Studio: a long prompt goes to the Spark
+    (it computes ~2.5x faster), the tokens stay on the Mac (it reads memory
+    ~3x faster), and the cache the prompt leaves is moved between them."""
+    cluster = ROOT / "examples" / "clusters" / "mac-studio-and-dgx-spark.toml"
+    args = ("plan", "-m", "llama-3.1-8b:f16", "--cluster", cluster, "--prompt-tokens", "8192", "--gen-tokens", "32")
+    r = run_shoal(shoal_bin, *args, timeout=60)
+    assert r.returncode == 0, r.stderr
+    joint = re.search(r"prompt and tokens on the plan above +TTFT +([\d.]+) s, .* total +([\d.]+) s", r.stdout)
+    split = re.search(r"prompt on spark \(layers 0-31\) +TTFT +([\d.]+) s, .* total +([\d.]+) s", r.stdout)
+    assert joint and split, r.stdout
+    assert float(split.group(1)) < float(joint.group(1)) / 2 and float(split.group(2)) < float(joint.group(2)), r.stdout
+    took = re.search(r"takes: prompts on spark \(layers 0-31\), tokens on mac-studio \(layers 0-(\d+)\)", r.stdout)
+    assert took, r.stdout
+    # What the Mac decodes moves there: 8192 positions x 1024 K + 1024 V values in f16 a layer;
+    # a layer the Spark decodes too keeps its cache where it is.
+    moved = re.search(r"cache moved: ([\d.]+) GB", r.stdout)
+    assert moved and abs(float(moved.group(1)) - 8192 * (int(took.group(1)) + 1) * 2048 * 2 / 1e9) < 0.01, r.stdout
+    # A short prompt stays where the tokens are.
+    short = run_shoal(shoal_bin, *args[:-4], "--prompt-tokens", "16", "--gen-tokens", "256", timeout=60)
+    assert short.returncode == 0 and "takes: the joint placement" in short.stdout, short.stdout
+    # Forced, and a name that is no device.
+    forced = run_shoal(shoal_bin, *args, "--prefill-on", "mac-studio", timeout=60)
+    assert forced.returncode == 0 and "prompt on mac-studio (layers 0-31)" in forced.stdout, forced.stdout
+    bad = run_shoal(shoal_bin, *args, "--prefill-on", "cray-1", timeout=60)
+    assert bad.returncode == 1 and "--prefill-on cray-1: no such device" in bad.stderr, bad.stderr
+    assert "mac-studio, spark" in bad.stderr

@@ -11,6 +11,7 @@
 #include "cluster/device_info.h"
 #include "cluster/primary/plan_input.h"
 #include "cluster/primary/cost_model.h"
+#include "cluster/primary/prompt_placement.h"
 #include "cluster/primary/planner.h"
 #include "cluster/primary/split_choice.h"
 #include "gguf/reader.h"
@@ -739,6 +740,111 @@ TEST(TensorSplitCost, AutoTakesTheTensorSplitOnFastLinksAndTheLayersOnSlowOnes) 
   EXPECT_NE(refused.reason.find("the tensor split does not fit: b:1 would hold 168 MiB of layers 0-23 and has"),
             std::string::npos)
       << refused.reason;
+}
+
+}  // namespace
+}  // namespace shoal
+
+namespace shoal {
+namespace {
+
+// Two layers of 1 GB, 1 GFLOP a token and 1 MFLOP a (query, position)
+// pair, with 1 KB of cache a position, on a fast-computing and a
+// fast-reading device 1 GB/s apart.
+PlanInput request_input() {
+  PlanInput in;
+  in.layer_bytes.assign(2, 1000 * MiB);
+  in.layer_flops.assign(2, 1e9);
+  in.layer_pair_flops.assign(2, 1e6);
+  in.layer_window.assign(2, 0);
+  in.layer_kv_row_bytes.assign(2, 1000);
+  in.layer_state_bytes.assign(2, 0);
+  in.head_bytes = in.primary_bytes = 1;
+  in.devices = {device("reads", 8000, 100.0), device("computes", 8000, 10.0)};
+  in.devices[0].matmul_gflops = 1000.0;
+  in.devices[1].matmul_gflops = 10000.0;
+  in.devices[1].link_gbps = 1.0;
+  return in;
+}
+
+TEST(RequestCost, APromptsAttentionGrowsWithItsLengthUpToTheWindow) {
+  PlanInput in = request_input();
+  in.devices.resize(1);
+  const Plan plan = make_plan(in);
+  // 2 layers x 1 MFLOP x the pairs rows 0..n-1 see (n(n+1)/2), at 1 TFLOP/s, beside 2 GFLOP a token.
+  auto prompt_ms = [&](int n, int batch = 0) {
+    const Prediction p = predict(plan, in, Relay::shoal_star, n, 0, batch);
+    return p.prefill_ms - p.head_ms;
+  };
+  EXPECT_NEAR(prompt_ms(1000), 1000 * 2.0 + 2 * 1e6 * (1000.0 * 1001 / 2) / 1e12 * 1e3, 1e-6);
+  // Batches see what came before them: two batches of 500 cost what one of 1000 does.
+  EXPECT_NEAR(prompt_ms(1000, 500), prompt_ms(1000), 1e-6);
+  // A window of 100 caps each row's pairs: 100 x 101 / 2 for the first 100, 100 each after.
+  in.layer_window.assign(2, 100);
+  EXPECT_NEAR(prompt_ms(1000), 1000 * 2.0 + 2 * 1e6 * (100.0 * 101 / 2 + 900 * 100) / 1e12 * 1e3, 1e-6);
+  EXPECT_NEAR(prompt_ms(1000, 300), prompt_ms(1000), 1e-6);
+}
+
+TEST(RequestCost, APromptElsewhereMovesItsCacheBehindThePrompt) {
+  PlanInput in = request_input();
+  in.tensor_split = {1, 0};
+  const Plan decode = make_plan(in);  // every layer on the device that reads fast
+  in.tensor_split = {0, 1};
+  const Plan prompt = make_plan(in);
+  in.tensor_split.clear();
+  const RequestShape request{1000, 11};
+  const RequestPrediction joint = predict_request(decode, decode, in, Relay::shoal_star, request);
+  EXPECT_EQ(joint.cache_bytes, 0.0);
+  EXPECT_EQ(joint.exposed_ms, 0.0);
+  EXPECT_NEAR(joint.total_ms, joint.prefill_ms + 10 * joint.token_ms, 1e-9);
+  const RequestPrediction split = predict_request(prompt, decode, in, Relay::shoal_star, request);
+  // Each layer's 1000 positions of 1 KB, over the 1 GB/s link: 1 ms a layer, hidden behind the prompt but the last.
+  EXPECT_EQ(split.cache_bytes, 2 * 1000 * 1000.0);
+  EXPECT_NEAR(split.cache_ms, 2.0, 1e-9);
+  EXPECT_NEAR(split.exposed_ms, 1.0, 1e-9);
+  EXPECT_LT(split.prefill_ms, joint.prefill_ms / 5);  // ten times the compute, and the rows' trips
+  EXPECT_EQ(split.token_ms, joint.token_ms);          // decoded where it was
+  // A decode step reads the cache of its context: 2 layers x 1005 positions x 1 KB at 100 GB/s beside 2 GB.
+  EXPECT_NEAR(joint.token_ms - predict(decode, in, Relay::shoal_star).token_ms, 2 * 1005 * 1000.0 / 100e9 * 1e3,
+              1e-9);
+  // A slow link shows: 0.1 MB/s takes 20 s for the cache, most of it after the prompt.
+  in.devices[1].link_gbps = 1e-4;
+  const RequestPrediction slow = predict_request(prompt, decode, in, Relay::shoal_star, request);
+  EXPECT_NEAR(slow.cache_ms, 20000.0, 1e-6);
+  EXPECT_NEAR(slow.exposed_ms, 20000.0 - slow.prefill_ms + 10000.0, 1e-6);
+}
+
+TEST(RequestCost, PromptsGoWhereTheyWinAndWhereMemoryHoldsBothPlans) {
+  PlanInput in = request_input();
+  in.tensor_split = {1, 0};
+  const Plan decode = make_plan(in);
+  in.tensor_split.clear();
+  const RequestShape request{4000, 16};
+  const PromptPlacement chosen = choose_prompt_placement(decode, in, Relay::shoal_star, request, {});
+  ASSERT_TRUE(chosen.split);
+  EXPECT_EQ(layer_counts(chosen.plan), (std::vector<int>{0, 2}));
+  EXPECT_LT(chosen.placed.total_ms, 0.9 * chosen.joint.total_ms);
+  const std::string shown = format_prompt_placement(chosen, decode, in, request);
+  EXPECT_NE(shown.find("takes: prompts on computes (layers 0-1), tokens on reads (layers 0-1)"), std::string::npos)
+      << shown;
+  // A short request gains too little: the joint placement stays.
+  EXPECT_FALSE(choose_prompt_placement(decode, in, Relay::shoal_star, {10, 100}, {}).split);
+  // The computing device cannot hold the layers beside what it would decode: refused, said why.
+  in.devices[1].free_memory = 1500 * MiB;
+  const PromptPlacement small = choose_prompt_placement(decode, in, Relay::shoal_star, request, {});
+  EXPECT_FALSE(small.split);
+  ASSERT_FALSE(small.refused.empty());
+  EXPECT_NE(format_prompt_placement(small, decode, in, request).find("computes"), std::string::npos);
+  // Forced (--prefill-on) where it does not fit: an error naming the device.
+  try {
+    choose_prompt_placement(decode, in, Relay::shoal_star, request, {1});
+    FAIL() << "a prompt plan over memory was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("computes"), std::string::npos) << e.what();
+  }
+  // Forced where it fits: taken even where it loses.
+  in.devices[1].free_memory = 8000 * MiB;
+  EXPECT_TRUE(choose_prompt_placement(decode, in, Relay::shoal_star, {10, 100}, {1}).split);
 }
 
 }  // namespace

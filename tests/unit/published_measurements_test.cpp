@@ -14,6 +14,7 @@
 #include "cluster/primary/cost_model.h"
 #include "cluster/primary/described_cluster.h"
 #include "cluster/primary/model_catalogue.h"
+#include "cluster/primary/prompt_placement.h"
 
 namespace shoal {
 namespace {
@@ -58,6 +59,24 @@ Row predict_row(const toml::table& m, const std::string& file) {
   if (const toml::array* split = m["tensor_split"].as_array())
     for (const auto& v : *split) in.tensor_split.push_back(v.value_or(0.0));
   const Plan plan = make_plan(in);
+  if (m.contains("total_s")) {
+    // A whole request (a prompt, then generated tokens) in seconds, its
+    // prompt on the plan or on the device `prompt_on` names.
+    row.published = m["total_s"].value_or(0.0);
+    const RequestShape request{m["prompt_tokens"].value_or(0), m["generated"].value_or(0)};
+    std::vector<int> prompt_on;
+    if (auto name = m["prompt_on"].value<std::string>())
+      for (size_t d = 0; d < in.devices.size(); ++d)
+        if (in.devices[d].address == *name) prompt_on.push_back(static_cast<int>(d));
+    if (m.contains("prompt_on") && prompt_on.empty()) throw std::runtime_error(row.name + ": prompt_on names no device");
+    // One batch, as the tool ran the prompt.
+    const int batch = request.prompt_tokens;
+    row.predicted = (prompt_on.empty() ? predict_request(plan, plan, in, in.relay, request, batch)
+                                       : choose_prompt_placement(plan, in, in.relay, request, prompt_on, batch).placed)
+                        .total_ms /
+                    1e3;
+    return row;
+  }
   row.predicted = predict(plan, in, in.relay).tok_s;
   return row;
 }

@@ -35,6 +35,25 @@ double layer_flops(const PlanInput& in, int begin, int end) {
   return f;
 }
 
+// How many (query, cached position) pairs rows [start, start + b) of a
+// prompt attend to, through a window of `window` positions (0: all).
+double attended_pairs(int64_t start, int64_t b, int window) {
+  const int64_t first = start + 1, last = start + b;  // each row attends to its own position and those before
+  if (window <= 0 || last <= window) return (first + last) * static_cast<double>(b) / 2;
+  const int64_t full_from = std::max<int64_t>(first, window);  // rows from here see a whole window
+  const int64_t growing = std::max<int64_t>(0, full_from - first);
+  return (first + first + growing - 1) * static_cast<double>(growing) / 2 +
+         static_cast<double>(last - full_from + 1) * window;
+}
+
+// Attention's multiply-adds x 2 in layers [begin, end) for prompt rows [start, start + b).
+double attention_flops(const PlanInput& in, int begin, int end, int64_t start, int64_t b) {
+  double f = 0;
+  for (int l = begin; l < end && l < static_cast<int>(in.layer_pair_flops.size()); ++l)
+    f += in.layer_pair_flops[l] * attended_pairs(start, b, in.layer_window[l]);
+  return f;
+}
+
 // The network part of one stage's step carrying n_tokens hidden states.
 double hop_ms(const PlanInput& in, const DeviceInfo& dev, int n_layers, int n_tokens, Relay relay) {
   const double link = known(dev.link_gbps, kUnknownLinkGbps) * 1e9;
@@ -91,9 +110,14 @@ Prediction predict(const Plan& plan, const PlanInput& in, Relay relay, int prefi
   struct PrefillStage {
     double ms_per_token, fixed;
     const DeviceInfo* remote;
-    int n_layers;
+    int begin, end;
+    double gflops;
     double hop(const PlanInput& in, int b, Relay relay) const {
-      return remote ? hop_ms(in, *remote, n_layers, b, relay) : 0.0;
+      return remote ? hop_ms(in, *remote, end - begin, b, relay) : 0.0;
+    }
+    // Rows [start, start + b): their weights' work, attention over what they see, and the step's fixed cost.
+    double compute(const PlanInput& in, int64_t start, int b) const {
+      return ms_per_token * b + attention_flops(in, begin, end, start, b) / (gflops * 1e9) * 1e3 + fixed;
     }
   };
   std::vector<PrefillStage> stages;
@@ -106,10 +130,11 @@ Prediction predict(const Plan& plan, const PlanInput& in, Relay relay, int prefi
     p.token_ms += ms;
     if (n_layers == 0) continue;
     const DeviceInfo& dev = in.devices[s.device];
-    const double per_token = layer_flops(in, s.layer_begin, s.layer_end) /
-                             (known(dev.matmul_gflops, kUnknownMatmulGflops) * 1e9) * 1e3;
+    const double gflops = known(dev.matmul_gflops, kUnknownMatmulGflops);
+    const double per_token = layer_flops(in, s.layer_begin, s.layer_end) / (gflops * 1e9) * 1e3;
     if (s.device != 0) last_remote = s.device;
-    stages.push_back({per_token, dev.step_overhead_ms, s.device != 0 ? &dev : nullptr, n_layers});
+    stages.push_back(
+        {per_token, dev.step_overhead_ms, s.device != 0 ? &dev : nullptr, s.layer_begin, s.layer_end, gflops});
   }
   // The last worker of a chain sends the hidden state home: one more one-way hop.
   auto home = [&](int b) {
@@ -120,18 +145,19 @@ Prediction predict(const Plan& plan, const PlanInput& in, Relay relay, int prefi
   // A batch of b tokens stage after stage, and as Pipeline::run_pipelined
   // runs it: k micro-batches through S stages in k + S - 1 ticks, each as
   // long as its slowest stage.
-  auto whole = [&](int b) {
+  auto whole = [&](int64_t start, int b) {
     double t = home(b);
-    for (const PrefillStage& s : stages) t += s.ms_per_token * b + s.fixed + s.hop(in, b, relay);
+    for (const PrefillStage& s : stages) t += s.compute(in, start, b) + s.hop(in, b, relay);
     return t;
   };
   const bool can_pipeline = micro_batch > 0 && relay == Relay::shoal_star && stages.size() >= 2 && last_remote >= 0;
-  auto pipelined = [&](int b) {
-    if (!can_pipeline || b < 2 * micro_batch) return whole(b);
+  // (Each micro-batch's attention taken at the batch's middle.)
+  auto pipelined = [&](int64_t start, int b) {
+    if (!can_pipeline || b < 2 * micro_batch) return whole(start, b);
     const int k = (b + micro_batch - 1) / micro_batch;
     double fill = 0, slowest = 0;
     for (const PrefillStage& s : stages) {
-      const double t = s.ms_per_token * micro_batch + s.fixed + s.hop(in, micro_batch, relay);
+      const double t = s.compute(in, start + b / 2, micro_batch) + s.hop(in, micro_batch, relay);
       fill += t;
       slowest = std::max(slowest, t);
     }
@@ -148,8 +174,8 @@ Prediction predict(const Plan& plan, const PlanInput& in, Relay relay, int prefi
   bool any_pipelined = false;
   for (int done = 0; done < prefill_tokens; done += batch) {
     const int b = std::min(batch, prefill_tokens - done);
-    p.prefill_ms += whole(b);
-    p.pipelined_prefill_ms += pipelined(b);
+    p.prefill_ms += whole(done, b);
+    p.pipelined_prefill_ms += pipelined(done, b);
     any_pipelined = any_pipelined || (can_pipeline && b >= 2 * micro_batch);
   }
   p.prefill_ms += p.head_ms;
@@ -161,6 +187,63 @@ Prediction predict(const Plan& plan, const PlanInput& in, Relay relay, int prefi
     p.pipelined_prefill_ms = 0.0;
   }
   return p;
+}
+
+namespace {
+// Which device of `plan` holds layer l (-1: none).
+int holder(const Plan& plan, int l) {
+  for (const StageAssignment& s : plan.stages)
+    if (l >= s.layer_begin && l < s.layer_end) return s.device;
+  return -1;
+}
+// Bytes a second between two devices: the link of whichever is not the
+// primary, the slower of both where neither is.
+double path_bytes_per_s(const PlanInput& in, int a, int b) {
+  double gbps = 1e30;
+  for (int d : {a, b})
+    if (d != 0) gbps = std::min(gbps, known(in.devices.at(d).link_gbps, kUnknownLinkGbps));
+  return gbps * 1e9;
+}
+// Layer l's cache entries for a context of n positions.
+double layer_cache_bytes(const PlanInput& in, int l, int64_t n) {
+  if (l >= static_cast<int>(in.layer_kv_row_bytes.size())) return 0.0;
+  const int w = in.layer_window[l];
+  return static_cast<double>(in.layer_kv_row_bytes[l]) * (w > 0 ? std::min<int64_t>(n, w) : n);
+}
+}  // namespace
+
+RequestPrediction predict_request(const Plan& prompt_plan, const Plan& decode_plan, const PlanInput& in, Relay relay,
+                                  const RequestShape& request, int n_batch, int micro_batch) {
+  RequestPrediction r;
+  const Prediction prompt = predict(prompt_plan, in, relay, request.prompt_tokens, micro_batch, n_batch);
+  r.prefill_ms = prompt.pipelined_prefill_ms > 0 ? std::min(prompt.prefill_ms, prompt.pipelined_prefill_ms)
+                                                 : prompt.prefill_ms;
+  // Decode: the plan's step, and each stage reading its layers' cache of the average context.
+  const int64_t context = request.prompt_tokens + request.generated / 2;
+  r.token_ms = predict(decode_plan, in, relay).token_ms;
+  for (const StageAssignment& s : decode_plan.stages) {
+    double bytes = 0;
+    for (int l = s.layer_begin; l < s.layer_end; ++l) bytes += layer_cache_bytes(in, l, context);
+    r.token_ms += bytes / (known(in.devices.at(s.device).matvec_gbps, kUnknownMatvecGbps) * 1e9) * 1e3;
+  }
+  // The prompt's cache from where it was computed to where it is read.
+  const int n_layer = static_cast<int>(in.layer_bytes.size());
+  int moved_layers = 0;
+  for (int l = 0; l < n_layer; ++l) {
+    const int from = holder(prompt_plan, l), to = holder(decode_plan, l);
+    if (from < 0 || to < 0 || from == to) continue;
+    const double bytes = layer_cache_bytes(in, l, request.prompt_tokens) +
+                         (l < static_cast<int>(in.layer_state_bytes.size()) ? in.layer_state_bytes[l] : 0);
+    r.cache_bytes += bytes;
+    r.cache_ms += bytes / path_bytes_per_s(in, from, to) * 1e3;
+    ++moved_layers;
+  }
+  // Layer by layer as each finishes: the move runs behind the prompt and
+  // ends at most one layer's part after it, or later where the link is the
+  // slower of the two.
+  if (moved_layers > 0) r.exposed_ms = std::max(0.0, r.cache_ms - r.prefill_ms) + r.cache_ms / moved_layers;
+  r.total_ms = r.prefill_ms + r.exposed_ms + std::max(0, request.generated - 1) * r.token_ms;
+  return r;
 }
 
 std::vector<std::vector<int>> tensor_group_weights(const PlanInput& in, const std::vector<std::vector<int>>& groups) {

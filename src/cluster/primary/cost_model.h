@@ -17,7 +17,9 @@
 //                stage's layers besides the activations
 //
 // Devices that did not report a speed get ordinary desktop values, so a
-// plan always has a prediction; the KV reads of attention are not counted.
+// plan always has a prediction. A prompt's attention over the positions
+// each row sees is counted; the cache a decode step reads only in a
+// request's prediction (predict_request), which knows the context.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -50,6 +52,34 @@ struct Prediction {
 // that size (Shoal's star only).
 Prediction predict(const Plan& plan, const PlanInput& input, Relay relay, int prefill_tokens = 512,
                    int micro_batch = 0, int n_batch = 0);
+
+// A request as a user sends one: a prompt, then tokens one at a time.
+struct RequestShape {
+  int prompt_tokens = 4096;
+  int generated = 128;
+};
+// One request with its prompt on one plan and its tokens on another (the
+// same plan for both: a joint placement). The prompt runs as predict()
+// runs it (its attention over the positions each row sees included); its
+// last row gives the first token. Where the plans differ, each layer's
+// cache entries of the prompt (a window's worth for a windowed layer) and
+// its recurrent state move, as the layer finishes, from the device that
+// computed them to the one that decodes with them, over the slower of the
+// two devices' links; the move overlaps the prompt, and what the prompt's
+// time does not hide (at least the last layer's part) delays the second
+// token. A machine that holds a layer in both keeps its cache in place.
+// A decode step reads its weights and the cache of the context it attends
+// to: the prompt and half the generated tokens, on average.
+struct RequestPrediction {
+  double prefill_ms = 0;   // to the first token
+  double cache_bytes = 0;  // moved between the plans (0: joint)
+  double cache_ms = 0;     // the move at the links' speed
+  double exposed_ms = 0;   // of that, after the prompt's end
+  double token_ms = 0;     // a decode step, cache reads included
+  double total_ms = 0;     // prefill + exposed + (generated - 1) steps
+};
+RequestPrediction predict_request(const Plan& prompt_plan, const Plan& decode_plan, const PlanInput& input,
+                                  Relay relay, const RequestShape& request, int n_batch = 0, int micro_batch = 0);
 
 // Speculative decoding (engine/drafter.h): a step that checks a guess of k
 // tokens carries k + 1 rows. Each stage reads its weights once, or computes

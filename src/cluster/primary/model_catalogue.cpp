@@ -109,6 +109,11 @@ PlanInput plan_input_for_catalogue_model(const CatalogueModel& m, int n_ctx, int
     // A DeltaNet reads and writes its sequence's state once a token.
     if (!m.attends(l)) in.layer_read_bytes[l] += 2 * state;
     in.layer_recurrent.push_back(!m.attends(l));
+    // Per position: q·k and V over heads n_embd wide in all (the catalogue gives no head counts).
+    in.layer_pair_flops.push_back(m.attends(l) ? 4.0 * m.n_embd : 0.0);
+    in.layer_window.push_back(m.windowed(l) ? m.sliding_window : 0);
+    in.layer_kv_row_bytes.push_back(m.attends(l) ? row : 0);
+    in.layer_state_bytes.push_back(m.attends(l) ? 0 : state);
   }
   // The primary's scratch: a row of logits per sequence and a few
   // activation buffers of the batch (plan_input.h's estimate for a file).

@@ -168,6 +168,17 @@ PlanInput plan_input_for_model(const gguf::File& file, const ModelConfig& config
     in.layer_read_bytes[l] += 2 * RecurrentState::bytes_for(config, l, l + 1, 1);
     in.layer_recurrent.push_back(config.recurrent(l));
   }
+  // Per position and per sequence: a layer's attention work and cache entry
+  // (none where it reads an earlier layer's cache), a DeltaNet's state.
+  for (int l = 0; l < config.n_layer; ++l) {
+    const bool attends = !config.recurrent(l);
+    const AttentionGeometry g = config.attention_of(l);
+    const int v = config.latent_attention() ? config.mla.kv_lora_rank : g.head_dim;
+    in.layer_pair_flops.push_back(attends ? 2.0 * config.n_head * (g.head_dim + v) : 0.0);
+    in.layer_window.push_back(config.layers[l].window);
+    in.layer_kv_row_bytes.push_back(attends ? KvCache::bytes_for(config, l, l + 1, 1, 1, 1, kv_types) : 0);
+    in.layer_state_bytes.push_back(RecurrentState::bytes_for(config, l, l + 1, 1));
+  }
 
   const uint64_t embd = tensor_bytes(file, TensorKind::TokenEmbd);
   const uint64_t norm = tensor_bytes(file, TensorKind::OutputNorm);

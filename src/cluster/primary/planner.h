@@ -53,6 +53,17 @@ struct PlanInput {
   AttentionHeads attention_heads;
   std::vector<uint64_t> layer_q_bytes, layer_kv_proj_bytes;
   uint64_t head_exchange_extra = 0;
+  // A long prompt and a long context (cost_model.h's request predictions):
+  // per layer, the multiply-adds x 2 of one query against one cached
+  // position (q·k over its heads and the weighted sum of V; 0: a recurrent
+  // layer), how many positions it attends to (0: all; else its window),
+  // the bytes of one position's cache entry (read by each decode step that
+  // attends to it; moved when a prompt's cache moves) and of one sequence's
+  // recurrent state (moved whole). Empty: not counted.
+  std::vector<double> layer_pair_flops;
+  std::vector<int> layer_window;
+  std::vector<uint64_t> layer_kv_row_bytes;
+  std::vector<uint64_t> layer_state_bytes;
   uint64_t primary_bytes = 0;         // embedding + output head + buffers, on device 0
   uint64_t reserve_bytes = 0;         // kept free on every device
   uint64_t activation_bytes = 0;      // bytes of one token's hidden state on the wire
