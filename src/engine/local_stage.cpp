@@ -14,6 +14,7 @@ LocalStage::LocalStage(Backend& backend, const ModelConfig& config, const ModelW
       begin_(begin),
       end_(end),
       max_tokens_(max_tokens),
+      kv_heads_(kv_heads),
       ends_model_(end == config.n_layer),
       kv_(backend, config, begin, end, n_seq, n_ctx, max_tokens, kv_types, kv_heads, std::max(rewind_rows, 0)),
       state_(backend, config, begin, end, n_seq, rewind_rows),
@@ -66,6 +67,33 @@ void LocalStage::truncate_sequence(int seq, int n_pos) {
   if (config_.has_recurrent_layers() && seq >= 0 && seq < kv_.n_seq() && n_pos > 0 && n_pos < kv_.length(seq))
     rewind(seq, n_pos);
   kv_.truncate(seq, n_pos);
+}
+
+SequenceCache LocalStage::read_cache(int seq) {
+  if (kv_heads_ > 0) fail("a tensor group member holds a share of each layer's cache: it cannot be moved");
+  SequenceCache c{kv_.length(seq), begin_, {}};
+  for (int l = begin_; l < end_; ++l)
+    c.layers.push_back(config_.recurrent(l) ? state_.read_state(backend_, l - begin_, seq)
+                                            : kv_.read_rows(l - begin_, seq));
+  return c;
+}
+
+void LocalStage::write_cache(int seq, const SequenceCache& c) {
+  if (kv_heads_ > 0) fail("a tensor group member holds a share of each layer's cache: it cannot be moved");
+  if (c.layer_begin != begin_ || c.layer_end() != end_)
+    fail("a cache of layers {}-{} for a stage of layers {}-{}", c.layer_begin, c.layer_end() - 1, begin_, end_ - 1);
+  for (int l = begin_; l < end_; ++l) {
+    const std::vector<uint8_t>& bytes = c.layers[l - begin_];
+    try {
+      if (config_.recurrent(l))
+        state_.write_state(backend_, l - begin_, seq, bytes);
+      else
+        kv_.write_rows(l - begin_, seq, c.length, bytes);
+    } catch (const Error& e) {
+      fail("layer {}: {}", l, e.what());
+    }
+  }
+  kv_.set_length(seq, c.length);
 }
 
 bool LocalStage::admit(const Batch& batch) {

@@ -26,6 +26,8 @@ class LocalStage : public Stage {
   void forward(const Batch& batch, float* hidden) override;
   // A hybrid model's sequence goes back within its last step only.
   void truncate_sequence(int seq, int n_pos) override;
+  SequenceCache read_cache(int seq) override;
+  void write_cache(int seq, const SequenceCache& cache) override;
   bool runs_on(const Backend& backend) const override { return &backend == &backend_; }
   void forward_on_device(const Batch& batch, DevicePtr rows) override;
 
@@ -37,6 +39,7 @@ class LocalStage : public Stage {
   const ModelWeights& weights_;
   int begin_, end_;
   int max_tokens_;
+  int kv_heads_;               // a tensor group member's share of the KV heads (0: all)
   bool ends_model_;            // holds the model's last layer
   std::vector<int32_t> rows_out_;  // this step's rows that want logits, for the last layer
   KvCache kv_;

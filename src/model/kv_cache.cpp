@@ -159,6 +159,79 @@ void KvCache::truncate(int seq, int n_pos) {
   lengths_[seq] = n_pos;
 }
 
+namespace {
+// Rows [first, first + n) of one sequence's K (or V) buffer, unpadded,
+// to or from `bytes`: a ring's slots in up to two runs; row by row where
+// the backend pads its rows.
+template <class Move>
+void each_run(size_t row, size_t stride, int slots, bool ring, int first, int n, Move move) {
+  int done = 0;
+  while (done < n) {
+    const int pos = first + done, slot = ring ? pos % slots : pos;
+    const int run = stride == row ? std::min(n - done, slots - slot) : 1;
+    move(static_cast<size_t>(slot) * stride, static_cast<size_t>(done) * row, static_cast<size_t>(run) * row);
+    done += run;
+  }
+}
+}  // namespace
+
+std::vector<uint8_t> KvCache::read_rows(int index, int seq) const {
+  const Layer& l = layers_.at(index);
+  if (l.source >= 0 || !k_[index]) return {};
+  if (seq < 0 || seq >= n_seq_) fail("sequence id {} is outside 0..{}", seq, n_seq_ - 1);
+  const int length = lengths_[seq], first = l.ring ? std::max(0, length - l.positions) : 0, n = length - first;
+  const KvLayer view = layer(index);
+  const size_t k_row = row_bytes(types_.k, l.width), v_row = v_in_k_ ? 0 : row_bytes(types_.v, l.width);
+  std::vector<uint8_t> bytes(4 + static_cast<size_t>(n) * (k_row + v_row));
+  const uint32_t first_u32 = static_cast<uint32_t>(first);
+  std::memcpy(bytes.data(), &first_u32, 4);
+  uint8_t* k_out = bytes.data() + 4;
+  uint8_t* v_out = k_out + static_cast<size_t>(n) * k_row;
+  each_run(k_row, l.k_row_bytes, l.positions, l.ring, first, n, [&](size_t at, size_t out, size_t size) {
+    backend_.download(k_out + out, view.k.bytes(seq * view.k_seq_stride + at), size);
+  });
+  if (v_row > 0)
+    each_run(v_row, l.v_row_bytes, l.positions, l.ring, first, n, [&](size_t at, size_t out, size_t size) {
+      backend_.download(v_out + out, view.v.bytes(seq * view.v_seq_stride + at), size);
+    });
+  return bytes;
+}
+
+void KvCache::write_rows(int index, int seq, int length, std::span<const uint8_t> bytes) {
+  const Layer& l = layers_.at(index);
+  if (l.source >= 0 || !k_[index]) {
+    if (!bytes.empty()) fail("a cache of {} bytes for a layer that holds none", bytes.size());
+    return;
+  }
+  if (seq < 0 || seq >= n_seq_) fail("sequence id {} is outside 0..{}", seq, n_seq_ - 1);
+  if (length < 0 || length > n_ctx_) fail("a cache of {} positions for a context of {}", length, n_ctx_);
+  uint32_t first = 0;
+  if (bytes.size() >= 4) std::memcpy(&first, bytes.data(), 4);
+  const size_t k_row = row_bytes(types_.k, l.width), v_row = v_in_k_ ? 0 : row_bytes(types_.v, l.width);
+  if (bytes.size() < 4 || first > static_cast<uint32_t>(length) || (first > 0 && !l.ring) ||
+      bytes.size() != 4 + (length - first) * (k_row + v_row))
+    fail("a cache of {} bytes is not {} positions of this layer's rows ({} + {} bytes each, in {}/{})", bytes.size(),
+         length, k_row, v_row, kv_type_name(types_.k), kv_type_name(types_.v));
+  // Oldest first: in a smaller ring the later rows overwrite what it cannot hold.
+  const int n = length - static_cast<int>(first);
+  const KvLayer view = layer(index);
+  const uint8_t* k_in = bytes.data() + 4;
+  const uint8_t* v_in = k_in + static_cast<size_t>(n) * k_row;
+  each_run(k_row, l.k_row_bytes, l.positions, l.ring, first, n, [&](size_t at, size_t in, size_t size) {
+    backend_.upload(view.k.bytes(seq * view.k_seq_stride + at), k_in + in, size);
+  });
+  if (v_row > 0)
+    each_run(v_row, l.v_row_bytes, l.positions, l.ring, first, n, [&](size_t at, size_t in, size_t size) {
+      backend_.upload(view.v.bytes(seq * view.v_seq_stride + at), v_in + in, size);
+    });
+}
+
+void KvCache::set_length(int seq, int length) {
+  if (seq < 0 || seq >= n_seq_) fail("sequence id {} is outside 0..{}", seq, n_seq_ - 1);
+  if (length < 0 || length > n_ctx_) fail("a cache of {} positions for a context of {}", length, n_ctx_);
+  lengths_[seq] = length;
+}
+
 // A windowed layer has overwritten what lies further back than rollback_,
 // and a recurrent state (rollback_ 0) holds every position so far: a
 // sequence may start again or go back that far, no further.

@@ -13,6 +13,7 @@
 #include <climits>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,19 @@ class KvCache {
   void admit(const int32_t* seq_ids, const int32_t* positions, int n_tokens);
   int length(int seq) const { return lengths_.at(seq); }
   void truncate(int seq, int n_pos);  // keep positions [0, n_pos); throws past max_rollback
+
+  // A sequence's cached rows of layer `index` as bytes, to move them to a
+  // stage on another device (the same model and cache types): positions
+  // [first, length) — a windowed layer's that it still holds, else all —
+  // as a u32 `first`, then the K rows, then the V rows, each row its
+  // unpadded bytes. Empty for a layer that reads an earlier one's cache.
+  std::vector<uint8_t> read_rows(int index, int seq) const;
+  // The reverse, into a sequence slot: its content becomes those rows, its
+  // length `length`. Throws naming what does not match (a different model,
+  // cache type or length).
+  void write_rows(int index, int seq, int length, std::span<const uint8_t> bytes);
+  // After write_rows of every layer: the sequence holds `length` positions.
+  void set_length(int seq, int length);
 
  private:
   // Throws unless a sequence of `length` positions may go back to n_pos.

@@ -122,4 +122,25 @@ void RecurrentState::restore(Backend& be, int index, int seq, int rows, DevicePt
   be.copy(beta, at(l.beta, first * head_row), rows * head_row);
 }
 
+std::vector<uint8_t> RecurrentState::read_state(Backend& backend, int index, int seq) const {
+  const Layer& l = layers_.at(index);
+  if (!l.ssm) return {};
+  if (seq < 0 || seq >= static_cast<int>(kept_.size())) fail("sequence id {} is outside 0..{}", seq, kept_.size() - 1);
+  std::vector<uint8_t> bytes(conv_seq_bytes_ + ssm_seq_bytes_);
+  backend.download(bytes.data(), DevicePtr{l.conv.get(), seq * conv_seq_bytes_}, conv_seq_bytes_);
+  backend.download(bytes.data() + conv_seq_bytes_, DevicePtr{l.ssm.get(), seq * ssm_seq_bytes_}, ssm_seq_bytes_);
+  return bytes;
+}
+
+void RecurrentState::write_state(Backend& backend, int index, int seq, std::span<const uint8_t> bytes) {
+  const Layer& l = layers_.at(index);
+  const size_t want = l.ssm ? conv_seq_bytes_ + ssm_seq_bytes_ : 0;
+  if (bytes.size() != want) fail("a recurrent state of {} bytes where this layer holds {}", bytes.size(), want);
+  if (!l.ssm) return;
+  if (seq < 0 || seq >= static_cast<int>(kept_.size())) fail("sequence id {} is outside 0..{}", seq, kept_.size() - 1);
+  backend.upload(DevicePtr{l.conv.get(), seq * conv_seq_bytes_}, bytes.data(), conv_seq_bytes_);
+  backend.upload(DevicePtr{l.ssm.get(), seq * ssm_seq_bytes_}, bytes.data() + conv_seq_bytes_, ssm_seq_bytes_);
+  forget(seq);
+}
+
 }  // namespace shoal

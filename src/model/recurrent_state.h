@@ -19,6 +19,7 @@
 // Only a sequence's last step is kept; its next step replaces it.
 #include <memory>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "backend/backend.h"
@@ -60,6 +61,13 @@ class RecurrentState {
   void restore(Backend& backend, int index, int seq, int rows, DevicePtr mixed, DevicePtr alpha, DevicePtr beta) const;
   // The step is taken back: it can be no more.
   void forget(int seq) { kept_.at(seq).rows = 0; }
+
+  // A sequence's state of layer `index` as bytes (its convolution's inputs,
+  // then its heads' states; empty for an attention layer), and back into a
+  // slot (the slot's last step can then not be taken back), to move it to
+  // a stage on another device. write_state throws on a size that does not match.
+  std::vector<uint8_t> read_state(Backend& backend, int index, int seq) const;
+  void write_state(Backend& backend, int index, int seq, std::span<const uint8_t> bytes);
 
  private:
   struct Layer {
