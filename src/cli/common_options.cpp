@@ -89,6 +89,10 @@ void add_cluster_options(CLI::App& cmd, CommonOptions& o) {
                  "members' shares of every matmul's rows (as llama.cpp's -sm row)")
       ->delimiter(',')
       ->check(number_in(0, 1e6));
+  cmd.add_option("--prefill-on", o.cluster.prefill_on,
+                 "run prompts on these workers (host:port of --rpc; every layer, split among them by memory) and "
+                 "decode on the plan's stages, each prompt's cache moved there once it is done")
+      ->delimiter(',');
   cmd.add_option("--split", o.split_policy,
                  "without --tensor-split: 'speed' (the split with the least predicted decode time that fits, when "
                  "10% faster than by memory; a slow device keeps one layer) or 'memory' (in proportion to free "

@@ -107,12 +107,12 @@ void print_speculation(const CommonOptions& o, double draft_accept, const Plan& 
 // names them: described devices by name, workers by address, "local").
 struct PromptOptions {
   RequestShape request;
-  std::vector<std::string> prefill_on;
 };
-void print_prompt_placement(const PromptOptions& o, const EngineOptions& e, const Plan& plan, const PlanInput& input,
-                            Relay relay) {
+void print_prompt_placement(const PromptOptions& o, const CommonOptions& common, const Plan& plan,
+                            const PlanInput& input, Relay relay) {
+  const EngineOptions& e = common.engine;
   std::vector<int> devices;
-  for (const std::string& name : o.prefill_on) {
+  for (const std::string& name : common.cluster.prefill_on) {
     int found = -1;
     for (size_t d = 0; d < input.devices.size(); ++d)
       if (input.devices[d].address == name) found = static_cast<int>(d);
@@ -196,7 +196,7 @@ int plan_described(CommonOptions& o, const std::string& cluster_file, double dra
                                         input)
                         .c_str());
   print_speculation(o, draft_accept, plan, input, input.relay);
-  print_prompt_placement(prompts, o.engine, plan, input, input.relay);
+  print_prompt_placement(prompts, o, plan, input, input.relay);
   return 0;
 }
 
@@ -229,10 +229,6 @@ Command add_plan_command(CLI::App& app) {
   cmd->add_option("--gen-tokens", prompts->request.generated, "... and the tokens it generates")
       ->capture_default_str()
       ->check(whole_number_in(1, 1 << 20));
-  cmd->add_option("--prefill-on", prompts->prefill_on,
-                  "run prompts on these devices (names in --cluster, worker addresses, local), split by memory, "
-                  "and decode on the plan")
-      ->delimiter(',');
   return [o, cluster_file, draft_accept, prompts] {
     set_verbosity(o->verbosity);
     if (!cluster_file->empty()) return plan_described(*o, *cluster_file, *draft_accept, *prompts);
@@ -251,7 +247,7 @@ Command add_plan_command(CLI::App& app) {
     std::printf("%s", format_plan(cp.plan, cp.input).c_str());
     std::printf("%s", format_split_choice(choose_split(o->cluster.split_mode, cp.plan, cp.input, o->cluster.group_size), cp.input).c_str());
     print_speculation(*o, *draft_accept, cp.plan, cp.input, cp.input.relay);
-    print_prompt_placement(*prompts, o->engine, cp.plan, cp.input, cp.input.relay);
+    print_prompt_placement(*prompts, *o, cp.plan, cp.input, cp.input.relay);
     return 0;
   };
 }

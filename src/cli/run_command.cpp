@@ -112,6 +112,10 @@ int run(RunOptions& o) {
     std::fprintf(stderr, "speculative: %d of %d guessed tokens accepted (%.1f %%), %.2f tokens per step\n", r.accepted,
                  r.drafted, 100.0 * r.accepted / r.drafted,
                  n_gen / std::max(1.0, n_gen - r.accepted));
+  if (const PromptStages::Moves moves = engine.pipeline().cache_moves(); moves.sequences > 0)
+    std::fprintf(stderr, "prompts on their own stages: %llu cache%s moved to the decode stages (%.2f MiB in %.3f s)\n",
+                 static_cast<unsigned long long>(moves.sequences), moves.sequences == 1 ? "" : "s",
+                 moves.bytes / 1048576.0, moves.seconds);
   // -v on a cluster: the plan's prediction per stage beside what the steps took.
   if (o.common.verbosity >= 1 && engine.supervisor())
     std::fprintf(stderr, "%s", format_stage_reports(stage_reports(engine),

@@ -69,6 +69,7 @@ Engine::Engine(const EngineOptions& options, const StageBuilder& build_stages, T
   pipeline_ = std::make_unique<Pipeline>(config_, weights_, head_backend(), std::move(stages), n_batch_,
                                          std::min(options.n_ubatch, n_batch_));
   pipeline_->set_max_rollback(KvCache::max_rollback(config_, n_ctx_, n_batch_));
+  if (supervisor_) pipeline_->set_prompt_stages(supervisor_->take_prompt_stages());
 
   spdlog::info("model: {} ({}), {} layers, embedding {}, heads {}/{}, vocab {}", config_.name, config_.arch,
                config_.n_layer, config_.n_embd, config_.n_head, config_.n_head_kv, config_.n_vocab);
@@ -152,7 +153,11 @@ std::unique_ptr<Stage> Engine::make_local_stage(int begin, int end) {
 
 std::optional<int> Engine::rebuild_stages(const std::exception* cause, const Pipeline::KeepPositions& keep) {
   if (!supervisor_) return std::nullopt;
-  pipeline_->replace_stages(supervisor_->rebuild(*this, cause));
+  auto use = [&](std::vector<std::unique_ptr<Stage>> stages) {
+    pipeline_->replace_stages(std::move(stages));
+    pipeline_->set_prompt_stages(supervisor_->take_prompt_stages());
+  };
+  use(supervisor_->rebuild(*this, cause));
   for (int attempt = 1;; ++attempt) {
     try {
       return pipeline_->replay(keep);
@@ -160,7 +165,7 @@ std::optional<int> Engine::rebuild_stages(const std::exception* cause, const Pip
       // A worker lost during the replay: plan around it too and start over.
       if (attempt == kReplayAttempts)
         throw StagesUnavailable(fmt::format("the cluster kept failing while it was rebuilt: {}", e.what()));
-      pipeline_->replace_stages(supervisor_->rebuild(*this, &e));
+      use(supervisor_->rebuild(*this, &e));
     }
   }
 }

@@ -69,29 +69,25 @@ void LocalStage::truncate_sequence(int seq, int n_pos) {
   kv_.truncate(seq, n_pos);
 }
 
-SequenceCache LocalStage::read_cache(int seq) {
+LayerCache LocalStage::read_cache(int seq, int layer) {
   if (kv_heads_ > 0) fail("a tensor group member holds a share of each layer's cache: it cannot be moved");
-  SequenceCache c{kv_.length(seq), begin_, {}};
-  for (int l = begin_; l < end_; ++l)
-    c.layers.push_back(config_.recurrent(l) ? state_.read_state(backend_, l - begin_, seq)
-                                            : kv_.read_rows(l - begin_, seq));
-  return c;
+  if (layer < begin_ || layer >= end_) fail("layer {} is not in this stage (layers {}-{})", layer, begin_, end_ - 1);
+  const int index = layer - begin_;
+  return {kv_.length(seq),
+          config_.recurrent(layer) ? state_.read_state(backend_, index, seq) : kv_.read_rows(index, seq)};
 }
 
-void LocalStage::write_cache(int seq, const SequenceCache& c) {
+void LocalStage::write_cache(int seq, int layer, const LayerCache& c) {
   if (kv_heads_ > 0) fail("a tensor group member holds a share of each layer's cache: it cannot be moved");
-  if (c.layer_begin != begin_ || c.layer_end() != end_)
-    fail("a cache of layers {}-{} for a stage of layers {}-{}", c.layer_begin, c.layer_end() - 1, begin_, end_ - 1);
-  for (int l = begin_; l < end_; ++l) {
-    const std::vector<uint8_t>& bytes = c.layers[l - begin_];
-    try {
-      if (config_.recurrent(l))
-        state_.write_state(backend_, l - begin_, seq, bytes);
-      else
-        kv_.write_rows(l - begin_, seq, c.length, bytes);
-    } catch (const Error& e) {
-      fail("layer {}: {}", l, e.what());
-    }
+  if (layer < begin_ || layer >= end_) fail("layer {} is not in this stage (layers {}-{})", layer, begin_, end_ - 1);
+  const int index = layer - begin_;
+  try {
+    if (config_.recurrent(layer))
+      state_.write_state(backend_, index, seq, c.bytes);
+    else
+      kv_.write_rows(index, seq, c.length, c.bytes);
+  } catch (const Error& e) {
+    fail("layer {}: {}", layer, e.what());
   }
   kv_.set_length(seq, c.length);
 }

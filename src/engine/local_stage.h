@@ -26,8 +26,8 @@ class LocalStage : public Stage {
   void forward(const Batch& batch, float* hidden) override;
   // A hybrid model's sequence goes back within its last step only.
   void truncate_sequence(int seq, int n_pos) override;
-  SequenceCache read_cache(int seq) override;
-  void write_cache(int seq, const SequenceCache& cache) override;
+  LayerCache read_cache(int seq, int layer) override;
+  void write_cache(int seq, int layer, const LayerCache& cache) override;
   bool runs_on(const Backend& backend) const override { return &backend == &backend_; }
   void forward_on_device(const Batch& batch, DevicePtr rows) override;
 

@@ -8,6 +8,7 @@
 #include "engine/output_head.h"
 #include "model/travelling_rows.h"
 #include "util/error.h"
+#include "util/log.h"
 
 namespace shoal {
 
@@ -51,7 +52,60 @@ const float* Pipeline::forward(const Batch& batch, bool keep_normed) {
   const int n = batch.size();
   if (n == 0) fail("empty batch");
   if (n > max_tokens_) fail("batch of {} tokens exceeds the maximum of {}", n, max_tokens_);
-  if (stages_.size() == 1 && stages_[0]->runs_on(head_)) return forward_on_device(batch, keep_normed);
+  running_ = &stages_;
+  if (prompt_) {
+    bool on_prompt = false;
+    try {
+      on_prompt = prompt_->route(batch, stages_);
+    } catch (const PromptStagesFailed& e) {
+      lose_prompt_stages(e);
+      return forward(batch, keep_normed);
+    }
+    if (on_prompt) {
+      running_ = &prompt_->stages();
+      const float* logits = nullptr;
+      try {
+        logits = forward_on_stages(batch, keep_normed);
+      } catch (const std::exception& e) {
+        running_ = &stages_;
+        lose_prompt_stages(e);
+        return forward(batch, keep_normed);
+      }
+      running_ = &stages_;
+      prompt_->ran(batch);
+      return logits;
+    }
+  }
+  return forward_on_stages(batch, keep_normed);
+}
+
+void Pipeline::set_prompt_stages(std::vector<std::unique_ptr<Stage>> stages) {
+  prompt_ = stages.empty() ? nullptr : std::make_unique<PromptStages>(std::move(stages), config_.n_layer);
+}
+
+void Pipeline::lose_prompt_stages(const std::exception& why) {
+  spdlog::warn("the prompt stages failed ({}): prompts run on the decode stages from now on", why.what());
+  const std::vector<int> sequences = prompt_->held_here();
+  prompt_.reset();
+  // Their sequences again, from what the record holds, into the decode stages.
+  Batch batch;
+  for (int seq : sequences) {
+    const std::span<const int32_t> record = held(seq);
+    const std::vector<int32_t> tokens(record.begin(), record.end());  // forward() records into held_ as it goes
+    for (size_t at = 0; at < tokens.size();) {
+      const size_t take = std::min(tokens.size() - at, static_cast<size_t>(max_tokens_));
+      batch.clear();
+      for (size_t j = 0; j < take; ++j) batch.add(tokens[at + j], static_cast<int32_t>(at + j), seq, false);
+      forward(batch);
+      at += take;
+    }
+  }
+}
+
+const float* Pipeline::forward_on_stages(const Batch& batch, bool keep_normed) {
+  const int n = batch.size();
+  const std::vector<std::unique_ptr<Stage>>& stages = *running_;
+  if (stages.size() == 1 && stages[0]->runs_on(head_)) return forward_on_device(batch, keep_normed);
   const int width = config_.n_embd;
   const DevicePtr rows{head_rows_.get(), 0};
   head_.begin_step(batch.seq_ids.data(), batch.positions.data(), n);
@@ -67,7 +121,7 @@ const float* Pipeline::forward(const Batch& batch, bool keep_normed) {
   // The last stage runs the head when it holds it (and the logits are not too many to send).
   const int wanted = batch.n_logits();
   const size_t stage_logits = static_cast<size_t>(wanted) * config_.n_vocab;
-  const bool head_on_stage = wanted > 0 && !keep_normed && !batch.all_rows && stages_.back()->runs_head() &&
+  const bool head_on_stage = wanted > 0 && !keep_normed && !batch.all_rows && stages.back()->runs_head() &&
                              stage_logits * sizeof(float) <= kMaxStageLogitsBytes;
   if (head_on_stage && logits_.size() < stage_logits) logits_.resize(stage_logits);
   run_stages(batch, hidden_.data(), head_on_stage ? logits_.data() : nullptr);
@@ -126,7 +180,7 @@ const float* Pipeline::forward_on_device(const Batch& batch, bool keep_normed) {
   try {
     embed(batch, rows);
     const DevicePtr travel = travelling_rows(batch, rows);
-    stages_[0]->forward_on_device(batch, travel);
+    (*running_)[0]->forward_on_device(batch, travel);
     if (travel.buffer != rows.buffer)
       head_.copy_rows(rows, config_.n_embd, travel, config_.activation_width(), config_.n_embd, n);
     if (batch.all_rows) {
@@ -140,7 +194,8 @@ const float* Pipeline::forward_on_device(const Batch& batch, bool keep_normed) {
     head_.abandon_step();
     throw;
   }
-  add_stage_time(0, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), n == 1);
+  if (running_ == &stages_)
+    add_stage_time(0, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), n == 1);
   record(batch);
   return logits_.data();
 }
@@ -211,6 +266,7 @@ void Pipeline::run_head_all_rows(const Batch& batch, DevicePtr rows, DevicePtr l
 }
 
 void Pipeline::add_stage_time(size_t i, double dt, bool decode) {
+  if (running_ != &stages_) return;  // the prompt stages' time is not the plan's stages'
   stage_seconds_[i].store(stage_seconds_[i].load(std::memory_order_relaxed) + dt, std::memory_order_relaxed);
   if (decode) {
     decode_seconds_[i].store(decode_seconds_[i].load(std::memory_order_relaxed) + dt, std::memory_order_relaxed);
@@ -219,6 +275,7 @@ void Pipeline::add_stage_time(size_t i, double dt, bool decode) {
 }
 
 void Pipeline::run_stages(const Batch& batch, float* hidden, float* logits) {
+  const std::vector<std::unique_ptr<Stage>>& stages_ = *running_;  // (the prompt stages, or the plan's)
   const int n = batch.size();
   const bool overlap = std::any_of(stages_.begin(), stages_.end(), [](auto& s) { return s->computes_elsewhere(); });
   if (micro_batch_ > 0 && n >= 2 * micro_batch_ && stages_.size() >= 2 && overlap)
@@ -238,6 +295,7 @@ void Pipeline::run_stages(const Batch& batch, float* hidden, float* logits) {
 // a tick the workers' steps are sent first, then the primary's own stages
 // run while they compute, then their answers are collected.
 void Pipeline::run_pipelined(const Batch& batch, float* hidden, float* logits) {
+  const std::vector<std::unique_ptr<Stage>>& stages_ = *running_;
   using Clock = std::chrono::steady_clock;
   const int n = batch.size(), width = config_.activation_width();
   const int k = (n + micro_batch_ - 1) / micro_batch_, S = static_cast<int>(stages_.size());
@@ -296,6 +354,7 @@ void Pipeline::replace_stages(std::vector<std::unique_ptr<Stage>> stages) {
   if (stages.size() > kMaxStages) fail("internal: more than {} stages", kMaxStages);
   std::lock_guard<std::mutex> lock(stages_mutex_);
   stages_ = std::move(stages);
+  prompt_.reset();
   clear_stage_times();
 }
 
@@ -344,6 +403,13 @@ void Pipeline::truncate_sequence(int seq, int n_pos) {
   // The record first: a stage that fails to cut leaves what it holds unknown
   // to the caller, never believed held.
   forget_after(seq, n_pos);
+  if (prompt_) {
+    try {
+      prompt_->truncate(seq, n_pos);
+    } catch (const PromptStagesFailed& e) {
+      lose_prompt_stages(e);
+    }
+  }
   for (auto& s : stages_) s->truncate_sequence(seq, n_pos);
 }
 

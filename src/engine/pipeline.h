@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "engine/prompt_stages.h"
 #include "engine/stage.h"
 #include "model/config.h"
 #include "model/weights.h"
@@ -59,8 +60,17 @@ class Pipeline {
   // order ([batch.size()][n_embd]), what the MTP draft reads.
   const float* normed_rows() const { return normed_rows_.data(); }
 
-  // A new set of stages (after a re-plan); the old ones are destroyed.
+  // A new set of stages (after a re-plan); the old ones are destroyed, and
+  // with them any prompt stages (set_prompt_stages gives the new ones).
   void replace_stages(std::vector<std::unique_ptr<Stage>> stages);
+  // Prompts on stages of their own (engine/prompt_stages.h), covering every
+  // layer; none: prompts run where the tokens do. A prompt stage that fails
+  // is dropped: the sequences it held are forwarded again into the decode
+  // stages, and the run goes on there (a warning says so).
+  void set_prompt_stages(std::vector<std::unique_ptr<Stage>> stages);
+  bool has_prompt_stages() const { return prompt_ != nullptr; }
+  // What the moves from the prompt stages came to since they were set.
+  PromptStages::Moves cache_moves() const { return prompt_ ? prompt_->moves() : PromptStages::Moves{}; }
   // How many of its first positions a sequence keeps through a re-plan
   // (0: none; INT_MAX: all it holds).
   using KeepPositions = std::function<int(int seq)>;
@@ -103,11 +113,18 @@ class Pipeline {
   const ModelWeights& weights_;
   Backend& head_;
   std::vector<std::unique_ptr<Stage>> stages_;
+  std::unique_ptr<PromptStages> prompt_;
+  // The stages this step runs on: stages_, or the prompt stages'.
+  const std::vector<std::unique_ptr<Stage>>* running_ = &stages_;
   int max_tokens_;
   int micro_batch_;
   int max_rollback_ = INT_MAX;
   std::vector<std::vector<int32_t>> held_;  // per sequence: see held()
   void record(const Batch& batch);
+  // The prompt stages failed (`why`): dropped, and what they held forwarded again into stages_.
+  void lose_prompt_stages(const std::exception& why);
+  // forward() on *running_.
+  const float* forward_on_stages(const Batch& batch, bool keep_normed);
   // The stages over the batch, one after another, or as a wavefront.
   const float* forward_on_device(const Batch& batch, bool keep_normed);
   void embed(const Batch& batch, DevicePtr rows);  // inside a step on the head's backend

@@ -29,20 +29,13 @@ struct StageDevice {
   bool remote = false;
 };
 
-// One sequence's cache of a range of layers, one entry per layer from
-// layer_begin (KvCache::read_rows, a DeltaNet's RecurrentState::read_state):
-// what moves a prompt's cache from the stage that computed it to the stage
-// that decodes with it, for the same model and cache types.
-struct SequenceCache {
-  int length = 0;  // positions the sequence holds
-  int layer_begin = 0;
-  std::vector<std::vector<uint8_t>> layers;
-  int layer_end() const { return layer_begin + static_cast<int>(layers.size()); }
-  size_t bytes() const {
-    size_t n = 0;
-    for (const auto& l : layers) n += l.size();
-    return n;
-  }
+// One layer's part of a sequence's cache (KvCache::read_rows, a DeltaNet's
+// RecurrentState::read_state) and how many positions the sequence holds:
+// what moves a prompt's cache, layer by layer, from the stage that
+// computed it to the stage that decodes with it (same model and cache types).
+struct LayerCache {
+  int length = 0;
+  std::vector<uint8_t> bytes;
 };
 
 class Stage {
@@ -82,12 +75,14 @@ class Stage {
   virtual void head_into(float* /*logits*/) {}
   // Cuts one sequence slot's KV back to its first n_pos positions.
   virtual void truncate_sequence(int seq, int n_pos) = 0;
-  // A sequence's cache of this stage's layers, and back into a slot (the
-  // cache of exactly this stage's layers; the slot then holds cache.length
-  // positions). A stage that cannot hand its cache over (a tensor group,
-  // whose members each hold a share of the heads) throws saying so.
-  virtual SequenceCache read_cache(int /*seq*/) { fail("{} cannot hand over a sequence's cache", describe()); }
-  virtual void write_cache(int /*seq*/, const SequenceCache& /*cache*/) {
+  // A sequence's cache of one of this stage's layers, and back into a slot
+  // (which then holds cache.length positions: whole once each of the
+  // stage's layers is written). A stage that cannot hand its cache over (a
+  // tensor group, whose members each hold a share of the heads) throws.
+  virtual LayerCache read_cache(int /*seq*/, int /*layer*/) {
+    fail("{} cannot hand over a sequence's cache", describe());
+  }
+  virtual void write_cache(int /*seq*/, int /*layer*/, const LayerCache& /*cache*/) {
     fail("{} cannot take a sequence's cache", describe());
   }
 

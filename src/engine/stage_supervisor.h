@@ -74,6 +74,9 @@ class StageSupervisor {
   // stages covering every layer, with empty KV caches; throws
   // StagesUnavailable when the model cannot be held.
   virtual std::vector<std::unique_ptr<Stage>> rebuild(Engine& engine, const std::exception* cause) = 0;
+  // After rebuild(): the stages prompts run on where they have their own
+  // (--prefill-on; engine/prompt_stages.h), covering every layer; none: none.
+  virtual std::vector<std::unique_ptr<Stage>> take_prompt_stages() { return {}; }
   // `wake` is called, from any thread, when a rebuild is worth trying
   // (a lost worker answers again, a new one appeared).
   virtual void set_wake(std::function<void()> wake) = 0;

@@ -54,7 +54,8 @@ link = { gbit = 1, rtt_ms = 2 }
   EXPECT_NEAR(devices[0].matmul_gflops, 16700, 1e-6);
   EXPECT_EQ(devices[0].rtt_ms, 0.0);
   EXPECT_EQ(devices[1].free_memory, static_cast<uint64_t>((128 - 8) * kGiB));
-  EXPECT_NEAR(devices[1].matvec_gbps, 273 * 0.80, 1e-9);
+  EXPECT_NEAR(devices[1].matvec_gbps, 273 * 0.874, 1e-9);
+  EXPECT_NEAR(devices[1].step_overhead_ms, 1.79, 1e-9);
   EXPECT_NEAR(devices[1].link_gbps, 10 / 8.0, 1e-12);  // GB/s, as the planner counts
   EXPECT_EQ(devices[1].rtt_ms, 0.15);
   EXPECT_NEAR(devices[2].matvec_gbps, 25.0, 1e-9);

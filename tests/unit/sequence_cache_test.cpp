@@ -40,12 +40,15 @@ TEST_P(SequenceCacheTest, DecodingWhereTheCacheWasMovedGivesTheSameBits) {
 
   Stage& from = *prompted->pipeline().stages().at(0);
   Stage& to = *moved->pipeline().stages().at(0);
-  const SequenceCache cache = from.read_cache(0);
-  EXPECT_EQ(cache.length, n_prompt);
-  EXPECT_EQ(cache.layer_begin, 0);
-  ASSERT_EQ(cache.layer_end(), prompted->config().n_layer);
-  EXPECT_GT(cache.bytes(), 0u);
-  to.write_cache(0, cache);
+  const int n_layer = prompted->config().n_layer;
+  size_t bytes = 0;
+  for (int layer = 0; layer < n_layer; ++layer) {
+    const LayerCache cache = from.read_cache(0, layer);
+    EXPECT_EQ(cache.length, n_prompt);
+    bytes += cache.bytes.size();
+    to.write_cache(0, layer, cache);
+  }
+  EXPECT_GT(bytes, 0u);
   for (int i = 0; i < 6; ++i) {
     const std::vector<float> a = step(*prompted, token, n_prompt + i), b = step(*moved, token, n_prompt + i);
     ASSERT_TRUE(testing::same_bits(a, b)) << GetParam() << ": token " << i << " after the move";
@@ -53,10 +56,12 @@ TEST_P(SequenceCacheTest, DecodingWhereTheCacheWasMovedGivesTheSameBits) {
   }
   // And on again, from the smaller ring (a windowed layer hands over only
   // the positions it still holds) into a larger one.
-  const SequenceCache again = to.read_cache(0);
-  EXPECT_EQ(again.length, n_prompt + 6);
   auto third = load_engine(path, 1, 64);
-  third->pipeline().stages().at(0)->write_cache(0, again);
+  for (int layer = 0; layer < n_layer; ++layer) {
+    const LayerCache again = to.read_cache(0, layer);
+    EXPECT_EQ(again.length, n_prompt + 6);
+    third->pipeline().stages().at(0)->write_cache(0, layer, again);
+  }
   for (int i = 6; i < 10; ++i) {
     const std::vector<float> a = step(*prompted, token, n_prompt + i), c = step(*third, token, n_prompt + i);
     ASSERT_TRUE(testing::same_bits(a, c)) << GetParam() << ": token " << i << " after the second move";
@@ -74,22 +79,23 @@ TEST(SequenceCache, ACacheOfAnotherModelOrShapeIsRefusedByName) {
   Batch prompt;
   for (int i = 0; i < 5; ++i) prompt.add(3 + i, i, 0, i == 4);
   a->pipeline().forward(prompt);
-  SequenceCache cache = a->pipeline().stages().at(0)->read_cache(0);
+  LayerCache cache = a->pipeline().stages().at(0)->read_cache(0, 1);
   try {
-    b->pipeline().stages().at(0)->write_cache(0, cache);
+    b->pipeline().stages().at(0)->write_cache(0, 1, cache);
     FAIL() << "a llama cache went into a gemma3 stage";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("layers"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("layer 1: a cache of"), std::string::npos) << e.what();
   }
-  // Same model, a layer's bytes cut short: the layer and the sizes are named.
+  // Same model, a layer's bytes cut short, or a layer the stage lacks: named.
   auto c = load_engine(llama, 1, 16);
-  cache.layers[1].resize(cache.layers[1].size() - 1);
+  cache.bytes.pop_back();
   try {
-    c->pipeline().stages().at(0)->write_cache(0, cache);
+    c->pipeline().stages().at(0)->write_cache(0, 1, cache);
     FAIL() << "a short layer was taken";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("layer 1:"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("layer 1: a cache of"), std::string::npos) << e.what();
   }
+  EXPECT_THROW(c->pipeline().stages().at(0)->read_cache(0, 99), Error);
 }
 
 }  // namespace

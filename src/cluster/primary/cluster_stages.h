@@ -30,6 +30,11 @@ struct ClusterOptions {
   bool discover = false;             // --rpc auto: workers found by their beacons (discovery.h)
   int beacon_port = 50053;           // --discover-port
   int discover_wait_ms = 2000;       // --discover-wait: how long to listen before the first plan
+  // --prefill-on: workers (in --rpc) that run prompts, every layer split
+  // among them by memory, while the plan's stages decode
+  // (engine/prompt_stages.h); `shoal plan` also takes "local" and a
+  // described cluster's names.
+  std::vector<std::string> prefill_on;
   LinkOptions link() const { return {key, timeout_ms, insecure}; }
   Relay relay() const { return chain ? Relay::shoal_chain : Relay::shoal_star; }
   // Called as weights stream to a worker (address, bytes sent, bytes to send).

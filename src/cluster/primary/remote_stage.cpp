@@ -206,6 +206,23 @@ void RemoteStage::receive_result(uint64_t request_id) {
   }
 }
 
+const RemoteMember& RemoteStage::holder(int layer) const {
+  if (group_) fail("{}: a tensor group's members each hold a share of a layer's cache: it cannot be moved", describe());
+  for (const RemoteMember& m : members_)
+    if (layer >= m.layer_begin && layer < m.layer_end) return m;
+  fail("layer {} is not in {}", layer, describe());
+}
+
+LayerCache RemoteStage::read_cache(int seq, int layer) {
+  const RemoteMember& m = holder(layer);
+  return m.client->read_cache(m.stage_id, seq, layer);
+}
+
+void RemoteStage::write_cache(int seq, int layer, const LayerCache& cache) {
+  const RemoteMember& m = holder(layer);
+  m.client->write_cache(m.stage_id, seq, layer, cache);
+}
+
 void RemoteStage::truncate_sequence(int seq, int n_pos) {
   for (auto& m : members_) m.client->kv_op({{"stage", m.stage_id}, {"op", "truncate"}, {"seq", seq}, {"n_pos", n_pos}});
 }

@@ -54,6 +54,9 @@ class RemoteStage : public Stage {
   void collect() override;
   void cancel() noexcept override;
   void truncate_sequence(int seq, int n_pos) override;
+  // From the member that holds the layer (not a tensor group's: each member holds a share of the heads).
+  LayerCache read_cache(int seq, int layer) override;
+  void write_cache(int seq, int layer, const LayerCache& cache) override;
   bool runs_head() const override { return head_vocab_ > 0 && sends_rows_out_; }
   void head_into(float* logits) override { head_into_ = logits; }
 
@@ -61,6 +64,7 @@ class RemoteStage : public Stage {
   // Waits for the last member's FORWARD_RESULT; an ERROR from any member
   // (a chain step that failed) ends the wait with that error.
   void receive_result(uint64_t request_id);
+  const RemoteMember& holder(int layer) const;
 
   std::vector<RemoteMember> members_;
   bool group_;       // a tensor group: every member gets the step, the first answers

@@ -429,6 +429,9 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_stages(Engine& engi
       std::vector<int> computing;
       for (const std::vector<int>& group : choice.groups) computing.insert(computing.end(), group.begin(), group.end());
       warn_if_mixed(computing, input);
+      if (!options_.prefill_on.empty())
+        spdlog::warn("--prefill-on: a tensor group's members each hold a share of a layer's cache, which cannot be "
+                     "moved to them; prompts run on the groups");
       try {
         return build_tensor_groups(engine, usable, choice);
       } catch (const GroupUnlinked& e) {
@@ -486,8 +489,62 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_stages(Engine& engi
   }
   flush_chain();
 
+  build_prompt_stages(engine, usable, hashes, loaded);
   commit_stages(usable, loaded);
   return stages;
+}
+
+void ClusterSupervisor::build_prompt_stages(Engine& engine, const Usable& usable, TensorHashes& hashes,
+                                            Loaded& loaded) {
+  prompt_stages_.clear();
+  if (options_.prefill_on.empty()) return;
+  const ModelConfig& config = engine.config();
+  std::vector<std::pair<Member*, std::shared_ptr<WorkerClient>>> hosts;
+  for (const std::string& name : options_.prefill_on) {
+    if (name == "local") fail("--prefill-on local: prompts run on workers (name one of --rpc)");
+    auto it = std::find_if(usable.begin(), usable.end(), [&](const auto& u) { return u.first->address == name; });
+    if (it != usable.end()) {
+      hosts.push_back(*it);
+    } else if (builds_ == 0 && std::find(options_.workers.begin(), options_.workers.end(), name) ==
+                                   options_.workers.end()) {
+      fail("--prefill-on {}: not one of the workers named with --rpc", name);
+    } else {
+      spdlog::warn("--prefill-on {}: not connected; prompts run without it", name);
+    }
+  }
+  if (hosts.empty()) return;
+  // Every layer, split among the prompt workers in proportion to their memory.
+  std::vector<double> free;
+  for (auto& [m, client] : hosts) free.push_back(static_cast<double>(client->device().free_memory) + 1.0);
+  double total = 0;
+  for (double f : free) total += f;
+  const wire::WireDType dtype = wire::parse_wire_dtype(options_.wire_dtype);
+  std::vector<std::unique_ptr<Stage>> stages;
+  int begin = 0;
+  double before = 0;
+  try {
+    for (size_t i = 0; i < hosts.size(); ++i) {
+      before += free[i];
+      const int end = i + 1 == hosts.size() ? config.n_layer
+                                            : std::clamp(static_cast<int>(std::lround(config.n_layer * before / total)),
+                                                         begin + 1, config.n_layer - static_cast<int>(hosts.size() - i - 1));
+      auto& [m, client] = hosts[i];
+      StageLoadReport r = load_on(engine, hashes, *m, client, begin, end, {}, nullptr);
+      loaded.emplace_back(m, client.get(), r.stage_id);
+      stages.push_back(std::make_unique<RemoteStage>(
+          std::vector<RemoteMember>{RemoteMember{client, r.stage_id, begin, end, r}}, config.n_embd,
+          config.side_width(), config.n_layer, dtype));
+      std::fprintf(stderr, "prompts on %s: layers %d-%d (the plan above decodes)\n", client->address().c_str(), begin,
+                   end - 1);
+      begin = end;
+    }
+  } catch (const StageRefused& e) {
+    // Forced at start: said, and the run does not start. Later: the run goes on without.
+    if (builds_ == 0) fail("--prefill-on: {}", e.what());
+    spdlog::warn("--prefill-on: {}; prompts run on the plan's stages", e.what());
+    return;
+  }
+  prompt_stages_ = std::move(stages);
 }
 
 bool ClusterSupervisor::unlinked(const Usable& usable, const std::vector<std::vector<int>>& groups) const {

@@ -42,6 +42,11 @@ class ClusterSupervisor : public StageSupervisor {
   // (--discover-wait) and keeps listening after.
   void connect_all();
   std::vector<std::unique_ptr<Stage>> rebuild(Engine& engine, const std::exception* cause) override;
+  std::vector<std::unique_ptr<Stage>> take_prompt_stages() override {
+    std::vector<std::unique_ptr<Stage>> stages = std::move(prompt_stages_);
+    prompt_stages_.clear();
+    return stages;
+  }
   void set_wake(std::function<void()> wake) override;
   SupervisorStatus status() const override;
 
@@ -96,6 +101,10 @@ class ClusterSupervisor : public StageSupervisor {
   // whenever a group would hold all of them again.
   bool unlinked(const Usable& usable, const std::vector<std::vector<int>>& groups) const;
   std::vector<std::vector<std::string>> unlinked_;
+  // --prefill-on: every layer on the named workers (split by their memory),
+  // each a star stage, into prompt_stages_; their stage ids into `loaded`.
+  void build_prompt_stages(Engine& engine, const Usable& usable, TensorHashes& hashes, Loaded& loaded);
+  std::vector<std::unique_ptr<Stage>> prompt_stages_;
   // LOAD_STAGE on one worker, its progress drawn; a refusal is StageRefused.
   StageLoadReport load_on(Engine& engine, TensorHashes& hashes, Member& m, const std::shared_ptr<WorkerClient>& client,
                           int begin, int end, const std::vector<std::string>& member_addresses,

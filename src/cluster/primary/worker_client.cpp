@@ -128,6 +128,31 @@ nlohmann::json WorkerClient::stats() { return request(MessageType::Stats, nlohma
 
 void WorkerClient::kv_op(const nlohmann::json& op) { request(MessageType::KvOp, op, MessageType::KvOk); }
 
+LayerCache WorkerClient::read_cache(uint32_t stage_id, int seq, int layer) {
+  std::lock_guard<std::mutex> lease(io_);
+  const uint64_t id = next_request_id();
+  conn_->send_json(MessageType::CacheRead, id, {{"stage", stage_id}, {"seq", seq}, {"layer", layer}});
+  wire::Frame frame;
+  conn_->expect_reply(frame, MessageType::CacheRows, id, timeout_ms_);
+  uint32_t length = 0;
+  if (frame.payload.size() < 4)
+    throw wire::ProtocolError(wire::ErrorCode::Malformed, fmt::format("{} sent a CACHE_ROWS of {} bytes", address_,
+                                                          frame.payload.size()));
+  std::memcpy(&length, frame.payload.data(), 4);
+  return {static_cast<int>(std::min<uint32_t>(length, INT32_MAX)), {frame.payload.begin() + 4, frame.payload.end()}};
+}
+
+void WorkerClient::write_cache(uint32_t stage_id, int seq, int layer, const LayerCache& cache) {
+  const uint32_t head[4] = {stage_id, static_cast<uint32_t>(seq), static_cast<uint32_t>(layer),
+                            static_cast<uint32_t>(cache.length)};
+  std::lock_guard<std::mutex> lease(io_);
+  const uint64_t id = next_request_id();
+  const std::span<const uint8_t> parts[] = {{reinterpret_cast<const uint8_t*>(head), sizeof(head)}, cache.bytes};
+  conn_->send(MessageType::CacheWrite, id, parts);
+  wire::Frame frame;
+  conn_->expect_reply(frame, MessageType::KvOk, id, timeout_ms_);
+}
+
 void WorkerClient::unload(uint32_t stage_id) {
   request(MessageType::Unload, {{"stage", stage_id}}, MessageType::UnloadOk);
 }

@@ -12,6 +12,7 @@
 #include "cluster/wire/connection.h"
 #include "cluster/content_hash.h"
 #include "cluster/device_info.h"
+#include "engine/stage.h"
 #include "model/config.h"
 #include "model/kv_cache.h"
 
@@ -97,6 +98,10 @@ class WorkerClient {
                              const std::function<void(uint64_t, uint64_t)>& progress,
                              const nlohmann::json& group = nullptr, bool head = false);
   void kv_op(const nlohmann::json& op);
+  // A sequence's cache of one layer of a stage it holds, out and in
+  // (CACHE_READ, CACHE_WRITE).
+  LayerCache read_cache(uint32_t stage_id, int seq, int layer);
+  void write_cache(uint32_t stage_id, int seq, int layer, const LayerCache& cache);
   void unload(uint32_t stage_id);
   // GROUP_LINK: the stage's tensor group member links to every other member
   // (the others must be asked at the same time); returns the milliseconds

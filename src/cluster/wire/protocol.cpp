@@ -29,6 +29,9 @@ constexpr NamedType kNames[] = {
     {MessageType::TensorShare, "TENSOR_SHARE"},
     {MessageType::GroupLink, "GROUP_LINK"},
     {MessageType::GroupLinked, "GROUP_LINKED"},
+    {MessageType::CacheRead, "CACHE_READ"},
+    {MessageType::CacheRows, "CACHE_ROWS"},
+    {MessageType::CacheWrite, "CACHE_WRITE"},
 };
 constexpr bool every_type_once_in_order() {
   constexpr size_t n = sizeof(kNames) / sizeof(kNames[0]);

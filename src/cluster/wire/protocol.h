@@ -11,7 +11,7 @@
 namespace shoal::wire {
 
 constexpr uint32_t kMagic = 0x4C4F4853;  // "SHOL" little-endian
-constexpr uint16_t kProtocolVersion = 14;  // v2: HEARTBEAT, deadlines; v3: AEAD frames after a keyed handshake;
+constexpr uint16_t kProtocolVersion = 15;  // v2: HEARTBEAT, deadlines; v3: AEAD frames after a keyed handshake;
                                           // v4: LOAD_STAGE describes the block by its tensors and settings;
                                           // v5: LOAD_STAGE names the KV cache types;
                                           // v6: the handshake transcript is authenticated;
@@ -24,6 +24,7 @@ constexpr uint16_t kProtocolVersion = 14;  // v2: HEARTBEAT, deadlines; v3: AEAD
                                           // v13: whole-projection Q/K norms, interleaved DeltaNet keys, ssm_ba
                                           // v14: windowed layers' own geometry and global tensors, the V norm,
                                           //      the router's input scale (gemma4)
+                                          // v15: CACHE_READ, CACHE_ROWS, CACHE_WRITE (a prompt's cache moves)
 constexpr size_t kHeaderBytes = 32;
 constexpr uint64_t kDefaultMaxPayload = 256ull << 20;  // refused before any allocation
 constexpr int kHandshakeTimeoutMs = 5000;
@@ -63,6 +64,9 @@ enum class MessageType : uint16_t {
   TensorShare = 27,  // binary: one member's rows of one matmul group, f32 (peer → peer)
   GroupLink = 28,    // JSON {stage}: link to every other member of the stage's tensor group now (primary → member)
   GroupLinked = 29,  // JSON {stage, ms}: linked both ways with every other member
+  CacheRead = 30,    // JSON {stage, seq, layer}: a sequence's cache of one layer (primary → worker)
+  CacheRows = 31,    // binary: u32 length, then the layer's cache bytes
+  CacheWrite = 32,   // binary: u32 stage, seq, layer, length, then the layer's cache bytes; KV_OK
   COUNT
 };
 

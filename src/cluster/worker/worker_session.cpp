@@ -164,6 +164,8 @@ void WorkerSession::handle(wire::Frame& frame) {
     case MessageType::LoadStage: load_stage(frame); return;
     case MessageType::Forward: forward(frame); return;
     case MessageType::KvOp: kv_op(frame); return;
+    case MessageType::CacheRead: cache_read(frame); return;
+    case MessageType::CacheWrite: cache_write(frame); return;
     case MessageType::Unload: unload(frame); return;
     case MessageType::TensorLink: tensor_link(frame); return;
     case MessageType::GroupLink: group_link(frame); return;
@@ -355,6 +357,37 @@ void WorkerSession::kv_op(const wire::Frame& request) {
       stage->stage->truncate_sequence(body.at("seq").get<int>(), body.at("n_pos").get<int>());
     else
       throw ProtocolError(ErrorCode::BadRequest, fmt::format("unknown KV operation '{}'", op));
+  }
+  conn_->send_json(MessageType::KvOk, request.header.request_id, nlohmann::json::object());
+}
+
+void WorkerSession::cache_read(const wire::Frame& request) {
+  nlohmann::json body = wire::parse_json(request);
+  auto stage = find_stage(body.at("stage").get<uint32_t>());
+  LayerCache cache;
+  {
+    std::lock_guard<std::mutex> run(stage->run_mutex);
+    cache = stage->stage->read_cache(body.at("seq").get<int>(), body.at("layer").get<int>());
+  }
+  if (cache.bytes.size() + 4 > conn_->max_payload())
+    throw ProtocolError(ErrorCode::BadRequest, fmt::format("a layer's cache of {} MiB is over the frame limit of {} MiB",
+                                                           cache.bytes.size() >> 20, conn_->max_payload() >> 20));
+  const uint32_t length = static_cast<uint32_t>(cache.length);
+  const std::span<const uint8_t> parts[] = {{reinterpret_cast<const uint8_t*>(&length), 4}, cache.bytes};
+  conn_->send(MessageType::CacheRows, request.header.request_id, parts);
+}
+
+void WorkerSession::cache_write(const wire::Frame& request) {
+  const std::vector<uint8_t>& p = request.payload;
+  if (p.size() < 16) throw ProtocolError(ErrorCode::Malformed, fmt::format("a CACHE_WRITE of {} bytes", p.size()));
+  uint32_t head[4];  // stage, seq, layer, length
+  std::memcpy(head, p.data(), sizeof(head));
+  auto stage = find_stage(head[0]);
+  const LayerCache cache{static_cast<int>(std::min<uint32_t>(head[3], INT32_MAX)), {p.begin() + 16, p.end()}};
+  {
+    std::lock_guard<std::mutex> run(stage->run_mutex);
+    stage->stage->write_cache(static_cast<int>(std::min<uint32_t>(head[1], INT32_MAX)),
+                              static_cast<int>(std::min<uint32_t>(head[2], INT32_MAX)), cache);
   }
   conn_->send_json(MessageType::KvOk, request.header.request_id, nlohmann::json::object());
 }

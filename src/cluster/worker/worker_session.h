@@ -25,6 +25,9 @@ class WorkerSession {
   // PROBE: the device probe on the weight type asked for (the model's).
   void probe(const wire::Frame& request);
   void kv_op(const wire::Frame& request);
+  // A sequence's cache of one layer out (CACHE_ROWS) and in (KV_OK).
+  void cache_read(const wire::Frame& request);
+  void cache_write(const wire::Frame& request);
   void unload(const wire::Frame& request);
   // TENSOR_LINK: this connection becomes a tensor group member's link in.
   void tensor_link(const wire::Frame& request);

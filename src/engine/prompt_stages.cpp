@@ -1,0 +1,106 @@
+#include "engine/prompt_stages.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "util/log.h"
+
+namespace shoal {
+
+namespace {
+Stage& holder(const std::vector<std::unique_ptr<Stage>>& stages, int layer) {
+  for (const auto& s : stages)
+    if (layer >= s->layer_begin() && layer < s->layer_end()) return *s;
+  fail("internal: no stage holds layer {}", layer);
+}
+}  // namespace
+
+PromptStages::PromptStages(std::vector<std::unique_ptr<Stage>> stages, int n_layer)
+    : stages_(std::move(stages)), n_layer_(n_layer) {
+  int next = 0;
+  for (const auto& s : stages_) {
+    if (s->layer_begin() != next) fail("internal: prompt stages do not cover the layers at layer {}", next);
+    next = s->layer_end();
+  }
+  if (next != n_layer) fail("internal: prompt stages cover {} of {} layers", next, n_layer);
+}
+
+PromptStages::Where& PromptStages::where(int seq) {
+  if (seq < 0) fail("sequence id {} is negative", seq);
+  if (static_cast<size_t>(seq) >= where_.size()) where_.resize(static_cast<size_t>(seq) + 1, Where::Nowhere);
+  return where_[static_cast<size_t>(seq)];
+}
+
+bool PromptStages::route(const Batch& batch, const std::vector<std::unique_ptr<Stage>>& decode) {
+  // Each sequence's first row here: at position 0 it starts afresh.
+  seqs_.clear();
+  bool here = true;
+  for (int t = 0; t < batch.size(); ++t) {
+    const int seq = batch.seq_ids[t];
+    if (std::find(seqs_.begin(), seqs_.end(), seq) != seqs_.end()) continue;
+    seqs_.push_back(seq);
+    const bool fresh = batch.positions[t] == 0;
+    if (!fresh && where(seq) != Where::Prompt) here = false;
+  }
+  if (here) {
+    for (int seq : seqs_) where(seq) = Where::Prompt;
+    return true;
+  }
+  for (int t = 0; t < batch.size(); ++t) {
+    const int seq = batch.seq_ids[t];
+    Where& w = where(seq);
+    if (w == Where::Decode) continue;
+    // The first row of each sequence decides, once: a fresh one needs nothing moved.
+    if (batch.positions[t] > 0 && (w == Where::Prompt || w == Where::Done)) move(seq, decode);
+    w = Where::Decode;
+  }
+  return false;
+}
+
+void PromptStages::move(int seq, const std::vector<std::unique_ptr<Stage>>& decode) {
+  const auto t0 = std::chrono::steady_clock::now();
+  uint64_t bytes = 0;
+  for (int layer = 0; layer < n_layer_; ++layer) {
+    LayerCache cache;
+    try {
+      cache = holder(stages_, layer).read_cache(seq, layer);
+    } catch (const std::exception& e) {
+      throw PromptStagesFailed(fmt::format("reading sequence {}'s cache of layer {} from the prompt stage {}: {}",
+                                           seq, layer, holder(stages_, layer).describe(), e.what()));
+    }
+    bytes += cache.bytes.size();
+    holder(decode, layer).write_cache(seq, layer, cache);
+  }
+  ++moves_.sequences;
+  moves_.bytes += bytes;
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  moves_.seconds += seconds;
+  spdlog::debug("sequence {}: its prompt's cache ({:.1f} MiB) moved to the decode stages in {:.3f} s", seq,
+                bytes / 1048576.0, seconds);
+}
+
+void PromptStages::ran(const Batch& batch) {
+  for (int t = 0; t < batch.size(); ++t)
+    if (t < static_cast<int>(batch.logits.size()) && batch.logits[t]) where(batch.seq_ids[t]) = Where::Done;
+}
+
+void PromptStages::truncate(int seq, int n_pos) {
+  Where& w = where(seq);
+  if (w == Where::Prompt || w == Where::Done) {
+    try {
+      for (const auto& s : stages_) s->truncate_sequence(seq, n_pos);
+    } catch (const std::exception& e) {
+      throw PromptStagesFailed(fmt::format("cutting sequence {} on the prompt stages: {}", seq, e.what()));
+    }
+  }
+  if (n_pos == 0) w = Where::Nowhere;
+}
+
+std::vector<int> PromptStages::held_here() const {
+  std::vector<int> out;
+  for (size_t seq = 0; seq < where_.size(); ++seq)
+    if (where_[seq] == Where::Prompt || where_[seq] == Where::Done) out.push_back(static_cast<int>(seq));
+  return out;
+}
+
+}  // namespace shoal

@@ -1,0 +1,88 @@
+"""Prompts on one worker, tokens on another (`--prefill-on`): the prompt runs
+on worker A, its cache moves layer by layer to worker B (which the plan
+gives every layer: --ts 0,0,1), and B generates. The text, greedy and
+seeded, is the local run's for a plain KV cache, sliding windows (gemma3),
+a recurrent state (qwen35) and latent attention (deepseek2); and when A is
+killed mid-prompt or B mid-generation, the run heals to the same text.
+Workers are on loopback; every run is bounded and the workers are stopped
+after each test."""
+import os
+import subprocess
+
+import pytest
+
+from conftest import random_model, run_shoal
+
+TIMEOUT = 2  # --worker-timeout (seconds)
+PROMPT = ("In the old harbour town the fishermen mended their nets each morning, and the children ran along the "
+          "quay shouting the names of the boats as they came in with the tide. ") * 3
+
+
+def split_args(a, b):
+    return ["--rpc", f"{a.address},{b.address}", "--ts", "0,0,1", "--prefill-on", a.address,
+            "--worker-timeout", TIMEOUT]
+
+
+@pytest.mark.parametrize("name", ["random-llama3", "random-gemma3", "random-qwen35", "random-deepseek2"])
+def test_a_prompt_on_one_worker_and_tokens_on_another_give_the_local_text(shoal_bin, workers, name):
+    model = random_model(name)
+    a, b = workers(2, "--worker-timeout", TIMEOUT)
+    for sampling in (["--temp", 0], ["--temp", 0.8, "--seed", 7]):
+        args = ["run", "-m", model, "-p", PROMPT, "-n", 48, "--ignore-eos", "--no-echo", "-t", 1, "-c", 512,
+                *sampling]
+        local = run_shoal(shoal_bin, *args, timeout=300)
+        assert local.returncode == 0, local.stderr
+        split = run_shoal(shoal_bin, *args, *split_args(a, b), timeout=300)
+        assert split.returncode == 0, split.stderr
+        assert f"prompts on {a.address}: layers 0-" in split.stderr
+        assert "1 cache moved to the decode stages" in split.stderr, split.stderr
+        assert split.stdout == local.stdout, (name, sampling)
+
+
+def run_killing(shoal_bin, args, victim, stream, until):
+    """`shoal run` with `args`; reads `stream` ("stderr" or "stdout") until it holds `until` (bytes), kills the
+    victim worker (-9), and reads on. Returns (stdout, stderr)."""
+    p = subprocess.Popen([str(x) for x in [shoal_bin, *args]], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    got = b""
+    try:
+        pipe = p.stderr if stream == "stderr" else p.stdout
+        while until not in got:
+            piece = os.read(pipe.fileno(), 1)  # byte by byte: nothing past the mark is taken from communicate()
+            assert piece, f"{stream} ended before {until!r}: {got.decode(errors='replace')[-2000:]}"
+            got += piece
+        victim.proc.kill()
+        out, err = p.communicate(timeout=300)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    out, err = (out, got + err) if stream == "stderr" else (got + out, err)
+    assert p.returncode == 0, err.decode()
+    return out.decode(), err.decode()
+
+
+def test_the_prompt_worker_killed_mid_prompt_gives_the_local_text(shoal_bin, smollm2, workers):
+    """A (the prompt's) is killed once its stage is loaded, while the prompt of a few hundred tokens runs on
+    it: the prompt runs again on the decode stages, and the text is the local run's."""
+    a, b = workers(2, "--worker-timeout", TIMEOUT)
+    args = ["run", "-m", smollm2, "-p", PROMPT * 3, "-n", 32, "--temp", 0, "--ignore-eos", "--no-echo", "-t", 1,
+            "-c", 1024]
+    local = run_shoal(shoal_bin, *args, timeout=300)
+    assert local.returncode == 0, local.stderr
+    out, err = run_killing(shoal_bin, [*args, *split_args(a, b)], a, "stderr",
+                           f"prompts on {a.address}: layers 0-29".encode())
+    assert "the prompt stages failed" in err, err
+    assert out == local.stdout
+
+
+def test_the_decode_worker_killed_mid_generation_gives_the_local_text(shoal_bin, smollm2, workers):
+    """B (the tokens') is killed mid-generation: the cluster re-plans without it, the prompt stage is made
+    again on A, the sequence goes through it again and its cache moves to the new decode stages."""
+    a, b = workers(2, "--worker-timeout", TIMEOUT)
+    args = ["run", "-m", smollm2, "-p", PROMPT, "-n", 200, "--temp", 0, "--ignore-eos", "--no-echo", "-t", 1,
+            "-c", 1024]
+    local = run_shoal(shoal_bin, *args, timeout=300)
+    assert local.returncode == 0, local.stderr
+    out, err = run_killing(shoal_bin, [*args, *split_args(a, b)], b, "stdout", b" ")
+    assert "re-planning and replaying" in err, err
+    assert out == local.stdout
