@@ -80,13 +80,32 @@ const float* Pipeline::forward(const Batch& batch, bool keep_normed) {
 }
 
 void Pipeline::set_prompt_stages(std::vector<std::unique_ptr<Stage>> stages) {
-  prompt_ = stages.empty() ? nullptr : std::make_unique<PromptStages>(std::move(stages), config_.n_layer);
+  auto prompt = stages.empty() ? nullptr : std::make_unique<PromptStages>(std::move(stages), config_.n_layer);
+  std::lock_guard<std::mutex> lock(stages_mutex_);
+  prompt_ = std::move(prompt);
+}
+
+PromptStages::Moves Pipeline::cache_moves() const {
+  std::lock_guard<std::mutex> lock(stages_mutex_);
+  return prompt_ ? prompt_->moves() : PromptStages::Moves{};
+}
+
+std::vector<StageDevice> Pipeline::prompt_devices() const {
+  std::lock_guard<std::mutex> lock(stages_mutex_);
+  std::vector<StageDevice> out;
+  if (prompt_)
+    for (const auto& s : prompt_->stages())
+      for (const StageDevice& d : s->devices()) out.push_back(d);
+  return out;
 }
 
 void Pipeline::lose_prompt_stages(const std::exception& why) {
   spdlog::warn("the prompt stages failed ({}): prompts run on the decode stages from now on", why.what());
   const std::vector<int> sequences = prompt_->held_here();
-  prompt_.reset();
+  {
+    std::lock_guard<std::mutex> lock(stages_mutex_);
+    prompt_.reset();
+  }
   // Their sequences again, from what the record holds, into the decode stages.
   Batch batch;
   for (int seq : sequences) {

@@ -69,8 +69,10 @@ class Pipeline {
   // stages, and the run goes on there (a warning says so).
   void set_prompt_stages(std::vector<std::unique_ptr<Stage>> stages);
   bool has_prompt_stages() const { return prompt_ != nullptr; }
-  // What the moves from the prompt stages came to since they were set.
-  PromptStages::Moves cache_moves() const { return prompt_ ? prompt_->moves() : PromptStages::Moves{}; }
+  // What the moves from the prompt stages came to since they were set
+  // (any thread), and where the prompt stages are (none: empty).
+  PromptStages::Moves cache_moves() const;
+  std::vector<StageDevice> prompt_devices() const;
   // How many of its first positions a sequence keeps through a re-plan
   // (0: none; INT_MAX: all it holds).
   using KeepPositions = std::function<int(int seq)>;

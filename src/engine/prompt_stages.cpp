@@ -71,10 +71,13 @@ void PromptStages::move(int seq, const std::vector<std::unique_ptr<Stage>>& deco
     bytes += cache.bytes.size();
     holder(decode, layer).write_cache(seq, layer, cache);
   }
-  ++moves_.sequences;
-  moves_.bytes += bytes;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  moves_.seconds += seconds;
+  {
+    std::lock_guard<std::mutex> lock(moves_mutex_);
+    ++moves_.sequences;
+    moves_.bytes += bytes;
+    moves_.seconds += seconds;
+  }
   spdlog::debug("sequence {}: its prompt's cache ({:.1f} MiB) moved to the decode stages in {:.3f} s", seq,
                 bytes / 1048576.0, seconds);
 }

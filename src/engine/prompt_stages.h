@@ -10,6 +10,7 @@
 // runs where the tokens do (its cache, if any, moved first).
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "engine/stage.h"
@@ -46,7 +47,10 @@ class PromptStages {
     uint64_t bytes = 0;
     double seconds = 0;
   };
-  Moves moves() const { return moves_; }
+  Moves moves() const {  // any thread
+    std::lock_guard<std::mutex> lock(moves_mutex_);
+    return moves_;
+  }
 
  private:
   enum class Where : uint8_t { Nowhere, Prompt, Done, Decode };
@@ -56,6 +60,7 @@ class PromptStages {
   int n_layer_;
   std::vector<Where> where_;  // per sequence slot
   std::vector<int> seqs_;     // a batch's sequences (reused)
+  mutable std::mutex moves_mutex_;
   Moves moves_;
 };
 

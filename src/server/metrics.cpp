@@ -101,6 +101,16 @@ void Metrics::count_finished(const RequestResult& result) {
 
 std::string Metrics::prometheus(const ClusterView& view) const {
   std::string out;
+  // Prompts on stages of their own (--prefill-on): where, and the caches moved from them.
+  json prompt_devices = json::array();
+  json cache_moves = {{"sequences", 0}, {"bytes", 0}, {"seconds", 0.0}};
+  if (view.engine) {
+    for (const StageDevice& d : view.engine->pipeline().prompt_devices())
+      prompt_devices.push_back({{"address", d.address}, {"backend", d.backend}, {"layer_begin", d.layer_begin},
+                                {"layer_end", d.layer_end}, {"weight_bytes", d.weight_bytes}, {"kv_bytes", d.kv_bytes}});
+    const PromptStages::Moves moves = view.engine->pipeline().cache_moves();
+    cache_moves = {{"sequences", moves.sequences}, {"bytes", moves.bytes}, {"seconds", moves.seconds}};
+  }
   const SchedulerStats stats = view.stats ? *view.stats : SchedulerStats{};
 
   metric(out, "shoal_state", "gauge", "1 for the server's current state (loading, ready, degraded)");
@@ -244,6 +254,16 @@ json Metrics::cluster(const ClusterView& view) const {
                          {"kv_bytes", 0}, {"free_bytes", 0}, {"rtt_ms", 0.0}, {"remote", a != "local"},
                          {"state", state}, {"stage_seconds", 0.0}});
   }
+  // Prompts on stages of their own (--prefill-on): where, and the caches moved from them.
+  json prompt_devices = json::array();
+  json cache_moves = {{"sequences", 0}, {"bytes", 0}, {"seconds", 0.0}};
+  if (view.engine) {
+    for (const StageDevice& d : view.engine->pipeline().prompt_devices())
+      prompt_devices.push_back({{"address", d.address}, {"backend", d.backend}, {"layer_begin", d.layer_begin},
+                                {"layer_end", d.layer_end}, {"weight_bytes", d.weight_bytes}, {"kv_bytes", d.kv_bytes}});
+    const PromptStages::Moves moves = view.engine->pipeline().cache_moves();
+    cache_moves = {{"sequences", moves.sequences}, {"bytes", moves.bytes}, {"seconds", moves.seconds}};
+  }
   const SchedulerStats stats = view.stats ? *view.stats : SchedulerStats{};
   json throughput = {{"tokens_in", stats.tokens_in}, {"tokens_out", stats.tokens_out}, {"requests", stats.requests},
                      {"active", stats.active}, {"queued", stats.queued}, {"slots", stats.slots},
@@ -266,6 +286,8 @@ json Metrics::cluster(const ClusterView& view) const {
           {"reason", view.status.reason.empty() ? json(nullptr) : json(view.status.reason)},
           {"progress", progress_json(view.status.progress)},
           {"devices", std::move(devices)},
+          {"prompt_devices", std::move(prompt_devices)},
+          {"cache_moves", std::move(cache_moves)},
           {"throughput", std::move(throughput)}};
 }
 

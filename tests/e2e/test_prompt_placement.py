@@ -86,3 +86,29 @@ def test_the_decode_worker_killed_mid_generation_gives_the_local_text(shoal_bin,
     out, err = run_killing(shoal_bin, [*args, *split_args(a, b)], b, "stdout", b" ")
     assert "re-planning and replaying" in err, err
     assert out == local.stdout
+
+
+def test_serve_shows_both_placements_and_the_cache_it_moved(shoal_bin, smollm2, workers, tmp_path):
+    """Under `shoal serve` the prompt runs on A and the tokens on B: the openai client gets the text of a
+    server without workers, and /v1/cluster names the prompt's device beside the plan's and counts the
+    cache moved."""
+    from server_fixtures import Server, cluster, complete
+    a, b = workers(2, "--worker-timeout", TIMEOUT)
+    alone = Server(shoal_bin, smollm2, tmp_path, "-c", 1024, threads=1)
+    try:
+        alone.model = "smollm2"
+        expected = complete(alone, prompt=PROMPT, n=32)
+    finally:
+        alone.stop()
+    s = Server(shoal_bin, smollm2, tmp_path, "-c", 1024, *split_args(a, b), threads=1)
+    try:
+        s.model = "smollm2"
+        assert complete(s, prompt=PROMPT, n=32) == expected
+        c = cluster(s)
+        assert [(d["address"], d["layer_begin"], d["layer_end"]) for d in c["prompt_devices"]] == \
+            [(a.address, 0, 30)], c
+        assert any(d["address"] == b.address and d["layer_end"] == 30 for d in c["devices"]), c
+        moves = c["cache_moves"]
+        assert moves["sequences"] == 1 and moves["bytes"] > 0, moves
+    finally:
+        s.stop()
