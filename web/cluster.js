@@ -308,6 +308,33 @@
     });
   }
 
+  // Prompts on devices of their own (--prefill-on): where they run, and the
+  // caches moved from there to the devices that generate.
+  function renderPrompts(devices, moves) {
+    const section = $("prompts-section");
+    if (!Array.isArray(devices) || devices.length === 0) {
+      section.hidden = true;
+      return;
+    }
+    section.hidden = false;
+    moves = moves || {};
+    const n = num(moves.sequences) || 0;
+    const mib = (num(moves.bytes) || 0) / 1048576;
+    const s = num(moves.seconds) || 0;
+    $("prompts-summary").textContent =
+      n + (n === 1 ? " cache" : " caches") + " moved to the devices above · " + mib.toFixed(1) + " MiB in " +
+      s.toFixed(2) + " s";
+    const list = $("prompt-devices");
+    list.textContent = "";
+    devices.forEach((d) => {
+      const li = h("li", "member prompt-device");
+      li.dataset.address = d.address;
+      li.appendChild(h("span", "member-address", d.address));
+      li.appendChild(h("span", "muted", "layers " + d.layer_begin + "–" + (d.layer_end - 1) + " · " + (d.backend || "")));
+      list.appendChild(li);
+    });
+  }
+
   // ---------- polling ----------
 
   let lastDevicesKey = "";
@@ -331,6 +358,7 @@
         renderDevices(devices, nLayer);
       }
       renderThroughput(j.throughput);
+      renderPrompts(j.prompt_devices, j.cache_moves);
       renderMembers(j.workers, j.throughput);
       document.body.dataset.loaded = "true";
     } catch (e) {

@@ -200,3 +200,30 @@ def test_web_ui(shoal_bin, smollm2, workers, tmp_path):
         if driver is not None:
             driver.quit()
         server.stop()
+
+
+def test_cluster_page_shows_where_prompts_run(shoal_bin, smollm2, workers, tmp_path):
+    """With --prefill-on, the cluster page names the prompts' worker beside the devices that generate, and
+    counts the caches moved from it."""
+    a, b = workers(2)
+    server = Server(shoal_bin, smollm2, tmp_path, "--rpc", f"{a.address},{b.address}", "--ts", "0,0,1",
+                    "--prefill-on", a.address, wait=False)
+    driver = None
+    try:
+        server.wait_ready(300)
+        server.client().completions.create(model="smollm2", prompt="The harbour at dawn", max_tokens=8, temperature=0)
+        driver = make_driver()
+        driver.get(server.base + "/cluster")
+        WebDriverWait(driver, 20).until(
+            lambda d: d.find_element(By.ID, "prompts-section").is_displayed(), "no prompts section")
+        rows = driver.find_elements(By.CSS_SELECTOR, ".prompt-device")
+        assert [r.get_attribute("data-address") for r in rows] == [a.address]
+        assert "layers 0–29" in rows[0].text
+        WebDriverWait(driver, 20).until(
+            lambda d: d.find_element(By.ID, "prompts-summary").text.startswith("1 cache moved"),
+            "the moved cache is not counted")
+        screenshot(driver, tmp_path / "cluster-prompts.png")
+    finally:
+        if driver:
+            driver.quit()
+        server.stop()
