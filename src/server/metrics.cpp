@@ -101,16 +101,6 @@ void Metrics::count_finished(const RequestResult& result) {
 
 std::string Metrics::prometheus(const ClusterView& view) const {
   std::string out;
-  // Prompts on stages of their own (--prefill-on): where, and the caches moved from them.
-  json prompt_devices = json::array();
-  json cache_moves = {{"sequences", 0}, {"bytes", 0}, {"seconds", 0.0}};
-  if (view.engine) {
-    for (const StageDevice& d : view.engine->pipeline().prompt_devices())
-      prompt_devices.push_back({{"address", d.address}, {"backend", d.backend}, {"layer_begin", d.layer_begin},
-                                {"layer_end", d.layer_end}, {"weight_bytes", d.weight_bytes}, {"kv_bytes", d.kv_bytes}});
-    const PromptStages::Moves moves = view.engine->pipeline().cache_moves();
-    cache_moves = {{"sequences", moves.sequences}, {"bytes", moves.bytes}, {"seconds", moves.seconds}};
-  }
   const SchedulerStats stats = view.stats ? *view.stats : SchedulerStats{};
 
   metric(out, "shoal_state", "gauge", "1 for the server's current state (loading, ready, degraded)");
@@ -130,6 +120,13 @@ std::string Metrics::prometheus(const ClusterView& view) const {
   out += fmt::format("shoal_http_responses_total{{status=\"401\"}} {}\n", http_401_.load());
   out += fmt::format("shoal_http_responses_total{{status=\"413\"}} {}\n", http_413_.load());
   out += fmt::format("shoal_http_responses_total{{status=\"503\"}} {}\n", http_503_.load());
+
+  const PromptStages::Moves moves = view.engine ? view.engine->pipeline().cache_moves() : PromptStages::Moves{};
+  metric(out, "shoal_prompt_caches_moved_total", "counter",
+         "prompts' caches moved from their own stages (--prefill-on) to the stages that generate");
+  out += fmt::format("shoal_prompt_caches_moved_total {}\n", moves.sequences);
+  metric(out, "shoal_prompt_cache_bytes_moved_total", "counter", "the bytes of those caches");
+  out += fmt::format("shoal_prompt_cache_bytes_moved_total {}\n", moves.bytes);
 
   metric(out, "shoal_tokens_in_total", "counter", "prompt tokens processed (reused KV excluded)");
   out += fmt::format("shoal_tokens_in_total {}\n", stats.tokens_in);

@@ -119,5 +119,8 @@ def test_serve_shows_both_placements_and_the_cache_it_moved(shoal_bin, smollm2, 
         assert any(d["address"] == b.address and d["layer_end"] == 30 for d in c["devices"]), c
         moves = c["cache_moves"]
         assert moves["sequences"] == 1 and moves["bytes"] > 0, moves
+        metrics = s.metrics()
+        assert metrics["shoal_prompt_caches_moved_total"] == 1
+        assert metrics["shoal_prompt_cache_bytes_moved_total"] == moves["bytes"]
     finally:
         s.stop()
