@@ -91,7 +91,8 @@ void add_cluster_options(CLI::App& cmd, CommonOptions& o) {
       ->check(number_in(0, 1e6));
   cmd.add_option("--prefill-on", o.cluster.prefill_on,
                  "run prompts on these workers (host:port of --rpc; every layer, split among them by memory) and "
-                 "decode on the plan's stages, each prompt's cache moved there once it is done")
+                 "decode on the plan's stages, each prompt's cache moved there once it is done; 'auto': on the "
+                 "worker the cost model predicts faster for a prompt of half the context, if one is")
       ->delimiter(',');
   cmd.add_option("--split", o.split_policy,
                  "without --tensor-split: 'speed' (the split with the least predicted decode time that fits, when "

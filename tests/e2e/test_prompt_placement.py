@@ -124,3 +124,20 @@ def test_serve_shows_both_placements_and_the_cache_it_moved(shoal_bin, smollm2, 
         assert metrics["shoal_prompt_cache_bytes_moved_total"] == moves["bytes"]
     finally:
         s.stop()
+
+
+def test_auto_puts_prompts_on_the_worker_that_computes_faster(shoal_bin, smollm2, workers):
+    """--prefill-on auto: of a worker with two threads and one with one (which the plan gives every layer),
+    the cost model, from each worker's measured rates, puts the prompts on the first; the text is the local
+    run's."""
+    a = workers(1, "--worker-timeout", TIMEOUT, threads=2)[0]
+    b = workers(1, "--worker-timeout", TIMEOUT)[0]
+    args = ["run", "-m", smollm2, "-p", PROMPT, "-n", 24, "--temp", 0, "--ignore-eos", "--no-echo", "-t", 1,
+            "-c", 2048]
+    local = run_bytes(shoal_bin, args)
+    r = subprocess.run([str(x) for x in [shoal_bin, *args, "--rpc", f"{a.address},{b.address}", "--ts", "0,0,1",
+                                         "--prefill-on", "auto"]], capture_output=True, timeout=300)
+    err = r.stderr.decode(errors="replace")
+    assert r.returncode == 0, err
+    assert f"--prefill-on auto predicts" in err and f"prompts on {a.address}: layers 0-29" in err, err
+    assert r.stdout == local

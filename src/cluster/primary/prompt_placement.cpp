@@ -55,7 +55,7 @@ std::string devices_of(const Plan& plan, const PlanInput& in) {
 
 PromptPlacement choose_prompt_placement(const Plan& decode_plan, const PlanInput& input, Relay relay,
                                         const RequestShape& request, const std::vector<int>& prompt_devices,
-                                        int n_batch, int micro_batch) {
+                                        int n_batch, int micro_batch, int first_candidate) {
   PromptPlacement r;
   r.plan = decode_plan;
   r.joint = r.placed = predict_request(decode_plan, decode_plan, input, relay, request, n_batch, micro_batch);
@@ -77,7 +77,7 @@ PromptPlacement choose_prompt_placement(const Plan& decode_plan, const PlanInput
     return r;
   }
   const PromptPlacement joint = r;
-  for (int d = 0; d < static_cast<int>(input.devices.size()); ++d) {
+  for (int d = first_candidate; d < static_cast<int>(input.devices.size()); ++d) {
     Plan plan;
     try {
       plan = plan_on(input, {d});

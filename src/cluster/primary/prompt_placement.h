@@ -24,12 +24,12 @@ struct PromptPlacement {
 
 // prompt_devices: the devices to run prompts on (--prefill-on: a split by
 // memory among them, taken whatever it predicts; a plan that does not fit
-// throws). Empty: each device in turn with every layer, where its memory
-// holds them beside what it decodes, and the fastest taken only where it
-// beats the joint placement by kSpeedSplitGain.
+// throws). Empty: each device from first_candidate on in turn with every
+// layer, where its memory holds them beside what it decodes, and the
+// fastest taken only where it beats the joint placement by kSpeedSplitGain.
 PromptPlacement choose_prompt_placement(const Plan& decode_plan, const PlanInput& input, Relay relay,
                                         const RequestShape& request, const std::vector<int>& prompt_devices,
-                                        int n_batch = 0, int micro_batch = 0);
+                                        int n_batch = 0, int micro_batch = 0, int first_candidate = 0);
 
 // "prompt on spark (layers 0-31), tokens on mac: ..." lines for `shoal plan`.
 std::string format_prompt_placement(const PromptPlacement& placement, const Plan& decode_plan,

@@ -9,6 +9,7 @@
 
 #include "cluster/primary/plan_input.h"
 #include "cluster/primary/progress_bar.h"
+#include "cluster/primary/prompt_placement.h"
 #include "cluster/primary/remote_stage.h"
 #include "cluster/primary/split_choice.h"
 #include "cluster/wire/activation_codec.h"
@@ -489,18 +490,36 @@ std::vector<std::unique_ptr<Stage>> ClusterSupervisor::build_stages(Engine& engi
   }
   flush_chain();
 
-  build_prompt_stages(engine, usable, hashes, loaded);
+  build_prompt_stages(engine, usable, plan, input, hashes, loaded);
   commit_stages(usable, loaded);
   return stages;
 }
 
-void ClusterSupervisor::build_prompt_stages(Engine& engine, const Usable& usable, TensorHashes& hashes,
-                                            Loaded& loaded) {
+void ClusterSupervisor::build_prompt_stages(Engine& engine, const Usable& usable, const Plan& plan,
+                                            const PlanInput& input, TensorHashes& hashes, Loaded& loaded) {
   prompt_stages_.clear();
   if (options_.prefill_on.empty()) return;
   const ModelConfig& config = engine.config();
+  std::vector<std::string> names = options_.prefill_on;
+  if (names == std::vector<std::string>{"auto"}) {
+    // The worker whose prompts the cost model predicts win (devices from 1: the workers, in usable's order).
+    const RequestShape request{std::max(1, engine.n_ctx() / 2), 128};
+    const PromptPlacement placement = choose_prompt_placement(plan, input, options_.relay(), request, {},
+                                                              engine.n_batch(), engine.options().n_ubatch, 1);
+    names.clear();
+    for (const StageAssignment& a : placement.plan.stages)
+      if (placement.split && a.layer_end > a.layer_begin) names.push_back(input.devices[a.device].address);
+    if (names.empty()) {
+      std::fprintf(stderr, "prompts: on the plan's stages (--prefill-on auto: no worker's prompts win by 10 %% for a "
+                           "prompt of %d tokens)\n", request.prompt_tokens);
+      return;
+    }
+    std::fprintf(stderr, "prompts: --prefill-on auto predicts %.2f s to the first token of a %d-token prompt on %s "
+                         "against %.2f s on the plan's stages\n", placement.placed.prefill_ms / 1e3,
+                 request.prompt_tokens, names.front().c_str(), placement.joint.prefill_ms / 1e3);
+  }
   std::vector<std::pair<Member*, std::shared_ptr<WorkerClient>>> hosts;
-  for (const std::string& name : options_.prefill_on) {
+  for (const std::string& name : names) {
     if (name == "local") fail("--prefill-on local: prompts run on workers (name one of --rpc)");
     auto it = std::find_if(usable.begin(), usable.end(), [&](const auto& u) { return u.first->address == name; });
     if (it != usable.end()) {

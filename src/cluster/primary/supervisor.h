@@ -102,8 +102,11 @@ class ClusterSupervisor : public StageSupervisor {
   bool unlinked(const Usable& usable, const std::vector<std::vector<int>>& groups) const;
   std::vector<std::vector<std::string>> unlinked_;
   // --prefill-on: every layer on the named workers (split by their memory),
-  // each a star stage, into prompt_stages_; their stage ids into `loaded`.
-  void build_prompt_stages(Engine& engine, const Usable& usable, TensorHashes& hashes, Loaded& loaded);
+  // or with "auto" on the worker the cost model predicts best for a prompt
+  // of half the context (prompt_placement.h), if any; each a star stage,
+  // into prompt_stages_; their stage ids into `loaded`.
+  void build_prompt_stages(Engine& engine, const Usable& usable, const Plan& plan, const PlanInput& input,
+                           TensorHashes& hashes, Loaded& loaded);
   std::vector<std::unique_ptr<Stage>> prompt_stages_;
   // LOAD_STAGE on one worker, its progress drawn; a refusal is StageRefused.
   StageLoadReport load_on(Engine& engine, TensorHashes& hashes, Member& m, const std::shared_ptr<WorkerClient>& client,
