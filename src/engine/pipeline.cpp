@@ -54,14 +54,15 @@ const float* Pipeline::forward(const Batch& batch, bool keep_normed) {
   if (n > max_tokens_) fail("batch of {} tokens exceeds the maximum of {}", n, max_tokens_);
   running_ = &stages_;
   if (prompt_) {
-    bool on_prompt = false;
+    int on_prompt = 0;
     try {
-      on_prompt = prompt_->route(batch, stages_);
+      on_prompt = prompt_->route(batch, stages_, on_prompt_);
     } catch (const PromptStagesFailed& e) {
       lose_prompt_stages(e);
       return forward(batch, keep_normed);
     }
-    if (on_prompt) {
+    if (on_prompt > 0 && on_prompt < n) return forward_split(batch, on_prompt_, keep_normed);
+    if (on_prompt == n) {
       running_ = &prompt_->stages();
       const float* logits = nullptr;
       try {
@@ -122,10 +123,23 @@ void Pipeline::lose_prompt_stages(const std::exception& why) {
 }
 
 const float* Pipeline::forward_on_stages(const Batch& batch, bool keep_normed) {
-  const int n = batch.size();
   const std::vector<std::unique_ptr<Stage>>& stages = *running_;
   if (stages.size() == 1 && stages[0]->runs_on(head_)) return forward_on_device(batch, keep_normed);
-  const int width = config_.n_embd;
+  embed_rows(batch);
+  // The last stage runs the head when it holds it (and the logits are not too many to send).
+  const int wanted = batch.n_logits();
+  const size_t stage_logits = static_cast<size_t>(wanted) * config_.n_vocab;
+  const bool head_on_stage = wanted > 0 && !keep_normed && !batch.all_rows && stages.back()->runs_head() &&
+                             stage_logits * sizeof(float) <= kMaxStageLogitsBytes;
+  if (head_on_stage && logits_.size() < stage_logits) logits_.resize(stage_logits);
+  run_stages(batch, hidden_.data(), head_on_stage ? logits_.data() : nullptr);
+  record(batch);
+  if (head_on_stage) return logits_.data();
+  return run_head_on_rows(batch, keep_normed);
+}
+
+void Pipeline::embed_rows(const Batch& batch) {
+  const int n = batch.size();
   const DevicePtr rows{head_rows_.get(), 0};
   head_.begin_step(batch.seq_ids.data(), batch.positions.data(), n);
   try {
@@ -137,15 +151,78 @@ const float* Pipeline::forward_on_stages(const Batch& batch, bool keep_normed) {
     head_.abandon_step();
     throw;
   }
-  // The last stage runs the head when it holds it (and the logits are not too many to send).
+}
+
+// A batch with rows of both placements: the prompts' rows on the prompt
+// stages while the others' run on the plan's (a worker's step submitted,
+// then the plan's stages, then its answer collected), every row back in its
+// place, and one head over them all.
+const float* Pipeline::forward_split(const Batch& batch, const std::vector<uint8_t>& on_prompt, bool keep_normed) {
+  const int n = batch.size(), width = config_.activation_width();
+  embed_rows(batch);
+  Batch prompt_rows, decode_rows;
+  split_rows_.assign(2, {});
+  for (int t = 0; t < n; ++t) {
+    Batch& b = on_prompt[t] ? prompt_rows : decode_rows;
+    b.add(batch.tokens[t], batch.positions[t], batch.seq_ids[t], batch.logits[t] != 0);
+    split_rows_[on_prompt[t] ? 0 : 1].push_back(t);
+  }
+  prompt_rows.all_rows = decode_rows.all_rows = batch.all_rows;
+  split_hidden_.resize(2);
+  for (int side = 0; side < 2; ++side) {
+    split_hidden_[side].resize(split_rows_[side].size() * width);
+    for (size_t i = 0; i < split_rows_[side].size(); ++i)
+      std::memcpy(&split_hidden_[side][i * width], &hidden_[static_cast<size_t>(split_rows_[side][i]) * width],
+                  width * sizeof(float));
+  }
+  const std::vector<std::unique_ptr<Stage>>& prompt = prompt_->stages();
+  const bool submitted = prompt.size() == 1 && prompt[0]->computes_elsewhere();
+  bool prompt_failed = false;
+  std::string why;
+  auto on_prompt_stages = [&](auto run) {
+    running_ = &prompt;
+    try {
+      run();
+    } catch (const std::exception& e) {
+      prompt_failed = true;
+      why = e.what();
+    }
+    running_ = &stages_;
+  };
+  if (submitted) on_prompt_stages([&] { prompt[0]->submit(prompt_rows, split_hidden_[0].data()); });
+  try {
+    run_stages(decode_rows, split_hidden_[1].data(), nullptr);
+  } catch (...) {
+    if (submitted && !prompt_failed) prompt[0]->cancel();
+    throw;
+  }
+  record(decode_rows);
+  if (!prompt_failed)
+    on_prompt_stages([&] {
+      if (submitted) prompt[0]->collect();
+      else run_stages(prompt_rows, split_hidden_[0].data(), nullptr);
+    });
+  if (prompt_failed) {
+    // The prompts' rows on the plan's stages instead, after what the prompt stages held.
+    lose_prompt_stages(PromptStagesFailed(why));
+    run_stages(prompt_rows, split_hidden_[0].data(), nullptr);
+  } else {
+    prompt_->ran(prompt_rows);
+  }
+  record(prompt_rows);
+  for (int side = 0; side < 2; ++side)
+    for (size_t i = 0; i < split_rows_[side].size(); ++i)
+      std::memcpy(&hidden_[static_cast<size_t>(split_rows_[side][i]) * width], &split_hidden_[side][i * width],
+                  width * sizeof(float));
+  return run_head_on_rows(batch, keep_normed);
+}
+
+// After the stages: the head over the rows in hidden_ that want logits (or
+// all of them, for a batch with all_rows).
+const float* Pipeline::run_head_on_rows(const Batch& batch, bool keep_normed) {
+  const int n = batch.size(), width = config_.n_embd;
   const int wanted = batch.n_logits();
-  const size_t stage_logits = static_cast<size_t>(wanted) * config_.n_vocab;
-  const bool head_on_stage = wanted > 0 && !keep_normed && !batch.all_rows && stages.back()->runs_head() &&
-                             stage_logits * sizeof(float) <= kMaxStageLogitsBytes;
-  if (head_on_stage && logits_.size() < stage_logits) logits_.resize(stage_logits);
-  run_stages(batch, hidden_.data(), head_on_stage ? logits_.data() : nullptr);
-  record(batch);
-  if (head_on_stage) return logits_.data();
+  const DevicePtr rows{head_rows_.get(), 0};
   // The residual rows without the per-layer inputs they carried (gemma4 E2B/E4B).
   narrow_rows(hidden_.data(), n, config_.activation_width(), width);
   if (batch.all_rows) {

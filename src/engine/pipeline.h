@@ -127,6 +127,12 @@ class Pipeline {
   void lose_prompt_stages(const std::exception& why);
   // forward() on *running_.
   const float* forward_on_stages(const Batch& batch, bool keep_normed);
+  // forward() of a batch whose rows on_prompt marks run on the prompt stages, the others on stages_.
+  const float* forward_split(const Batch& batch, const std::vector<uint8_t>& on_prompt, bool keep_normed);
+  // The batch embedded into hidden_, as the stages take it.
+  void embed_rows(const Batch& batch);
+  // The head over hidden_ after the stages: the logits (and normed rows) forward() returns.
+  const float* run_head_on_rows(const Batch& batch, bool keep_normed);
   // The stages over the batch, one after another, or as a wavefront.
   const float* forward_on_device(const Batch& batch, bool keep_normed);
   void embed(const Batch& batch, DevicePtr rows);  // inside a step on the head's backend
@@ -143,6 +149,10 @@ class Pipeline {
   void run_pipelined(const Batch& batch, float* hidden, float* logits);
   void add_stage_time(size_t stage, double seconds, bool decode);
   std::vector<Batch> micro_;  // reused: the micro-batches of a pipelined batch
+  // Reused by forward_split: each row's side, and each side's rows and their hidden rows.
+  std::vector<uint8_t> on_prompt_;
+  std::vector<std::vector<int>> split_rows_;
+  std::vector<std::vector<float>> split_hidden_;
   std::vector<float> hidden_;             // the stages' rows: [max_tokens][activation_width]
   // Per-layer inputs on the head's device: the tokens' rows, the inputs,
   // the rows with them ([max_tokens][side_width], twice; [max_tokens][activation_width]).

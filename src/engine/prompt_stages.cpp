@@ -31,30 +31,35 @@ PromptStages::Where& PromptStages::where(int seq) {
   return where_[static_cast<size_t>(seq)];
 }
 
-bool PromptStages::route(const Batch& batch, const std::vector<std::unique_ptr<Stage>>& decode) {
-  // Each sequence's first row here: at position 0 it starts afresh.
+int PromptStages::route(const Batch& batch, const std::vector<std::unique_ptr<Stage>>& decode,
+                        std::vector<uint8_t>& on_prompt) {
+  // Each sequence's first row here decides for all of its rows.
+  on_prompt.assign(static_cast<size_t>(batch.size()), 0);
   seqs_.clear();
-  bool here = true;
+  int here = 0;
   for (int t = 0; t < batch.size(); ++t) {
     const int seq = batch.seq_ids[t];
-    if (std::find(seqs_.begin(), seqs_.end(), seq) != seqs_.end()) continue;
-    seqs_.push_back(seq);
-    const bool fresh = batch.positions[t] == 0;
-    if (!fresh && where(seq) != Where::Prompt) here = false;
+    const auto seen = std::find(seqs_.begin(), seqs_.end(), seq);
+    if (seen != seqs_.end()) {
+      const int first = decided_[static_cast<size_t>(seen - seqs_.begin())];
+      on_prompt[t] = on_prompt[first];
+    } else {
+      seqs_.push_back(seq);
+      decided_.resize(seqs_.size());
+      decided_.back() = t;
+      Where& w = where(seq);
+      const bool fresh = batch.positions[t] == 0;
+      if (fresh || w == Where::Prompt) {
+        on_prompt[t] = 1;
+        w = Where::Prompt;
+      } else {
+        if (w == Where::Prompt || w == Where::Done) move(seq, decode);
+        w = Where::Decode;
+      }
+    }
+    here += on_prompt[t];
   }
-  if (here) {
-    for (int seq : seqs_) where(seq) = Where::Prompt;
-    return true;
-  }
-  for (int t = 0; t < batch.size(); ++t) {
-    const int seq = batch.seq_ids[t];
-    Where& w = where(seq);
-    if (w == Where::Decode) continue;
-    // The first row of each sequence decides, once: a fresh one needs nothing moved.
-    if (batch.positions[t] > 0 && (w == Where::Prompt || w == Where::Done)) move(seq, decode);
-    w = Where::Decode;
-  }
-  return false;
+  return here;
 }
 
 void PromptStages::move(int seq, const std::vector<std::unique_ptr<Stage>>& decode) {

@@ -5,9 +5,9 @@
 // wanted logits); before its next row runs on the decode stages, its cache
 // moves there layer by layer (Stage::read_cache, write_cache): the rows as
 // they were computed, so decoding gives the bits of a run on one placement.
-// A batch runs on the prompt stages only when every sequence in it is in
-// its prompt there: a new request's prompt batched beside others' tokens
-// runs where the tokens do (its cache, if any, moved first).
+// In a batch with both, each sequence's rows go where it is: a new
+// request's prompt on the prompt stages while the others' tokens run on
+// the decode stages (Pipeline runs the two at once).
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -30,10 +30,13 @@ class PromptStages {
   PromptStages(std::vector<std::unique_ptr<Stage>> stages, int n_layer);
 
   const std::vector<std::unique_ptr<Stage>>& stages() const { return stages_; }
-  // True: `batch` runs on the prompt stages. False: on `decode`, after each
-  // of its sequences whose cache is on the prompt stages moved there (a
-  // prompt stage that fails meanwhile throws PromptStagesFailed).
-  bool route(const Batch& batch, const std::vector<std::unique_ptr<Stage>>& decode);
+  // Which rows of `batch` run on the prompt stages (on_prompt[t] = 1): those
+  // of a sequence that starts afresh (its first row here at position 0) or
+  // is in its prompt there. The others run on `decode`, a sequence whose
+  // cache is on the prompt stages moved there first (a prompt stage that
+  // fails meanwhile throws PromptStagesFailed). Returns how many rows run
+  // on the prompt stages.
+  int route(const Batch& batch, const std::vector<std::unique_ptr<Stage>>& decode, std::vector<uint8_t>& on_prompt);
   // After `batch` ran on the prompt stages: a sequence with a row that
   // wanted logits has its prompt done.
   void ran(const Batch& batch);
@@ -60,6 +63,7 @@ class PromptStages {
   int n_layer_;
   std::vector<Where> where_;  // per sequence slot
   std::vector<int> seqs_;     // a batch's sequences (reused)
+  std::vector<int> decided_;  // the row of each of them that decided where it goes
   mutable std::mutex moves_mutex_;
   Moves moves_;
 };

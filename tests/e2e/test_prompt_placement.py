@@ -141,3 +141,43 @@ def test_auto_puts_prompts_on_the_worker_that_computes_faster(shoal_bin, smollm2
     assert r.returncode == 0, err
     assert f"--prefill-on auto predicts" in err and f"prompts on {a.address}: layers 0-29" in err, err
     assert r.stdout == local
+
+
+def test_a_new_prompt_runs_on_its_worker_while_the_others_generate(shoal_bin, smollm2, workers, tmp_path):
+    """`shoal serve --parallel 2`: while one request generates on B, a second request's prompt runs on A in
+    the same steps (each step's rows split between the two), its cache then moves to B; both texts are a
+    server's without workers, and two caches moved (a step that sent the new prompt to B would move none)."""
+    import threading
+    from server_fixtures import Server, cluster, complete
+    a, b = workers(2, "--worker-timeout", TIMEOUT)
+    long_prompt = PROMPT * 2
+    alone = Server(shoal_bin, smollm2, tmp_path, "-c", 2048, "--parallel", 2, threads=1)
+    try:
+        alone.model = "smollm2"
+        expected = (complete(alone, n=120), complete(alone, prompt=long_prompt, n=16))
+    finally:
+        alone.stop()
+    s = Server(shoal_bin, smollm2, tmp_path, "-c", 2048, "--parallel", 2, *split_args(a, b), threads=1)
+    try:
+        s.model = "smollm2"
+        stream = s.client().completions.create(model="smollm2", prompt="Once upon a time, in a small village by "
+                                               "the sea, there lived", max_tokens=120, temperature=0, stream=True,
+                                               extra_body={"ignore_eos": True})
+        first, second, started = "", {}, threading.Event()
+
+        def late():
+            started.wait(60)
+            second["text"] = complete(s, prompt=long_prompt, n=16)
+
+        t = threading.Thread(target=late)
+        t.start()
+        for i, chunk in enumerate(stream):
+            first += chunk.choices[0].text
+            if i == 4:
+                started.set()
+        t.join(120)
+        assert (first, second.get("text")) == expected
+        moves = cluster(s)["cache_moves"]
+        assert moves["sequences"] == 2, moves
+    finally:
+        s.stop()
