@@ -113,9 +113,12 @@ int run(RunOptions& o) {
                  r.drafted, 100.0 * r.accepted / r.drafted,
                  n_gen / std::max(1.0, n_gen - r.accepted));
   if (const PromptStages::Moves moves = engine.pipeline().cache_moves(); moves.sequences > 0)
-    std::fprintf(stderr, "prompts on their own stages: %llu cache%s moved to the decode stages (%.2f MiB in %.3f s)\n",
+    std::fprintf(stderr,
+                 "prompts on their own stages: %llu cache%s moved to the decode stages (%.2f MiB in %.3f s; %llu "
+                 "layer%s kept on the machine that holds them in both)\n",
                  static_cast<unsigned long long>(moves.sequences), moves.sequences == 1 ? "" : "s",
-                 moves.bytes / 1048576.0, moves.seconds);
+                 moves.bytes / 1048576.0, moves.seconds, static_cast<unsigned long long>(moves.kept_layers),
+                 moves.kept_layers == 1 ? "" : "s");
   // -v on a cluster: the plan's prediction per stage beside what the steps took.
   if (o.common.verbosity >= 1 && engine.supervisor())
     std::fprintf(stderr, "%s", format_stage_reports(stage_reports(engine),

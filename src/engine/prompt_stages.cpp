@@ -64,23 +64,30 @@ int PromptStages::route(const Batch& batch, const std::vector<std::unique_ptr<St
 
 void PromptStages::move(int seq, const std::vector<std::unique_ptr<Stage>>& decode) {
   const auto t0 = std::chrono::steady_clock::now();
-  uint64_t bytes = 0;
+  uint64_t bytes = 0, kept = 0;
   for (int layer = 0; layer < n_layer_; ++layer) {
+    Stage &from = holder(stages_, layer), &to = holder(decode, layer);
     LayerCache cache;
     try {
-      cache = holder(stages_, layer).read_cache(seq, layer);
+      // A machine that holds the layer in both keeps its rows: copied there, not sent.
+      if (from.copy_cache_to(to, seq, layer)) {
+        ++kept;
+        continue;
+      }
+      cache = from.read_cache(seq, layer);
     } catch (const std::exception& e) {
-      throw PromptStagesFailed(fmt::format("reading sequence {}'s cache of layer {} from the prompt stage {}: {}",
-                                           seq, layer, holder(stages_, layer).describe(), e.what()));
+      throw PromptStagesFailed(fmt::format("moving sequence {}'s cache of layer {} from the prompt stage {}: {}", seq,
+                                           layer, from.describe(), e.what()));
     }
     bytes += cache.bytes.size();
-    holder(decode, layer).write_cache(seq, layer, cache);
+    to.write_cache(seq, layer, cache);
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   {
     std::lock_guard<std::mutex> lock(moves_mutex_);
     ++moves_.sequences;
     moves_.bytes += bytes;
+    moves_.kept_layers += kept;
     moves_.seconds += seconds;
   }
   spdlog::debug("sequence {}: its prompt's cache ({:.1f} MiB) moved to the decode stages in {:.3f} s", seq,

@@ -47,7 +47,8 @@ class PromptStages {
 
   struct Moves {
     uint64_t sequences = 0;
-    uint64_t bytes = 0;
+    uint64_t bytes = 0;        // that crossed the network
+    uint64_t kept_layers = 0;  // copied on the machine that holds them in both
     double seconds = 0;
   };
   Moves moves() const {  // any thread

@@ -85,6 +85,9 @@ class Stage {
   virtual void write_cache(int /*seq*/, int /*layer*/, const LayerCache& /*cache*/) {
     fail("{} cannot take a sequence's cache", describe());
   }
+  // The layer's cache straight into `to` where both are on one machine (the
+  // rows never leave it); false where they are not, and the caller moves it.
+  virtual bool copy_cache_to(Stage& /*to*/, int /*seq*/, int /*layer*/) { return false; }
 
   // A stage whose layers run on `backend` may take its rows where they
   // already are: forward_on_device is forward() inside the caller's step on

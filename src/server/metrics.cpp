@@ -253,13 +253,14 @@ json Metrics::cluster(const ClusterView& view) const {
   }
   // Prompts on stages of their own (--prefill-on): where, and the caches moved from them.
   json prompt_devices = json::array();
-  json cache_moves = {{"sequences", 0}, {"bytes", 0}, {"seconds", 0.0}};
+  json cache_moves = {{"sequences", 0}, {"bytes", 0}, {"kept_layers", 0}, {"seconds", 0.0}};
   if (view.engine) {
     for (const StageDevice& d : view.engine->pipeline().prompt_devices())
       prompt_devices.push_back({{"address", d.address}, {"backend", d.backend}, {"layer_begin", d.layer_begin},
                                 {"layer_end", d.layer_end}, {"weight_bytes", d.weight_bytes}, {"kv_bytes", d.kv_bytes}});
     const PromptStages::Moves moves = view.engine->pipeline().cache_moves();
-    cache_moves = {{"sequences", moves.sequences}, {"bytes", moves.bytes}, {"seconds", moves.seconds}};
+    cache_moves = {{"sequences", moves.sequences}, {"bytes", moves.bytes}, {"kept_layers", moves.kept_layers},
+                   {"seconds", moves.seconds}};
   }
   const SchedulerStats stats = view.stats ? *view.stats : SchedulerStats{};
   json throughput = {{"tokens_in", stats.tokens_in}, {"tokens_out", stats.tokens_out}, {"requests", stats.requests},

@@ -35,7 +35,7 @@ def test_a_prompt_on_one_worker_and_tokens_on_another_give_the_local_text(shoal_
         split = run_shoal(shoal_bin, *args, *split_args(a, b), timeout=300)
         assert split.returncode == 0, split.stderr
         assert f"prompts on {a.address}: layers 0-" in split.stderr
-        assert "1 cache moved to the decode stages" in split.stderr, split.stderr
+        assert "1 cache moved to the decode stages" in split.stderr and "; 0 layers kept" in split.stderr, split.stderr
         assert split.stdout == local.stdout, (name, sampling)
 
 
@@ -181,3 +181,18 @@ def test_a_new_prompt_runs_on_its_worker_while_the_others_generate(shoal_bin, sm
         assert moves["sequences"] == 2, moves
     finally:
         s.stop()
+
+
+def test_a_worker_in_both_placements_keeps_its_layers_rows(shoal_bin, smollm2, workers):
+    """A runs the prompts and decodes layers 0-14 too (--ts 0,1,1): those layers' rows are copied on A
+    (CACHE_COPY), not sent through the primary; B's layers are moved; the text is the local run's."""
+    a, b = workers(2, "--worker-timeout", TIMEOUT)
+    args = ["run", "-m", smollm2, "-p", PROMPT, "-n", 24, "--temp", 0, "--ignore-eos", "--no-echo", "-t", 1,
+            "-c", 1024]
+    local = run_bytes(shoal_bin, args)
+    r = subprocess.run([str(x) for x in [shoal_bin, *args, "--rpc", f"{a.address},{b.address}", "--ts", "0,1,1",
+                                         "--prefill-on", a.address]], capture_output=True, timeout=300)
+    err = r.stderr.decode(errors="replace")
+    assert r.returncode == 0, err
+    assert "15 layers kept on the machine that holds them in both" in err, err
+    assert r.stdout == local

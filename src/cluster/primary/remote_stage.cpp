@@ -223,6 +223,15 @@ void RemoteStage::write_cache(int seq, int layer, const LayerCache& cache) {
   m.client->write_cache(m.stage_id, seq, layer, cache);
 }
 
+bool RemoteStage::copy_cache_to(Stage& to, int seq, int layer) {
+  auto* other = dynamic_cast<RemoteStage*>(&to);
+  if (!other || group_ || other->group_) return false;
+  const RemoteMember &from = holder(layer), &into = other->holder(layer);
+  if (from.client != into.client) return false;
+  from.client->copy_cache(from.stage_id, into.stage_id, seq, layer);
+  return true;
+}
+
 void RemoteStage::truncate_sequence(int seq, int n_pos) {
   for (auto& m : members_) m.client->kv_op({{"stage", m.stage_id}, {"op", "truncate"}, {"seq", seq}, {"n_pos", n_pos}});
 }

@@ -57,6 +57,8 @@ class RemoteStage : public Stage {
   // From the member that holds the layer (not a tensor group's: each member holds a share of the heads).
   LayerCache read_cache(int seq, int layer) override;
   void write_cache(int seq, int layer, const LayerCache& cache) override;
+  // To another RemoteStage whose member holding the layer is on the same worker: CACHE_COPY.
+  bool copy_cache_to(Stage& to, int seq, int layer) override;
   bool runs_head() const override { return head_vocab_ > 0 && sends_rows_out_; }
   void head_into(float* logits) override { head_into_ = logits; }
 

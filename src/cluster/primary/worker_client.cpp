@@ -153,6 +153,11 @@ void WorkerClient::write_cache(uint32_t stage_id, int seq, int layer, const Laye
   conn_->expect_reply(frame, MessageType::KvOk, id, timeout_ms_);
 }
 
+void WorkerClient::copy_cache(uint32_t from_stage, uint32_t to_stage, int seq, int layer) {
+  request(MessageType::CacheCopy, {{"from", from_stage}, {"to", to_stage}, {"seq", seq}, {"layer", layer}},
+          MessageType::KvOk);
+}
+
 void WorkerClient::unload(uint32_t stage_id) {
   request(MessageType::Unload, {{"stage", stage_id}}, MessageType::UnloadOk);
 }

@@ -102,6 +102,7 @@ class WorkerClient {
   // (CACHE_READ, CACHE_WRITE).
   LayerCache read_cache(uint32_t stage_id, int seq, int layer);
   void write_cache(uint32_t stage_id, int seq, int layer, const LayerCache& cache);
+  void copy_cache(uint32_t from_stage, uint32_t to_stage, int seq, int layer);  // CACHE_COPY
   void unload(uint32_t stage_id);
   // GROUP_LINK: the stage's tensor group member links to every other member
   // (the others must be asked at the same time); returns the milliseconds

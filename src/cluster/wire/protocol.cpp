@@ -32,6 +32,7 @@ constexpr NamedType kNames[] = {
     {MessageType::CacheRead, "CACHE_READ"},
     {MessageType::CacheRows, "CACHE_ROWS"},
     {MessageType::CacheWrite, "CACHE_WRITE"},
+    {MessageType::CacheCopy, "CACHE_COPY"},
 };
 constexpr bool every_type_once_in_order() {
   constexpr size_t n = sizeof(kNames) / sizeof(kNames[0]);

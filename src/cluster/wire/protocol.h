@@ -24,7 +24,7 @@ constexpr uint16_t kProtocolVersion = 15;  // v2: HEARTBEAT, deadlines; v3: AEAD
                                           // v13: whole-projection Q/K norms, interleaved DeltaNet keys, ssm_ba
                                           // v14: windowed layers' own geometry and global tensors, the V norm,
                                           //      the router's input scale (gemma4)
-                                          // v15: CACHE_READ, CACHE_ROWS, CACHE_WRITE (a prompt's cache moves)
+                                          // v15: CACHE_READ, CACHE_ROWS, CACHE_WRITE, CACHE_COPY (a prompt's cache moves)
 constexpr size_t kHeaderBytes = 32;
 constexpr uint64_t kDefaultMaxPayload = 256ull << 20;  // refused before any allocation
 constexpr int kHandshakeTimeoutMs = 5000;
@@ -67,6 +67,7 @@ enum class MessageType : uint16_t {
   CacheRead = 30,    // JSON {stage, seq, layer}: a sequence's cache of one layer (primary → worker)
   CacheRows = 31,    // binary: u32 length, then the layer's cache bytes
   CacheWrite = 32,   // binary: u32 stage, seq, layer, length, then the layer's cache bytes; KV_OK
+  CacheCopy = 33,    // JSON {from, to, seq, layer}: one stage's cache of a layer into another's, on the worker; KV_OK
   COUNT
 };
 

@@ -166,6 +166,7 @@ void WorkerSession::handle(wire::Frame& frame) {
     case MessageType::KvOp: kv_op(frame); return;
     case MessageType::CacheRead: cache_read(frame); return;
     case MessageType::CacheWrite: cache_write(frame); return;
+    case MessageType::CacheCopy: cache_copy(frame); return;
     case MessageType::Unload: unload(frame); return;
     case MessageType::TensorLink: tensor_link(frame); return;
     case MessageType::GroupLink: group_link(frame); return;
@@ -388,6 +389,23 @@ void WorkerSession::cache_write(const wire::Frame& request) {
     std::lock_guard<std::mutex> run(stage->run_mutex);
     stage->stage->write_cache(static_cast<int>(std::min<uint32_t>(head[1], INT32_MAX)),
                               static_cast<int>(std::min<uint32_t>(head[2], INT32_MAX)), cache);
+  }
+  conn_->send_json(MessageType::KvOk, request.header.request_id, nlohmann::json::object());
+}
+
+void WorkerSession::cache_copy(const wire::Frame& request) {
+  nlohmann::json body = wire::parse_json(request);
+  auto from = find_stage(body.at("from").get<uint32_t>()), to = find_stage(body.at("to").get<uint32_t>());
+  const int seq = body.at("seq").get<int>(), layer = body.at("layer").get<int>();
+  if (from == to) throw ProtocolError(ErrorCode::BadRequest, "CACHE_COPY from a stage into itself");
+  LayerCache cache;
+  {
+    std::lock_guard<std::mutex> run(from->run_mutex);
+    cache = from->stage->read_cache(seq, layer);
+  }
+  {
+    std::lock_guard<std::mutex> run(to->run_mutex);
+    to->stage->write_cache(seq, layer, cache);
   }
   conn_->send_json(MessageType::KvOk, request.header.request_id, nlohmann::json::object());
 }

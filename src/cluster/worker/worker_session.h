@@ -28,6 +28,8 @@ class WorkerSession {
   // A sequence's cache of one layer out (CACHE_ROWS) and in (KV_OK).
   void cache_read(const wire::Frame& request);
   void cache_write(const wire::Frame& request);
+  // One of its stages' cache of a layer into another of its stages (KV_OK): the rows stay on the machine.
+  void cache_copy(const wire::Frame& request);
   void unload(const wire::Frame& request);
   // TENSOR_LINK: this connection becomes a tensor group member's link in.
   void tensor_link(const wire::Frame& request);
