@@ -126,6 +126,7 @@ def test_serve_shows_both_placements_and_the_cache_it_moved(shoal_bin, smollm2, 
         s.stop()
 
 
+@pytest.mark.serial  # the workers' measured rates decide: alone, not beside other tests
 def test_auto_puts_prompts_on_the_worker_that_computes_faster(shoal_bin, smollm2, workers):
     """--prefill-on auto: of a worker with two threads and one with one (which the plan gives every layer),
     the cost model, from each worker's measured rates, puts the prompts on the first; the text is the local

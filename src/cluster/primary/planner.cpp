@@ -302,6 +302,10 @@ Plan make_plan(const PlanInput& input) {
     for (int d = 0; d < D; ++d) must_hold[d] = input.keep_every_device && bounds[d + 1] > bounds[d];
     std::vector<int> fast = split_by_speed(input, layout, must_hold);
     if (!fast.empty() && !keep_together(input, layout, fast)) fast.clear();
+    // Keeping layers together shares the ones before them out again, which
+    // may leave a device that must hold one with none: then not by speed.
+    for (int d = 0; d < D && !fast.empty(); ++d)
+      if (must_hold[d] && fast[d + 1] == fast[d]) fast.clear();
     Plan by_speed;
     if (!fast.empty()) fill_stages(input, layout, fast, by_speed);
     if (!fast.empty() && by_speed.predicted_token_ms < (1.0 - kSpeedSplitGain) * plan.predicted_token_ms) {
