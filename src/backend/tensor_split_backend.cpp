@@ -265,31 +265,26 @@ void TensorSplitBackend::gather_rows() {
 }
 
 template <class Activation>
-bool TensorSplitBackend::on_held_rows(DevicePtr gate, DevicePtr up, DevicePtr out, int64_t n, Activation activation) {
-  if (pending_rows_.size() != 2) return false;
-  const PendingRows &g = pending_rows_[0], &u = pending_rows_[1];
-  if (!(g.y == gate) || !(u.y == up) || g.split->rows != u.split->rows || g.split->at != u.split->at ||
-      g.split->share.rows != u.split->share.rows || n != pending_rows_tokens_ * g.split->rows)
-    return false;
-  activation(g.held, u.held, g.held, pending_rows_tokens_ * g.split->share.rows);
-  pending_rows_ = {PendingRows{out, g.split, g.held}};
-  return true;
+void TensorSplitBackend::gated(DevicePtr gate, DevicePtr up, DevicePtr out, int64_t n, Activation activation) {
+  const bool held = pending_rows_.size() == 2;
+  const PendingRows* g = held ? &pending_rows_[0] : nullptr;
+  const PendingRows* u = held ? &pending_rows_[1] : nullptr;
+  if (held && g->y == gate && u->y == up && g->split->rows == u->split->rows && g->split->at == u->split->at &&
+      g->split->share.rows == u->split->share.rows && n == pending_rows_tokens_ * g->split->rows) {
+    activation(g->held, u->held, g->held, pending_rows_tokens_ * g->split->share.rows);
+    pending_rows_ = {PendingRows{out, g->split, g->held}};
+    return;
+  }
+  settle();
+  activation(gate, up, out, n);
 }
 
 void TensorSplitBackend::swiglu(DevicePtr gate, DevicePtr up, DevicePtr out, int64_t n) {
-  auto run = [&](DevicePtr a, DevicePtr b, DevicePtr y, int64_t m) { inner().swiglu(a, b, y, m); };
-  if (!on_held_rows(gate, up, out, n, run)) {
-    settle();
-    run(gate, up, out, n);
-  }
+  gated(gate, up, out, n, [&](DevicePtr a, DevicePtr b, DevicePtr y, int64_t m) { inner().swiglu(a, b, y, m); });
 }
 
 void TensorSplitBackend::geglu(DevicePtr gate, DevicePtr up, DevicePtr out, int64_t n) {
-  auto run = [&](DevicePtr a, DevicePtr b, DevicePtr y, int64_t m) { inner().geglu(a, b, y, m); };
-  if (!on_held_rows(gate, up, out, n, run)) {
-    settle();
-    run(gate, up, out, n);
-  }
+  gated(gate, up, out, n, [&](DevicePtr a, DevicePtr b, DevicePtr y, int64_t m) { inner().geglu(a, b, y, m); });
 }
 
 void TensorSplitBackend::sigmoid_mul(DevicePtr x, DevicePtr gate, int64_t n) {

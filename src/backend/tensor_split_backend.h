@@ -131,10 +131,11 @@ class TensorSplitBackend : public ForwardingBackend {
   };
   void settle();
   void gather_rows();
-  // With gate and up pending (in that order, the same shares): runs
-  // `activation` on the held rows and leaves its output pending instead.
+  // `activation` of gate and up: with both pending (in that order, the same
+  // shares), on the held rows, its output left pending instead; else on the
+  // whole rows, gathered first.
   template <class Activation>
-  bool on_held_rows(DevicePtr gate, DevicePtr up, DevicePtr out, int64_t n, Activation activation);
+  void gated(DevicePtr gate, DevicePtr up, DevicePtr out, int64_t n, Activation activation);
   // After an all-gather: each member p's next part, [n][share_of(p).rows()]
   // at offset_[p] of what it sent (mine_ for this member), into columns
   // share_of(p) of the [n][whole] rows at y.

@@ -108,18 +108,21 @@ void Pipeline::lose_prompt_stages(const std::exception& why) {
     prompt_.reset();
   }
   // Their sequences again, from what the record holds, into the decode stages.
+  for (int seq : sequences) forward_again(seq);
+}
+
+int Pipeline::forward_again(int seq) {
+  const std::span<const int32_t> record = held(seq);
+  const std::vector<int32_t> tokens(record.begin(), record.end());  // forward() records into held_ as it goes
   Batch batch;
-  for (int seq : sequences) {
-    const std::span<const int32_t> record = held(seq);
-    const std::vector<int32_t> tokens(record.begin(), record.end());  // forward() records into held_ as it goes
-    for (size_t at = 0; at < tokens.size();) {
-      const size_t take = std::min(tokens.size() - at, static_cast<size_t>(max_tokens_));
-      batch.clear();
-      for (size_t j = 0; j < take; ++j) batch.add(tokens[at + j], static_cast<int32_t>(at + j), seq, false);
-      forward(batch);
-      at += take;
-    }
+  for (size_t at = 0; at < tokens.size();) {
+    const size_t take = std::min(tokens.size() - at, static_cast<size_t>(max_tokens_));
+    batch.clear();
+    for (size_t j = 0; j < take; ++j) batch.add(tokens[at + j], static_cast<int32_t>(at + j), seq, false);
+    forward(batch);
+    at += take;
   }
+  return static_cast<int>(tokens.size());
 }
 
 const float* Pipeline::forward_on_stages(const Batch& batch, bool keep_normed) {
@@ -290,8 +293,7 @@ const float* Pipeline::forward_on_device(const Batch& batch, bool keep_normed) {
     head_.abandon_step();
     throw;
   }
-  if (running_ == &stages_)
-    add_stage_time(0, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), n == 1);
+  add_stage_time(0, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), n == 1);
   record(batch);
   return logits_.data();
 }
@@ -371,15 +373,15 @@ void Pipeline::add_stage_time(size_t i, double dt, bool decode) {
 }
 
 void Pipeline::run_stages(const Batch& batch, float* hidden, float* logits) {
-  const std::vector<std::unique_ptr<Stage>>& stages_ = *running_;  // (the prompt stages, or the plan's)
+  const std::vector<std::unique_ptr<Stage>>& stages = *running_;  // the prompt stages, or the plan's
   const int n = batch.size();
-  const bool overlap = std::any_of(stages_.begin(), stages_.end(), [](auto& s) { return s->computes_elsewhere(); });
-  if (micro_batch_ > 0 && n >= 2 * micro_batch_ && stages_.size() >= 2 && overlap)
+  const bool overlap = std::any_of(stages.begin(), stages.end(), [](auto& s) { return s->computes_elsewhere(); });
+  if (micro_batch_ > 0 && n >= 2 * micro_batch_ && stages.size() >= 2 && overlap)
     return run_pipelined(batch, hidden, logits);
-  for (size_t i = 0; i < stages_.size(); ++i) {
+  for (size_t i = 0; i < stages.size(); ++i) {
     const auto t0 = std::chrono::steady_clock::now();
-    if (logits && i + 1 == stages_.size()) stages_[i]->head_into(logits);
-    stages_[i]->forward(batch, hidden);
+    if (logits && i + 1 == stages.size()) stages[i]->head_into(logits);
+    stages[i]->forward(batch, hidden);
     add_stage_time(i, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), n == 1);
   }
 }
@@ -391,10 +393,10 @@ void Pipeline::run_stages(const Batch& batch, float* hidden, float* logits) {
 // a tick the workers' steps are sent first, then the primary's own stages
 // run while they compute, then their answers are collected.
 void Pipeline::run_pipelined(const Batch& batch, float* hidden, float* logits) {
-  const std::vector<std::unique_ptr<Stage>>& stages_ = *running_;
+  const std::vector<std::unique_ptr<Stage>>& stages = *running_;
   using Clock = std::chrono::steady_clock;
   const int n = batch.size(), width = config_.activation_width();
-  const int k = (n + micro_batch_ - 1) / micro_batch_, S = static_cast<int>(stages_.size());
+  const int k = (n + micro_batch_ - 1) / micro_batch_, S = static_cast<int>(stages.size());
   micro_.resize(k);
   std::vector<size_t> logits_before(k, 0);  // rows with logits in the micro-batches before each
   for (int j = 0; j < k; ++j) {
@@ -409,7 +411,7 @@ void Pipeline::run_pipelined(const Batch& batch, float* hidden, float* logits) {
   // The last stage, when it runs the head: micro-batch j's logits after the earlier ones'.
   auto head_into = [&](int s, int j) {
     if (logits && s + 1 == S && micro_[j].n_logits() > 0)
-      stages_[s]->head_into(logits + logits_before[j] * config_.n_vocab);
+      stages[s]->head_into(logits + logits_before[j] * config_.n_vocab);
   };
   std::vector<Clock::time_point> sent(S);
   std::vector<bool> pending(S, false);
@@ -417,30 +419,30 @@ void Pipeline::run_pipelined(const Batch& batch, float* hidden, float* logits) {
     for (int t = 0; t < k + S - 1; ++t) {
       for (int s = 0; s < S; ++s) {
         const int j = t - s;
-        if (j < 0 || j >= k || !stages_[s]->computes_elsewhere()) continue;
+        if (j < 0 || j >= k || !stages[s]->computes_elsewhere()) continue;
         sent[s] = Clock::now();
         head_into(s, j);
-        stages_[s]->submit(micro_[j], rows(j));
+        stages[s]->submit(micro_[j], rows(j));
         pending[s] = true;
       }
       for (int s = 0; s < S; ++s) {
         const int j = t - s;
-        if (j < 0 || j >= k || stages_[s]->computes_elsewhere()) continue;
+        if (j < 0 || j >= k || stages[s]->computes_elsewhere()) continue;
         const auto t0 = Clock::now();
         head_into(s, j);
-        stages_[s]->forward(micro_[j], rows(j));
+        stages[s]->forward(micro_[j], rows(j));
         add_stage_time(s, std::chrono::duration<double>(Clock::now() - t0).count(), false);
       }
       for (int s = 0; s < S; ++s) {
         if (!pending[s]) continue;
         pending[s] = false;
-        stages_[s]->collect();
+        stages[s]->collect();
         add_stage_time(s, std::chrono::duration<double>(Clock::now() - sent[s]).count(), false);
       }
     }
   } catch (...) {
     for (int s = 0; s < S; ++s)
-      if (pending[s]) stages_[s]->cancel();
+      if (pending[s]) stages[s]->cancel();
     throw;
   }
 }
@@ -511,20 +513,10 @@ void Pipeline::truncate_sequence(int seq, int n_pos) {
 
 int Pipeline::replay(const KeepPositions& keep) {
   int replayed = 0;
-  Batch batch;
   for (size_t seq = 0; seq < held_.size(); ++seq) {
     const int kept = std::max(0, keep(static_cast<int>(seq)));
     if (held_[seq].size() > static_cast<size_t>(kept)) held_[seq].resize(static_cast<size_t>(kept));
-    const std::vector<int32_t> tokens = held_[seq];  // forward() records into held_ as it goes
-    for (size_t at = 0; at < tokens.size();) {
-      const size_t take = std::min(tokens.size() - at, static_cast<size_t>(max_tokens_));
-      batch.clear();
-      for (size_t j = 0; j < take; ++j)
-        batch.add(tokens[at + j], static_cast<int32_t>(at + j), static_cast<int32_t>(seq), false);
-      forward(batch);
-      at += take;
-      replayed += static_cast<int>(take);
-    }
+    replayed += forward_again(static_cast<int>(seq));
   }
   return replayed;
 }

@@ -125,6 +125,8 @@ class Pipeline {
   void record(const Batch& batch);
   // The prompt stages failed (`why`): dropped, and what they held forwarded again into stages_.
   void lose_prompt_stages(const std::exception& why);
+  // The tokens the record holds for `seq`, forwarded again from position 0; returns how many.
+  int forward_again(int seq);
   // forward() on *running_.
   const float* forward_on_stages(const Batch& batch, bool keep_normed);
   // forward() of a batch whose rows on_prompt marks run on the prompt stages, the others on stages_.

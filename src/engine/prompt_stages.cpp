@@ -33,31 +33,19 @@ PromptStages::Where& PromptStages::where(int seq) {
 
 int PromptStages::route(const Batch& batch, const std::vector<std::unique_ptr<Stage>>& decode,
                         std::vector<uint8_t>& on_prompt) {
-  // Each sequence's first row here decides for all of its rows.
+  // A sequence's first row here decides, and leaves where it went for its later rows.
   on_prompt.assign(static_cast<size_t>(batch.size()), 0);
-  seqs_.clear();
   int here = 0;
   for (int t = 0; t < batch.size(); ++t) {
-    const int seq = batch.seq_ids[t];
-    const auto seen = std::find(seqs_.begin(), seqs_.end(), seq);
-    if (seen != seqs_.end()) {
-      const int first = decided_[static_cast<size_t>(seen - seqs_.begin())];
-      on_prompt[t] = on_prompt[first];
+    Where& w = where(batch.seq_ids[t]);
+    if (batch.positions[t] == 0 || w == Where::Prompt) {
+      w = Where::Prompt;
+      on_prompt[t] = 1;
+      ++here;
     } else {
-      seqs_.push_back(seq);
-      decided_.resize(seqs_.size());
-      decided_.back() = t;
-      Where& w = where(seq);
-      const bool fresh = batch.positions[t] == 0;
-      if (fresh || w == Where::Prompt) {
-        on_prompt[t] = 1;
-        w = Where::Prompt;
-      } else {
-        if (w == Where::Prompt || w == Where::Done) move(seq, decode);
-        w = Where::Decode;
-      }
+      if (w == Where::Done) move(batch.seq_ids[t], decode);
+      w = Where::Decode;
     }
-    here += on_prompt[t];
   }
   return here;
 }

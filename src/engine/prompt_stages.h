@@ -63,8 +63,6 @@ class PromptStages {
   std::vector<std::unique_ptr<Stage>> stages_;
   int n_layer_;
   std::vector<Where> where_;  // per sequence slot
-  std::vector<int> seqs_;     // a batch's sequences (reused)
-  std::vector<int> decided_;  // the row of each of them that decided where it goes
   mutable std::mutex moves_mutex_;
   Moves moves_;
 };

@@ -500,30 +500,14 @@ void ClusterSupervisor::build_prompt_stages(Engine& engine, const Usable& usable
   prompt_stages_.clear();
   if (options_.prefill_on.empty()) return;
   const ModelConfig& config = engine.config();
-  std::vector<std::string> names = options_.prefill_on;
-  if (names == std::vector<std::string>{"auto"}) {
-    // The worker whose prompts the cost model predicts win (devices from 1: the workers, in usable's order).
-    const RequestShape request{std::max(1, engine.n_ctx() / 2), 128};
-    const PromptPlacement placement = choose_prompt_placement(plan, input, options_.relay(), request, {},
-                                                              engine.n_batch(), engine.options().n_ubatch, 1);
-    names.clear();
-    for (const StageAssignment& a : placement.plan.stages)
-      if (placement.split && a.layer_end > a.layer_begin) names.push_back(input.devices[a.device].address);
-    if (names.empty()) {
-      std::fprintf(stderr, "prompts: on the plan's stages (--prefill-on auto: no worker's prompts win by 10 %% for a "
-                           "prompt of %d tokens)\n", request.prompt_tokens);
-      return;
-    }
-    std::fprintf(stderr, "prompts: --prefill-on auto predicts %.2f s to the first token of a %d-token prompt on %s "
-                         "against %.2f s on the plan's stages\n", placement.placed.prefill_ms / 1e3,
-                 request.prompt_tokens, names.front().c_str(), placement.joint.prefill_ms / 1e3);
-  }
-  std::vector<std::pair<Member*, std::shared_ptr<WorkerClient>>> hosts;
-  for (const std::string& name : names) {
+  // The named workers as the plan's devices (from 1: usable's order); none with "auto".
+  const bool automatic = options_.prefill_on == std::vector<std::string>{"auto"};
+  std::vector<int> devices;
+  for (const std::string& name : automatic ? std::vector<std::string>{} : options_.prefill_on) {
     if (name == "local") fail("--prefill-on local: prompts run on workers (name one of --rpc)");
     auto it = std::find_if(usable.begin(), usable.end(), [&](const auto& u) { return u.first->address == name; });
     if (it != usable.end()) {
-      hosts.push_back(*it);
+      devices.push_back(static_cast<int>(it - usable.begin()) + 1);
     } else if (builds_ == 0 && std::find(options_.workers.begin(), options_.workers.end(), name) ==
                                    options_.workers.end()) {
       fail("--prefill-on {}: not one of the workers named with --rpc", name);
@@ -531,31 +515,44 @@ void ClusterSupervisor::build_prompt_stages(Engine& engine, const Usable& usable
       spdlog::warn("--prefill-on {}: not connected; prompts run without it", name);
     }
   }
-  if (hosts.empty()) return;
-  // Every layer, split among the prompt workers in proportion to their memory.
-  std::vector<double> free;
-  for (auto& [m, client] : hosts) free.push_back(static_cast<double>(client->device().free_memory) + 1.0);
-  double total = 0;
-  for (double f : free) total += f;
+  if (!automatic && devices.empty()) return;
+  // The prompt's plan as `shoal plan` makes it (prompt_placement.h): the named workers split by memory, or
+  // with auto the worker predicted best for a prompt of half the context.
+  const RequestShape request{std::max(1, engine.n_ctx() / 2), 128};
+  PromptPlacement placement;
+  try {
+    placement = choose_prompt_placement(plan, input, options_.relay(), request, devices, engine.n_batch(),
+                                        engine.options().n_ubatch, 1);
+  } catch (const Error& e) {
+    if (builds_ == 0) throw;
+    spdlog::warn("{}; prompts run on the plan's stages", e.what());
+    return;
+  }
+  if (automatic) {
+    if (!placement.split) {
+      std::fprintf(stderr, "prompts: on the plan's stages (--prefill-on auto: no worker's prompts win by 10 %% for a "
+                           "prompt of %d tokens)\n", request.prompt_tokens);
+      return;
+    }
+    const auto on = std::find_if(placement.plan.stages.begin(), placement.plan.stages.end(),
+                                 [](const StageAssignment& a) { return a.layer_end > a.layer_begin; });
+    std::fprintf(stderr, "prompts: --prefill-on auto predicts %.2f s to the first token of a %d-token prompt on %s "
+                         "against %.2f s on the plan's stages\n", placement.placed.prefill_ms / 1e3,
+                 request.prompt_tokens, input.devices[on->device].address.c_str(), placement.joint.prefill_ms / 1e3);
+  }
   const wire::WireDType dtype = wire::parse_wire_dtype(options_.wire_dtype);
   std::vector<std::unique_ptr<Stage>> stages;
-  int begin = 0;
-  double before = 0;
   try {
-    for (size_t i = 0; i < hosts.size(); ++i) {
-      before += free[i];
-      const int end = i + 1 == hosts.size() ? config.n_layer
-                                            : std::clamp(static_cast<int>(std::lround(config.n_layer * before / total)),
-                                                         begin + 1, config.n_layer - static_cast<int>(hosts.size() - i - 1));
-      auto& [m, client] = hosts[i];
-      StageLoadReport r = load_on(engine, hashes, *m, client, begin, end, {}, nullptr);
+    for (const StageAssignment& a : placement.plan.stages) {
+      if (a.layer_end == a.layer_begin) continue;
+      auto& [m, client] = usable.at(static_cast<size_t>(a.device - 1));
+      StageLoadReport r = load_on(engine, hashes, *m, client, a.layer_begin, a.layer_end, {}, nullptr);
       loaded.emplace_back(m, client.get(), r.stage_id);
       stages.push_back(std::make_unique<RemoteStage>(
-          std::vector<RemoteMember>{RemoteMember{client, r.stage_id, begin, end, r}}, config.n_embd,
+          std::vector<RemoteMember>{RemoteMember{client, r.stage_id, a.layer_begin, a.layer_end, r}}, config.n_embd,
           config.side_width(), config.n_layer, dtype));
-      std::fprintf(stderr, "prompts on %s: layers %d-%d (the plan above decodes)\n", client->address().c_str(), begin,
-                   end - 1);
-      begin = end;
+      std::fprintf(stderr, "prompts on %s: layers %d-%d (the plan above decodes)\n", client->address().c_str(),
+                   a.layer_begin, a.layer_end - 1);
     }
   } catch (const StageRefused& e) {
     // Forced at start: said, and the run does not start. Later: the run goes on without.
